@@ -1,0 +1,120 @@
+//===- AttentionOps.cpp - Rotary embeddings and fused attention -----------===//
+//
+// Attention splits freely over batch and heads (Megatron's head-parallel
+// attention); with grouped-query heads a query head is a (kv head, group)
+// pair, so splitting the group factor leaves partial sums in dk and dv. The
+// causal sequence axis and the head dimension stay whole.
+//
+//===----------------------------------------------------------------------===//
+
+#include "dialects/Loom/LoomOps.h"
+
+using namespace mlir;
+
+namespace loom {
+
+static LogicalResult verifyRope(Operation *op, RankedTensorType type,
+                                APFloat theta) {
+  if (type.getRank() != 4)
+    return op->emitOpError() << "input must be [batch, seq, heads, head_dim], "
+                                "got rank "
+                             << type.getRank();
+  if (type.getDimSize(3) % 2 != 0)
+    return op->emitOpError() << "head_dim " << type.getDimSize(3)
+                             << " must be even";
+  if (!(theta.convertToDouble() > 0.0))
+    return op->emitOpError() << "theta must be positive";
+  return success();
+}
+
+/// Positions are the indices along the sequence axis, so it stays whole.
+static OpShardingRule getRopeRule(Operation *op, RankedTensorType type) {
+  return getAlignedRule(op, type.getShape(), {1, 3});
+}
+
+LogicalResult RopeOp::verify() { return verifyRope(*this, getType(), getTheta()); }
+
+OpShardingRule RopeOp::getShardingRule() { return getRopeRule(*this, getType()); }
+
+LogicalResult RopeGradOp::verify() {
+  return verifyRope(*this, getType(), getTheta());
+}
+
+OpShardingRule RopeGradOp::getShardingRule() {
+  return getRopeRule(*this, getType());
+}
+
+static LogicalResult verifyScale(Operation *op, APFloat scale) {
+  if (!(scale.convertToDouble() > 0.0))
+    return op->emitOpError() << "scale must be positive";
+  return success();
+}
+
+namespace {
+/// The factor mappings of attention's tensors.
+struct AttentionMappings {
+  TensorMapping q;   // q, out, dout, dq: [B, S, (Hkv G), D]
+  TensorMapping kv;  // k, v, dk, dv:     [B, Skv, Hkv, D]
+  TensorMapping lse; // lse:              [B, (Hkv G), S]
+};
+} // namespace
+
+static AttentionMappings addAttentionFactors(OpShardingRule &rule,
+                                             RankedTensorType q,
+                                             RankedTensorType k, bool causal) {
+  int64_t b = rule.addFactor(q.getDimSize(0));
+  // A query row needs its global position only under the causal mask.
+  int64_t s = rule.addFactor(q.getDimSize(1), /*whole=*/causal);
+  int64_t skv = rule.addFactor(k.getDimSize(1), /*whole=*/true);
+  int64_t hkv = rule.addFactor(k.getDimSize(2));
+  int64_t g = rule.addFactor(q.getDimSize(2) / k.getDimSize(2));
+  int64_t d = rule.addFactor(q.getDimSize(3), /*whole=*/true);
+  return {{{b}, {s}, {hkv, g}, {d}}, {{b}, {skv}, {hkv}, {d}}, {{b}, {hkv, g}, {s}}};
+}
+
+LogicalResult AttentionOp::verify() {
+  if (failed(verifyInferredTypes(
+          *this, inferAttentionTypes(getQ().getType(), getK().getType(),
+                                     getV().getType(), getCausal(),
+                                     [&] { return emitOpError(); }))))
+    return failure();
+  return verifyScale(*this, getScale());
+}
+
+OpShardingRule AttentionOp::getShardingRule() {
+  OpShardingRule rule;
+  AttentionMappings maps =
+      addAttentionFactors(rule, getQ().getType(), getK().getType(), getCausal());
+  for (const TensorMapping &operand : {maps.q, maps.kv, maps.kv})
+    rule.addOperand(operand);
+  rule.addResult(maps.q);
+  rule.addResult(maps.lse);
+  return rule;
+}
+
+LogicalResult AttentionGradOp::verify() {
+  auto inferred =
+      inferAttentionTypes(getQ().getType(), getK().getType(), getV().getType(),
+                          getCausal(), [&] { return emitOpError(); });
+  if (failed(inferred))
+    return failure();
+  if (getLse().getType() != (*inferred)[1])
+    return emitOpError() << "lse has type " << getLse().getType()
+                         << ", attention of q, k and v gives "
+                         << (*inferred)[1];
+  return verifyScale(*this, getScale());
+}
+
+OpShardingRule AttentionGradOp::getShardingRule() {
+  OpShardingRule rule;
+  AttentionMappings maps =
+      addAttentionFactors(rule, getQ().getType(), getK().getType(), getCausal());
+  for (const TensorMapping &operand :
+       {maps.q, maps.q, maps.kv, maps.kv, maps.q, maps.lse})
+    rule.addOperand(operand);
+  for (const TensorMapping &result : {maps.q, maps.kv, maps.kv})
+    rule.addResult(result);
+  return rule;
+}
+
+} // namespace loom

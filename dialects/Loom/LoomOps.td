@@ -1,0 +1,31 @@
+//===- LoomOps.td - The loom ops --------------------------------*- tablegen -*-===//
+//
+// Every op is pure (dropout draws from a counter-based RNG keyed by its
+// operands and attributes, so it is a function too), has a verifier with
+// precise messages, a builder that infers the result types, and a sharding
+// rule.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef LOOM_DIALECT_LOOMOPS_TD
+#define LOOM_DIALECT_LOOMOPS_TD
+
+include "dialects/Loom/LoomBase.td"
+include "dialects/Loom/ShardingRuleInterface.td"
+
+/// Base class of all loom ops. `verify()` and `getShardingRule()` are
+/// defined per op in the C++ file of its group.
+class Loom_Op<string mnemonic, list<Trait> traits = []>
+    : Op<Loom_Dialect, mnemonic,
+         !listconcat(traits, [Pure,
+             DeclareOpInterfaceMethods<Loom_ShardingRuleOpInterface>])> {
+  let hasVerifier = 1;
+}
+
+include "dialects/Loom/ElementwiseOps.td"
+include "dialects/Loom/LayoutOps.td"
+include "dialects/Loom/NeuralOps.td"
+include "dialects/Loom/GradientOps.td"
+include "dialects/Loom/OptimizerOps.td"
+
+#endif // LOOM_DIALECT_LOOMOPS_TD

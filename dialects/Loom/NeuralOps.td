@@ -1,0 +1,253 @@
+//===- NeuralOps.td - Matmul and the fused ops of transformers -*- tablegen -*-===//
+
+#ifndef LOOM_DIALECT_NEURALOPS_TD
+#define LOOM_DIALECT_NEURALOPS_TD
+
+def Loom_MatmulOp : Loom_Op<"matmul"> {
+  let summary = "batched matrix product with optional transposes";
+  let description = [{
+    `lhs` is `[B..., M, K]` (`[B..., K, M]` with `transpose_lhs`), `rhs` is
+    `[K, N]` or `[B..., K, N]` with the same batch dimensions (`[.., N, K]`
+    with `transpose_rhs`). The result is `[B..., M, N]`; a 2-D `rhs` is
+    shared by every batch element, as a linear layer's weight is.
+
+    ```mlir
+    %y = loom.matmul %x, %w
+        : (tensor<2x16x768xf32>, tensor<768x3072xf32>) -> tensor<2x16x3072xf32>
+    %s = loom.matmul %q, %k {transpose_rhs}
+        : (tensor<2x12x16x64xf32>, tensor<2x12x16x64xf32>) -> tensor<2x12x16x16xf32>
+    ```
+  }];
+  let arguments = (ins Loom_FloatTensor:$lhs, Loom_FloatTensor:$rhs,
+                       UnitAttr:$transpose_lhs, UnitAttr:$transpose_rhs);
+  let results = (outs Loom_FloatTensor:$result);
+  let assemblyFormat =
+      "$lhs `,` $rhs attr-dict `:` functional-type(operands, results)";
+  let builders = [
+    OpBuilder<(ins "::mlir::Value":$lhs, "::mlir::Value":$rhs,
+                   CArg<"bool", "false">:$transposeLhs,
+                   CArg<"bool", "false">:$transposeRhs), [{
+      build($_builder, $_state,
+            ::loom::requireInferred(::loom::inferMatmulType(
+                lhs.getType(), rhs.getType(), transposeLhs, transposeRhs,
+                nullptr), "loom.matmul"),
+            lhs, rhs, transposeLhs, transposeRhs);
+    }]>
+  ];
+}
+
+def Loom_LayerNormOp : Loom_Op<"layernorm",
+    [AllTypesMatch<["x", "result"]>, AllTypesMatch<["gamma", "beta"]>]> {
+  let summary = "layer normalization over the last dimension";
+  let description = [{
+    `y = (x - mean(x)) / sqrt(var(x) + epsilon) * gamma + beta`, with the
+    mean and the (biased) variance taken over the last dimension, as
+    `torch.nn.LayerNorm`. `gamma` and `beta` are `[D]`.
+
+    ```mlir
+    %y = loom.layernorm %x, %g, %b {epsilon = 1.0e-05 : f64}
+        : tensor<2x16x768xf32>, tensor<768xf32>
+    ```
+  }];
+  let arguments = (ins Loom_FloatTensor:$x, Loom_FloatTensor:$gamma,
+                       Loom_FloatTensor:$beta, F64Attr:$epsilon);
+  let results = (outs Loom_FloatTensor:$result);
+  let assemblyFormat =
+      "$x `,` $gamma `,` $beta attr-dict `:` type($x) `,` type($gamma)";
+}
+
+def Loom_RMSNormOp : Loom_Op<"rmsnorm", [AllTypesMatch<["x", "result"]>]> {
+  let summary = "root-mean-square normalization over the last dimension";
+  let description = [{
+    `y = x / sqrt(mean(x^2) + epsilon) * gamma` over the last dimension, as
+    Llama's `LlamaRMSNorm`. `gamma` is `[D]`.
+
+    ```mlir
+    %y = loom.rmsnorm %x, %g {epsilon = 1.0e-06 : f64}
+        : tensor<2x16x512xf32>, tensor<512xf32>
+    ```
+  }];
+  let arguments = (ins Loom_FloatTensor:$x, Loom_FloatTensor:$gamma,
+                       F64Attr:$epsilon);
+  let results = (outs Loom_FloatTensor:$result);
+  let assemblyFormat = "$x `,` $gamma attr-dict `:` type($x) `,` type($gamma)";
+}
+
+def Loom_GeluOp : Loom_Op<"gelu", [SameOperandsAndResultType]> {
+  let summary = "GELU, tanh approximation (GPT-2's `gelu_new`)";
+  let description = [{
+    `0.5 * x * (1 + tanh(sqrt(2/pi) * (x + 0.044715 * x^3)))`.
+
+    ```mlir
+    %y = loom.gelu %x : tensor<2x16x3072xf32>
+    ```
+  }];
+  let arguments = (ins Loom_FloatTensor:$x);
+  let results = (outs Loom_FloatTensor:$result);
+  let assemblyFormat = "$x attr-dict `:` type($x)";
+  let hasVerifier = 0;
+  let extraClassDefinition = [{
+    ::loom::OpShardingRule $cppClass::getShardingRule() {
+      return ::loom::getAlignedRule(*this, getType().getShape());
+    }
+  }];
+}
+
+def Loom_SiluOp : Loom_Op<"silu", [SameOperandsAndResultType]> {
+  let summary = "SiLU (swish): x * sigmoid(x)";
+  let description = [{
+    `x / (1 + exp(-x))`, the gate activation of Llama's SwiGLU MLP.
+
+    ```mlir
+    %y = loom.silu %x : tensor<2x16x1376xf32>
+    ```
+  }];
+  let arguments = (ins Loom_FloatTensor:$x);
+  let results = (outs Loom_FloatTensor:$result);
+  let assemblyFormat = "$x attr-dict `:` type($x)";
+  let hasVerifier = 0;
+  let extraClassDefinition = [{
+    ::loom::OpShardingRule $cppClass::getShardingRule() {
+      return ::loom::getAlignedRule(*this, getType().getShape());
+    }
+  }];
+}
+
+def Loom_SoftmaxOp : Loom_Op<"softmax", [SameOperandsAndResultType]> {
+  let summary = "softmax over the last dimension";
+  let description = [{
+    `exp(x - max(x)) / sum(exp(x - max(x)))` along the last dimension.
+
+    ```mlir
+    %p = loom.softmax %s : tensor<2x12x16x16xf32>
+    ```
+  }];
+  let arguments = (ins Loom_FloatTensor:$x);
+  let results = (outs Loom_FloatTensor:$result);
+  let assemblyFormat = "$x attr-dict `:` type($x)";
+}
+
+def Loom_RopeOp : Loom_Op<"rope", [SameOperandsAndResultType]> {
+  let summary = "rotary position embedding (Llama's rotate-half layout)";
+  let description = [{
+    `x` is `[B, S, H, D]` with even `D`. Position `s` (0-based, along
+    dimension 1) rotates the pair `(x[i], x[i + D/2])` by the angle
+    `s * theta^(-2i/D)`, as Hugging Face's `apply_rotary_pos_emb`.
+
+    ```mlir
+    %q = loom.rope %x {theta = 10000.0 : f64} : tensor<2x16x8x64xf32>
+    ```
+  }];
+  let arguments = (ins Loom_FloatTensor:$x, F64Attr:$theta);
+  let results = (outs Loom_FloatTensor:$result);
+  let assemblyFormat = "$x attr-dict `:` type($x)";
+}
+
+def Loom_AttentionOp : Loom_Op<"attention"> {
+  let summary = "fused scaled-dot-product attention with grouped-query heads";
+  let description = [{
+    `q` is `[B, S, Hq, D]`, `k` and `v` are `[B, Skv, Hkv, D]` with `Hkv`
+    dividing `Hq`: query head `h` attends with key/value head
+    `h / (Hq / Hkv)` (grouped-query attention; `Hkv = Hq` is multi-head).
+    `out = softmax(scale * q k^T + mask) v`, where `causal` masks keys after
+    the query's position (and needs `S = Skv`). The second result is the
+    log-sum-exp of each softmax row, `[B, Hq, S]` in f32: what a fused
+    kernel keeps for the backward pass instead of the probabilities.
+
+    ```mlir
+    %o, %lse = loom.attention %q, %k, %v {causal, scale = 0.125 : f64}
+        : (tensor<2x16x8x64xf32>, tensor<2x16x2x64xf32>, tensor<2x16x2x64xf32>)
+        -> (tensor<2x16x8x64xf32>, tensor<2x8x16xf32>)
+    ```
+  }];
+  let arguments = (ins Loom_FloatTensor:$q, Loom_FloatTensor:$k,
+                       Loom_FloatTensor:$v, UnitAttr:$causal, F64Attr:$scale);
+  let results = (outs Loom_FloatTensor:$out, Loom_FloatTensor:$lse);
+  let assemblyFormat =
+      "$q `,` $k `,` $v attr-dict `:` functional-type(operands, results)";
+  let builders = [
+    OpBuilder<(ins "::mlir::Value":$q, "::mlir::Value":$k, "::mlir::Value":$v,
+                   "bool":$causal, "double":$scale), [{
+      ::llvm::SmallVector<::mlir::Type, 2> types = ::loom::requireInferred(
+          ::loom::inferAttentionTypes(q.getType(), k.getType(), v.getType(),
+                                      causal, nullptr), "loom.attention");
+      build($_builder, $_state, types[0], types[1], q, k, v,
+            causal ? $_builder.getUnitAttr() : nullptr,
+            $_builder.getF64FloatAttr(scale));
+    }]>
+  ];
+}
+
+def Loom_EmbeddingOp : Loom_Op<"embedding"> {
+  let summary = "gathers rows of a table by integer ids";
+  let description = [{
+    `result[i..., :] = table[ids[i...], :]` with `table` `[V, D]`; the result
+    is `ids`' shape followed by `D`. Ids outside `[0, V)` are an error at
+    run time.
+
+    ```mlir
+    %x = loom.embedding %wte, %tokens
+        : (tensor<50257x768xf32>, tensor<2x16xi32>) -> tensor<2x16x768xf32>
+    ```
+  }];
+  let arguments = (ins Loom_FloatTensor:$table, Loom_IndexTensor:$ids);
+  let results = (outs Loom_FloatTensor:$result);
+  let assemblyFormat =
+      "$table `,` $ids attr-dict `:` functional-type(operands, results)";
+  let builders = [
+    OpBuilder<(ins "::mlir::Value":$table, "::mlir::Value":$ids), [{
+      build($_builder, $_state,
+            ::loom::requireInferred(::loom::inferEmbeddingType(
+                table.getType(), ids.getType(), nullptr), "loom.embedding"),
+            table, ids);
+    }]>
+  ];
+}
+
+def Loom_CrossEntropyOp : Loom_Op<"cross_entropy"> {
+  let summary = "fused log-softmax + negative log-likelihood, mean over tokens";
+  let description = [{
+    `logits` is `[T..., V]` and `labels` `[T...]` with ids in `[0, V)`. The
+    result is the f32 scalar `mean over T of (logsumexp(logits[t]) -
+    logits[t, labels[t]])`, i.e. `torch.nn.functional.cross_entropy`.
+
+    ```mlir
+    %loss = loom.cross_entropy %logits, %labels
+        : (tensor<2x16x50257xf32>, tensor<2x16xi32>) -> tensor<f32>
+    ```
+  }];
+  let arguments = (ins Loom_FloatTensor:$logits, Loom_IndexTensor:$labels);
+  let results = (outs Loom_ScalarF32:$loss);
+  let assemblyFormat =
+      "$logits `,` $labels attr-dict `:` functional-type(operands, results)";
+  let builders = [
+    OpBuilder<(ins "::mlir::Value":$logits, "::mlir::Value":$labels), [{
+      build($_builder, $_state,
+            ::mlir::RankedTensorType::get({}, $_builder.getF32Type()),
+            logits, labels);
+    }]>
+  ];
+}
+
+def Loom_DropoutOp : Loom_Op<"dropout", [AllTypesMatch<["x", "result"]>]> {
+  let summary = "inverted dropout with a counter-based random mask";
+  let description = [{
+    Zeroes each element with probability `rate` and scales the others by
+    `1 / (1 - rate)`. The keep/drop decision of an element is a pure
+    function of (`seed`, `step`, `key`, the element's index in the global,
+    unsharded tensor): `key` names the dropout site, so a sharded run draws
+    exactly the masks of the unsharded one and `dropout_grad` recomputes
+    the mask instead of storing it.
+
+    ```mlir
+    %y = loom.dropout %x, %step {key = 3 : i64, rate = 1.0e-01 : f64, seed = 1234 : i64}
+        : tensor<2x16x768xf32>, tensor<i64>
+    ```
+  }];
+  let arguments = (ins Loom_FloatTensor:$x, Loom_StepTensor:$step,
+                       F64Attr:$rate, I64Attr:$seed, I64Attr:$key);
+  let results = (outs Loom_FloatTensor:$result);
+  let assemblyFormat = "$x `,` $step attr-dict `:` type($x) `,` type($step)";
+}
+
+#endif // LOOM_DIALECT_NEURALOPS_TD

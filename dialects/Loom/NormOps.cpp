@@ -1,0 +1,95 @@
+//===- NormOps.cpp - Layer/RMS normalization and softmax ------------------===//
+//
+// All of them reduce over the last dimension, which therefore stays whole;
+// the leading dimensions are split freely (and leave partial sums in the
+// gradients of gamma and beta).
+//
+//===----------------------------------------------------------------------===//
+
+#include "dialects/Loom/LoomOps.h"
+
+using namespace mlir;
+
+namespace loom {
+
+static LogicalResult verifyEpsilon(Operation *op, APFloat epsilon) {
+  if (epsilon.isNegative() || epsilon.isNaN())
+    return op->emitOpError() << "epsilon must be non-negative, got "
+                             << epsilon.convertToDouble();
+  return success();
+}
+
+/// The rule of every op here: aligned with the input, last dimension whole.
+static OpShardingRule getRowwiseRule(Operation *op, Type input) {
+  auto shape = cast<RankedTensorType>(input).getShape();
+  return getAlignedRule(op, shape, {static_cast<int64_t>(shape.size()) - 1});
+}
+
+LogicalResult LayerNormOp::verify() {
+  auto emit = [&] { return emitOpError(); };
+  if (failed(verifyNormParam(getX().getType(), getGamma().getType(), "gamma",
+                             emit)) ||
+      failed(verifyNormParam(getX().getType(), getBeta().getType(), "beta",
+                             emit)))
+    return failure();
+  return verifyEpsilon(*this, getEpsilon());
+}
+
+OpShardingRule LayerNormOp::getShardingRule() {
+  return getRowwiseRule(*this, getX().getType());
+}
+
+LogicalResult LayerNormGradOp::verify() {
+  if (failed(verifyNormParam(getX().getType(), getGamma().getType(), "gamma",
+                             [&] { return emitOpError(); })))
+    return failure();
+  return verifyEpsilon(*this, getEpsilon());
+}
+
+OpShardingRule LayerNormGradOp::getShardingRule() {
+  return getRowwiseRule(*this, getX().getType());
+}
+
+LogicalResult RMSNormOp::verify() {
+  if (failed(verifyNormParam(getX().getType(), getGamma().getType(), "gamma",
+                             [&] { return emitOpError(); })))
+    return failure();
+  return verifyEpsilon(*this, getEpsilon());
+}
+
+OpShardingRule RMSNormOp::getShardingRule() {
+  return getRowwiseRule(*this, getX().getType());
+}
+
+LogicalResult RMSNormGradOp::verify() {
+  if (failed(verifyNormParam(getX().getType(), getGamma().getType(), "gamma",
+                             [&] { return emitOpError(); })))
+    return failure();
+  return verifyEpsilon(*this, getEpsilon());
+}
+
+OpShardingRule RMSNormGradOp::getShardingRule() {
+  return getRowwiseRule(*this, getX().getType());
+}
+
+LogicalResult SoftmaxOp::verify() {
+  if (getType().getRank() < 1)
+    return emitOpError() << "input must have rank >= 1";
+  return success();
+}
+
+OpShardingRule SoftmaxOp::getShardingRule() {
+  return getRowwiseRule(*this, getType());
+}
+
+LogicalResult SoftmaxGradOp::verify() {
+  if (getType().getRank() < 1)
+    return emitOpError() << "input must have rank >= 1";
+  return success();
+}
+
+OpShardingRule SoftmaxGradOp::getShardingRule() {
+  return getRowwiseRule(*this, getType());
+}
+
+} // namespace loom
