@@ -1,0 +1,34 @@
+# lit configuration of Loom's FileCheck tests.
+#
+# Features: `mpi` when mpirun is on PATH, `cuda-gpu` when Loom was built
+# with CUDA and loom-cuda-probe finds a device.
+
+import os
+import shutil
+import subprocess
+
+import lit.formats
+from lit.llvm import llvm_config
+
+config.name = "Loom"
+config.test_format = lit.formats.ShTest(not llvm_config.use_lit_shell)
+config.suffixes = [".mlir"]
+config.test_source_root = os.path.dirname(__file__)
+config.test_exec_root = os.path.join(config.loom_obj_root, "test")
+config.excludes = ["CMakeLists.txt", "lit.cfg.py", "lit.site.cfg.py", "Unit"]
+
+llvm_config.with_system_environment(["HOME", "PATH"])
+llvm_config.use_default_substitutions()
+llvm_config.add_tool_substitutions(
+    ["loom-opt"], [config.loom_tools_dir, config.llvm_tools_dir]
+)
+
+if shutil.which("mpirun"):
+    config.available_features.add("mpi")
+
+if config.loom_enable_cuda:
+    probe = os.path.join(config.loom_tools_dir, "loom-cuda-probe")
+    if os.path.exists(probe) and subprocess.call(
+        [probe], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
+    ) == 0:
+        config.available_features.add("cuda-gpu")
