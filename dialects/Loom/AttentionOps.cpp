@@ -20,8 +20,8 @@ static LogicalResult verifyRope(Operation *op, RankedTensorType type,
                                 "got rank "
                              << type.getRank();
   if (type.getDimSize(3) % 2 != 0)
-    return op->emitOpError() << "head_dim " << type.getDimSize(3)
-                             << " must be even";
+    return op->emitOpError()
+           << "head_dim " << type.getDimSize(3) << " must be even";
   if (!(theta.convertToDouble() > 0.0))
     return op->emitOpError() << "theta must be positive";
   return success();
@@ -32,9 +32,13 @@ static OpShardingRule getRopeRule(Operation *op, RankedTensorType type) {
   return getAlignedRule(op, type.getShape(), {1, 3});
 }
 
-LogicalResult RopeOp::verify() { return verifyRope(*this, getType(), getTheta()); }
+LogicalResult RopeOp::verify() {
+  return verifyRope(*this, getType(), getTheta());
+}
 
-OpShardingRule RopeOp::getShardingRule() { return getRopeRule(*this, getType()); }
+OpShardingRule RopeOp::getShardingRule() {
+  return getRopeRule(*this, getType());
+}
 
 LogicalResult RopeGradOp::verify() {
   return verifyRope(*this, getType(), getTheta());
@@ -69,7 +73,9 @@ static AttentionMappings addAttentionFactors(OpShardingRule &rule,
   int64_t hkv = rule.addFactor(k.getDimSize(2));
   int64_t g = rule.addFactor(q.getDimSize(2) / k.getDimSize(2));
   int64_t d = rule.addFactor(q.getDimSize(3), /*whole=*/true);
-  return {{{b}, {s}, {hkv, g}, {d}}, {{b}, {skv}, {hkv}, {d}}, {{b}, {hkv, g}, {s}}};
+  return {{{b}, {s}, {hkv, g}, {d}},
+          {{b}, {skv}, {hkv}, {d}},
+          {{b}, {hkv, g}, {s}}};
 }
 
 LogicalResult AttentionOp::verify() {
@@ -83,8 +89,8 @@ LogicalResult AttentionOp::verify() {
 
 OpShardingRule AttentionOp::getShardingRule() {
   OpShardingRule rule;
-  AttentionMappings maps =
-      addAttentionFactors(rule, getQ().getType(), getK().getType(), getCausal());
+  AttentionMappings maps = addAttentionFactors(rule, getQ().getType(),
+                                               getK().getType(), getCausal());
   for (const TensorMapping &operand : {maps.q, maps.kv, maps.kv})
     rule.addOperand(operand);
   rule.addResult(maps.q);
@@ -107,8 +113,8 @@ LogicalResult AttentionGradOp::verify() {
 
 OpShardingRule AttentionGradOp::getShardingRule() {
   OpShardingRule rule;
-  AttentionMappings maps =
-      addAttentionFactors(rule, getQ().getType(), getK().getType(), getCausal());
+  AttentionMappings maps = addAttentionFactors(rule, getQ().getType(),
+                                               getK().getType(), getCausal());
   for (const TensorMapping &operand :
        {maps.q, maps.q, maps.kv, maps.kv, maps.q, maps.lse})
     rule.addOperand(operand);

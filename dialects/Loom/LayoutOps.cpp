@@ -16,9 +16,9 @@ namespace loom {
 static LogicalResult verifySameElementType(Operation *op, RankedTensorType x,
                                            RankedTensorType result) {
   if (x.getElementType() != result.getElementType())
-    return op->emitOpError() << "result element type "
-                             << result.getElementType() << " differs from "
-                             << x.getElementType();
+    return op->emitOpError()
+           << "result element type " << result.getElementType()
+           << " differs from " << x.getElementType();
   return success();
 }
 
@@ -130,8 +130,7 @@ LogicalResult BroadcastOp::verify() {
                          << " to rank " << result.getRank();
   int64_t shift = result.getRank() - x.getRank();
   for (int64_t d = 0; d < x.getRank(); ++d)
-    if (x.getDimSize(d) != 1 &&
-        x.getDimSize(d) != result.getDimSize(shift + d))
+    if (x.getDimSize(d) != 1 && x.getDimSize(d) != result.getDimSize(shift + d))
       return emitOpError() << "operand dimension " << d << " of size "
                            << x.getDimSize(d) << " cannot broadcast to "
                            << result.getDimSize(shift + d);
@@ -152,13 +151,12 @@ static LogicalResult verifyBox(Operation *op, RankedTensorType small,
                                RankedTensorType large,
                                ArrayRef<int64_t> offsets, StringRef what) {
   if (small.getRank() != large.getRank())
-    return op->emitOpError() << "operand and result ranks differ: "
-                             << op->getOperand(0).getType() << " and "
-                             << op->getResult(0).getType();
-  if (failed(verifySameElementType(op, cast<RankedTensorType>(
-                                           op->getOperand(0).getType()),
-                                   cast<RankedTensorType>(
-                                       op->getResult(0).getType()))))
+    return op->emitOpError()
+           << "operand and result ranks differ: " << op->getOperand(0).getType()
+           << " and " << op->getResult(0).getType();
+  if (failed(verifySameElementType(
+          op, cast<RankedTensorType>(op->getOperand(0).getType()),
+          cast<RankedTensorType>(op->getResult(0).getType()))))
     return failure();
   if (static_cast<int64_t>(offsets.size()) != small.getRank())
     return op->emitOpError() << what << " has " << offsets.size()
@@ -192,8 +190,7 @@ static OpShardingRule getBoxRule(RankedTensorType x, RankedTensorType result) {
 }
 
 LogicalResult SliceOp::verify() {
-  return verifyBox(*this, getType(), getX().getType(), getOffsets(),
-                   "offsets");
+  return verifyBox(*this, getType(), getX().getType(), getOffsets(), "offsets");
 }
 
 OpShardingRule SliceOp::getShardingRule() {
@@ -213,9 +210,9 @@ OpShardingRule PadOp::getShardingRule() {
 //===----------------------------------------------------------------------===//
 
 LogicalResult ConcatOp::verify() {
-  return verifyInferredTypes(
-      *this, inferConcatType(getInputs().getTypes(), getAxis(),
-                             [&] { return emitOpError(); }));
+  return verifyInferredTypes(*this,
+                             inferConcatType(getInputs().getTypes(), getAxis(),
+                                             [&] { return emitOpError(); }));
 }
 
 OpShardingRule ConcatOp::getShardingRule() {

@@ -14,9 +14,9 @@ namespace loom {
 
 LogicalResult MatmulOp::verify() {
   return verifyInferredTypes(
-      *this, inferMatmulType(getLhs().getType(), getRhs().getType(),
-                             getTransposeLhs(), getTransposeRhs(),
-                             [&] { return emitOpError(); }));
+      *this,
+      inferMatmulType(getLhs().getType(), getRhs().getType(), getTransposeLhs(),
+                      getTransposeRhs(), [&] { return emitOpError(); }));
 }
 
 OpShardingRule MatmulOp::getShardingRule() {
@@ -27,8 +27,8 @@ OpShardingRule MatmulOp::getShardingRule() {
   SmallVector<int64_t> batch = rule.addFactors(lhs.drop_back(2));
   int64_t m = rule.addFactor(result[result.size() - 2]);
   int64_t n = rule.addFactor(result.back());
-  int64_t k = rule.addFactor(getTransposeLhs() ? lhs[lhs.size() - 2]
-                                               : lhs.back());
+  int64_t k =
+      rule.addFactor(getTransposeLhs() ? lhs[lhs.size() - 2] : lhs.back());
 
   TensorMapping batchDims = OpShardingRule::alignLeft(lhs.drop_back(2), batch);
   TensorMapping lhsMap = batchDims, rhsMap, resultMap = batchDims;

@@ -14,8 +14,8 @@ namespace loom {
 
 static LogicalResult verifyEpsilon(Operation *op, APFloat epsilon) {
   if (epsilon.isNegative() || epsilon.isNaN())
-    return op->emitOpError() << "epsilon must be non-negative, got "
-                             << epsilon.convertToDouble();
+    return op->emitOpError()
+           << "epsilon must be non-negative, got " << epsilon.convertToDouble();
   return success();
 }
 
@@ -29,8 +29,8 @@ LogicalResult LayerNormOp::verify() {
   auto emit = [&] { return emitOpError(); };
   if (failed(verifyNormParam(getX().getType(), getGamma().getType(), "gamma",
                              emit)) ||
-      failed(verifyNormParam(getX().getType(), getBeta().getType(), "beta",
-                             emit)))
+      failed(
+          verifyNormParam(getX().getType(), getBeta().getType(), "beta", emit)))
     return failure();
   return verifyEpsilon(*this, getEpsilon());
 }

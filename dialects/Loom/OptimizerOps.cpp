@@ -23,14 +23,13 @@ static LogicalResult verifyParamAndGrad(Operation *op, RankedTensorType param,
   return success();
 }
 
-static LogicalResult verifyInRange(Operation *op, StringRef name,
-                                   APFloat value, double low, bool lowOpen,
-                                   double high) {
+static LogicalResult verifyInRange(Operation *op, StringRef name, APFloat value,
+                                   double low, bool lowOpen, double high) {
   double v = value.convertToDouble();
   if (!(lowOpen ? v > low : v >= low) || !(v < high))
-    return op->emitOpError() << name << " = " << v << " is not in "
-                             << (lowOpen ? "(" : "[") << low << ", " << high
-                             << ")";
+    return op->emitOpError()
+           << name << " = " << v << " is not in " << (lowOpen ? "(" : "[")
+           << low << ", " << high << ")";
   return success();
 }
 

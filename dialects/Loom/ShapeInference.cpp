@@ -17,8 +17,7 @@ static std::string shapeText(ArrayRef<int64_t> shape) {
     return "scalar";
   std::string text;
   llvm::raw_string_ostream os(text);
-  llvm::interleave(
-      shape, os, [&](int64_t d) { os << d; }, "x");
+  llvm::interleave(shape, os, [&](int64_t d) { os << d; }, "x");
   return text;
 }
 
@@ -46,7 +45,8 @@ FailureOr<RankedTensorType> inferBroadcastType(Type lhs, Type rhs,
   int64_t rank = std::max(lhsType.getRank(), rhsType.getRank());
   SmallVector<int64_t> shape(rank);
   for (int64_t i = 0; i < rank; ++i) {
-    int64_t li = lhsType.getRank() - rank + i, ri = rhsType.getRank() - rank + i;
+    int64_t li = lhsType.getRank() - rank + i,
+            ri = rhsType.getRank() - rank + i;
     int64_t l = li >= 0 ? lhsType.getDimSize(li) : 1;
     int64_t r = ri >= 0 ? rhsType.getDimSize(ri) : 1;
     if (l != r && l != 1 && r != 1) {
@@ -108,8 +108,8 @@ FailureOr<RankedTensorType> inferConcatType(TypeRange inputs, int64_t axis,
     for (int64_t d = 0; d < type.getRank(); ++d) {
       if (d != axis && type.getDimSize(d) != first.getDimSize(d)) {
         fail(emitError) << "input #" << index << " has " << type.getDimSize(d)
-                        << " elements in dimension " << d
-                        << ", input #0 has " << first.getDimSize(d);
+                        << " elements in dimension " << d << ", input #0 has "
+                        << first.getDimSize(d);
         return failure();
       }
     }
@@ -215,8 +215,9 @@ FailureOr<SmallVector<Type, 2>> inferAttentionTypes(Type q, Type k, Type v,
     return failure();
   }
   if (causal && kType.getDimSize(1) != seq) {
-    fail(emitError) << "causal attention needs equal query and key lengths, got "
-                    << seq << " and " << kType.getDimSize(1);
+    fail(emitError)
+        << "causal attention needs equal query and key lengths, got " << seq
+        << " and " << kType.getDimSize(1);
     return failure();
   }
   Type lse = RankedTensorType::get({batch, heads, seq},

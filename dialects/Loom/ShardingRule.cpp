@@ -81,9 +81,8 @@ bool OpShardingRule::mapsFactor(const TensorMapping &tensor,
 FactorKind OpShardingRule::getFactorKind(int64_t factor) const {
   if (factorWhole[factor])
     return FactorKind::Whole;
-  bool inEveryResult = llvm::all_of(results, [&](const TensorMapping &t) {
-    return mapsFactor(t, factor);
-  });
+  bool inEveryResult = llvm::all_of(
+      results, [&](const TensorMapping &t) { return mapsFactor(t, factor); });
   return inEveryResult ? FactorKind::Parallel : FactorKind::Reduction;
 }
 
@@ -107,8 +106,8 @@ verifyTensors(ArrayRef<TensorMapping> mappings, TypeRange types,
       int64_t product = 1;
       for (int64_t factor : factors) {
         if (factor < 0 || factor >= static_cast<int64_t>(factorSizes.size()))
-          return emitError() << "sharding rule names an unknown factor "
-                             << factor;
+          return emitError()
+                 << "sharding rule names an unknown factor " << factor;
         if (seen[factor])
           return emitError() << "sharding rule maps factor " << factor
                              << " twice in " << side << " #" << index;
@@ -169,11 +168,10 @@ void OpShardingRule::print(llvm::raw_ostream &os) const {
   os << " -> ";
   printTensors(os, results);
   os << " {";
-  llvm::interleaveComma(llvm::seq<int64_t>(0, getNumFactors()), os,
-                        [&](int64_t factor) {
-                          os << factorName(factor) << "="
-                             << factorSizes[factor];
-                        });
+  llvm::interleaveComma(
+      llvm::seq<int64_t>(0, getNumFactors()), os, [&](int64_t factor) {
+        os << factorName(factor) << "=" << factorSizes[factor];
+      });
   os << "}";
   auto printKind = [&](FactorKind kind, StringRef label) {
     SmallVector<int64_t> ofKind;

@@ -13,9 +13,9 @@ int main() {
   int count = 0;
   cudaError_t status = cudaGetDeviceCount(&count);
   if (status != cudaSuccess || count == 0) {
-    std::printf("no CUDA device: %s\n",
-                status == cudaSuccess ? "none visible"
-                                      : cudaGetErrorString(status));
+    std::printf("no CUDA device: %s\n", status == cudaSuccess
+                                            ? "none visible"
+                                            : cudaGetErrorString(status));
     return 77;
   }
   for (int device = 0; device < count; ++device) {

@@ -46,11 +46,14 @@ int main() {
   float *dx = nullptr, *dy = nullptr;
   CHECK_CUDA(cudaMalloc(&dx, n * sizeof(float)));
   CHECK_CUDA(cudaMalloc(&dy, n * sizeof(float)));
-  CHECK_CUDA(cudaMemcpy(dx, x.data(), n * sizeof(float), cudaMemcpyHostToDevice));
-  CHECK_CUDA(cudaMemcpy(dy, y.data(), n * sizeof(float), cudaMemcpyHostToDevice));
+  CHECK_CUDA(
+      cudaMemcpy(dx, x.data(), n * sizeof(float), cudaMemcpyHostToDevice));
+  CHECK_CUDA(
+      cudaMemcpy(dy, y.data(), n * sizeof(float), cudaMemcpyHostToDevice));
   saxpy_forward_kernel<<<(n + 255) / 256, 256>>>(n, a, dx, dy);
   CHECK_CUDA(cudaGetLastError());
-  CHECK_CUDA(cudaMemcpy(y.data(), dy, n * sizeof(float), cudaMemcpyDeviceToHost));
+  CHECK_CUDA(
+      cudaMemcpy(y.data(), dy, n * sizeof(float), cudaMemcpyDeviceToHost));
   CHECK_CUDA(cudaFree(dx));
   CHECK_CUDA(cudaFree(dy));
   for (int i = 0; i < n; ++i) {

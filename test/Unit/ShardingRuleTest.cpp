@@ -193,18 +193,15 @@ const RuleCase kCases[] = {
 /// Parses a case into a module holding one function with the op.
 class ShardingRuleTest : public ::testing::TestWithParam<RuleCase> {
 protected:
-  ShardingRuleTest() {
-    context.loadDialect<func::FuncDialect, LoomDialect>();
-  }
+  ShardingRuleTest() { context.loadDialect<func::FuncDialect, LoomDialect>(); }
 
   /// Returns the op of `c`, or null with the parser's diagnostics in
   /// `diagnostics`.
   Operation *parse(const RuleCase &c) {
     std::string source = std::string("func.func @f(") + c.args + ") {\n  " +
                          c.op + "\n  return\n}\n";
-    ScopedDiagnosticHandler handler(&context, [&](Diagnostic &diag) {
-      diagnostics += diag.str() + "\n";
-    });
+    ScopedDiagnosticHandler handler(
+        &context, [&](Diagnostic &diag) { diagnostics += diag.str() + "\n"; });
     module = parseSourceString<ModuleOp>(source, &context);
     if (!module)
       return nullptr;
@@ -224,21 +221,18 @@ TEST_P(ShardingRuleTest, MatchesShapesAndSemantics) {
   ASSERT_NE(op, nullptr) << diagnostics;
   OpShardingRule rule = cast<ShardingRuleOpInterface>(op).getShardingRule();
   std::string error;
-  ScopedDiagnosticHandler handler(&context, [&](Diagnostic &diag) {
-    error += diag.str();
-  });
-  EXPECT_TRUE(succeeded(rule.verify(op->getOperandTypes(),
-                                    op->getResultTypes(),
+  ScopedDiagnosticHandler handler(
+      &context, [&](Diagnostic &diag) { error += diag.str(); });
+  EXPECT_TRUE(succeeded(rule.verify(op->getOperandTypes(), op->getResultTypes(),
                                     [&] { return op->emitError(); })))
       << error;
   EXPECT_EQ(rule.str(), c.rule);
 }
 
-INSTANTIATE_TEST_SUITE_P(
-    AllOps, ShardingRuleTest, ::testing::ValuesIn(kCases),
-    [](const ::testing::TestParamInfo<RuleCase> &info) {
-      return std::string(info.param.name);
-    });
+INSTANTIATE_TEST_SUITE_P(AllOps, ShardingRuleTest, ::testing::ValuesIn(kCases),
+                         [](const ::testing::TestParamInfo<RuleCase> &info) {
+                           return std::string(info.param.name);
+                         });
 
 /// Every registered loom op implements the interface and has a case above.
 TEST(ShardingRuleCoverage, EveryOpHasARuleAndACase) {
@@ -271,9 +265,8 @@ TEST(OpShardingRule, VerifyRejectsWrongSizes) {
   rule.addResult({{j}, {i}});
   auto type = RankedTensorType::get({4, 8}, Float32Type::get(&context));
   std::string error;
-  ScopedDiagnosticHandler handler(&context, [&](Diagnostic &diag) {
-    error = diag.str();
-  });
+  ScopedDiagnosticHandler handler(
+      &context, [&](Diagnostic &diag) { error = diag.str(); });
   Location loc = UnknownLoc::get(&context);
   EXPECT_TRUE(failed(rule.verify(TypeRange(type), TypeRange(type),
                                  [&] { return emitError(loc); })));
@@ -290,9 +283,8 @@ TEST(OpShardingRule, VerifyRejectsUnusedFactor) {
   rule.addResult({{i}});
   auto type = RankedTensorType::get({4}, Float32Type::get(&context));
   std::string error;
-  ScopedDiagnosticHandler handler(&context, [&](Diagnostic &diag) {
-    error = diag.str();
-  });
+  ScopedDiagnosticHandler handler(
+      &context, [&](Diagnostic &diag) { error = diag.str(); });
   Location loc = UnknownLoc::get(&context);
   EXPECT_TRUE(failed(rule.verify(TypeRange(type), TypeRange(type),
                                  [&] { return emitError(loc); })));
