@@ -27,7 +27,8 @@ OpShardingRule CastOp::getShardingRule() {
 /// probability below 1.
 static LogicalResult verifyDropoutRate(Operation *op, double rate) {
   if (!(rate >= 0.0 && rate < 1.0))
-    return op->emitOpError() << "rate " << rate << " is not in [0, 1)";
+    return op->emitOpError()
+           << "rate " << formatNumber(rate) << " is not in [0, 1)";
   return success();
 }
 

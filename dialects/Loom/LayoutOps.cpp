@@ -163,7 +163,7 @@ static LogicalResult verifyBox(Operation *op, RankedTensorType small,
                              << " entries for rank " << small.getRank();
   for (int64_t d = 0; d < small.getRank(); ++d)
     if (offsets[d] < 0 ||
-        offsets[d] + small.getDimSize(d) > large.getDimSize(d))
+        offsets[d] > large.getDimSize(d) - small.getDimSize(d))
       return op->emitOpError()
              << "dimension " << d << ": " << small.getDimSize(d)
              << " elements at " << what << " " << offsets[d]

@@ -34,12 +34,25 @@ def Loom_Dialect : Dialect {
 def Loom_FloatElement : AnyTypeOf<[F32, BF16, F16]>;
 def Loom_IntElement : AnyTypeOf<[I32, I64]>;
 
+/// Every dimension has at least one element: a zero-size dimension has no
+/// meaning in a training graph and would make factor sizes zero.
+def Loom_NoZeroDimsPred : CPred<[{::llvm::all_of(
+    ::llvm::cast<::mlir::ShapedType>($_self).getShape(),
+    [](int64_t dim) { return dim > 0; })}]>;
+
+/// A statically shaped tensor of `elements` without zero-size dimensions.
+class Loom_TensorOf<list<Type> elements, string what>
+    : Type<And<[StaticShapeTensorOf<elements>.predicate, Loom_NoZeroDimsPred]>,
+           what # " tensor with a static shape and no zero-size dimension",
+           "::mlir::RankedTensorType">;
+
 /// Activations and weights.
-def Loom_FloatTensor : StaticShapeTensorOf<[F32, BF16, F16]>;
+def Loom_FloatTensor : Loom_TensorOf<[F32, BF16, F16], "f32, bf16 or f16">;
 /// Token ids and labels.
-def Loom_IndexTensor : StaticShapeTensorOf<[I32, I64]>;
+def Loom_IndexTensor : Loom_TensorOf<[I32, I64], "i32 or i64">;
 /// Any tensor a layout op (reshape, transpose, slice, ...) may move around.
-def Loom_Tensor : StaticShapeTensorOf<[F32, BF16, F16, I32, I64]>;
+def Loom_Tensor : Loom_TensorOf<[F32, BF16, F16, I32, I64],
+                                "f32, bf16, f16, i32 or i64">;
 /// The optimizer step counter (1-based), a 0-d integer tensor.
 def Loom_StepTensor : 0DTensorOf<[I32, I64]>;
 /// A scalar loss or its seed gradient.

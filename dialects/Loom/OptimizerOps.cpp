@@ -28,8 +28,9 @@ static LogicalResult verifyInRange(Operation *op, StringRef name, APFloat value,
   double v = value.convertToDouble();
   if (!(lowOpen ? v > low : v >= low) || !(v < high))
     return op->emitOpError()
-           << name << " = " << v << " is not in " << (lowOpen ? "(" : "[")
-           << low << ", " << high << ")";
+           << name << " = " << formatNumber(v) << " is not in "
+           << (lowOpen ? "(" : "[") << formatNumber(low) << ", "
+           << formatNumber(high) << ")";
   return success();
 }
 

@@ -7,14 +7,14 @@
 #include "llvm/ADT/SmallSet.h"
 #include "llvm/Support/raw_ostream.h"
 
+#include <cstdio>
+
 using namespace mlir;
 
 namespace loom {
 
-/// Formats a shape as `2x16x768` (or `scalar` for rank 0) in messages.
+/// Formats a shape as `2x16x768` in messages.
 static std::string shapeText(ArrayRef<int64_t> shape) {
-  if (shape.empty())
-    return "scalar";
   std::string text;
   llvm::raw_string_ostream os(text);
   llvm::interleave(shape, os, [&](int64_t d) { os << d; }, "x");
@@ -22,7 +22,8 @@ static std::string shapeText(ArrayRef<int64_t> shape) {
 }
 
 static std::string shapeOf(Type type) {
-  return shapeText(cast<RankedTensorType>(type).getShape());
+  auto shape = cast<RankedTensorType>(type).getShape();
+  return shape.empty() ? "scalar" : shapeText(shape);
 }
 
 /// Emits an error when there is an emitter; always returns failure.
@@ -52,7 +53,8 @@ FailureOr<RankedTensorType> inferBroadcastType(Type lhs, Type rhs,
     if (l != r && l != 1 && r != 1) {
       fail(emitError) << "shapes " << shapeOf(lhs) << " and " << shapeOf(rhs)
                       << " do not broadcast: " << l << " vs " << r
-                      << " in dimension " << i - rank << " from the end";
+                      << " at dimension " << i - rank
+                      << " (counted from the last)";
       return failure();
     }
     shape[i] = l == 1 ? r : l;
@@ -164,9 +166,9 @@ FailureOr<RankedTensorType> inferMatmulType(Type lhs, Type rhs,
   ArrayRef<int64_t> ls = lhsType.getShape(), rs = rhsType.getShape();
   ArrayRef<int64_t> lhsBatch = ls.drop_back(2), rhsBatch = rs.drop_back(2);
   if (!rhsBatch.empty() && rhsBatch != lhsBatch) {
-    fail(emitError) << "rhs batch dimensions " << shapeText(rhsBatch)
-                    << " differ from lhs batch dimensions "
-                    << shapeText(lhsBatch);
+    fail(emitError) << "rhs batch dimensions [" << shapeText(rhsBatch)
+                    << "] differ from lhs batch dimensions ["
+                    << shapeText(lhsBatch) << "]";
     return failure();
   }
   int64_t m = transposeLhs ? ls.back() : ls[ls.size() - 2];
@@ -209,7 +211,7 @@ FailureOr<SmallVector<Type, 2>> inferAttentionTypes(Type q, Type k, Type v,
                     << shapeOf(q) << " in batch or head_dim";
     return failure();
   }
-  if (heads % kvHeads != 0) {
+  if (kvHeads <= 0 || heads % kvHeads != 0) {
     fail(emitError) << kvHeads << " key/value heads do not divide " << heads
                     << " query heads";
     return failure();
@@ -266,6 +268,12 @@ LogicalResult verifyLabels(Type logits, Type labels, EmitErrorFn emitError) {
                            << " must have the shape of logits "
                            << shapeOf(logits) << " without the vocabulary";
   return success();
+}
+
+std::string formatNumber(double value) {
+  char text[32];
+  std::snprintf(text, sizeof(text), "%g", value);
+  return text;
 }
 
 LogicalResult verifyInferredTypes(Operation *op, TypeRange inferred) {

@@ -67,6 +67,10 @@ T requireInferred(mlir::FailureOr<T> inferred, llvm::StringRef opName) {
   return *inferred;
 }
 
+/// Formats a number for a message the way people write it (`%g`: 0.001,
+/// 1e-08, inf).
+std::string formatNumber(double value);
+
 /// Compares the stated result types of `op` with the inferred ones.
 mlir::LogicalResult verifyInferredTypes(mlir::Operation *op,
                                         mlir::TypeRange inferred);
