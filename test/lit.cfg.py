@@ -12,15 +12,20 @@ from lit.llvm import llvm_config
 
 config.name = "Loom"
 config.test_format = lit.formats.ShTest(not llvm_config.use_lit_shell)
-config.suffixes = [".mlir"]
+config.suffixes = [".mlir", ".test"]
 config.test_source_root = os.path.dirname(__file__)
 config.test_exec_root = os.path.join(config.loom_obj_root, "test")
-config.excludes = ["CMakeLists.txt", "lit.cfg.py", "lit.site.cfg.py", "Unit"]
+config.excludes = [
+    "CMakeLists.txt", "lit.cfg.py", "lit.site.cfg.py", "Unit", "Inputs"
+]
+config.substitutions.append(("%examples", os.path.join(config.loom_src_root, "examples")))
 
 llvm_config.with_system_environment(["HOME", "PATH"])
 llvm_config.use_default_substitutions()
+# `not` and `count` at the start of a RUN line are found through PATH.
+llvm_config.with_environment("PATH", config.llvm_tools_dir, append_path=True)
 llvm_config.add_tool_substitutions(
-    ["loom-opt"], [config.loom_tools_dir, config.llvm_tools_dir]
+    ["loom-opt", "loom-import"], [config.loom_tools_dir, config.llvm_tools_dir]
 )
 
 if shutil.which("mpirun"):

@@ -1,0 +1,309 @@
+//===- ModelImporter.cpp - GPT-2 and Llama forward graphs -----------------===//
+//
+// The graphs follow transformers' GPT2LMHeadModel and LlamaForCausalLM
+// op for op, so that a checkpoint written by Hugging Face computes the same
+// loss here.
+//
+//===----------------------------------------------------------------------===//
+
+#include "loom/Import/ModelImporter.h"
+
+#include "dialects/Loom/LoomOps.h"
+
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/IR/Builders.h"
+#include "mlir/IR/Verifier.h"
+#include "llvm/ADT/StringMap.h"
+
+#include <cmath>
+
+using namespace mlir;
+
+namespace loom {
+
+int64_t ParamSpec::numElements() const {
+  int64_t n = 1;
+  for (int64_t d : shape)
+    n *= d;
+  return n;
+}
+
+SmallVector<ParamSpec> listParameters(const ModelConfig &c) {
+  SmallVector<ParamSpec> params;
+  auto add = [&](std::string name, SmallVector<int64_t, 2> shape) {
+    params.push_back({std::move(name), std::move(shape)});
+  };
+  int64_t h = c.hidden, kv = c.numKVHeads * c.headDim();
+  if (c.type == ModelType::GPT2) {
+    add("transformer.wte.weight", {c.vocab, h});
+    add("transformer.wpe.weight", {c.maxPositions, h});
+    for (int64_t l = 0; l < c.numLayers; ++l) {
+      std::string p = "transformer.h." + std::to_string(l) + ".";
+      add(p + "ln_1.weight", {h});
+      add(p + "ln_1.bias", {h});
+      add(p + "attn.c_attn.weight", {h, 3 * h});
+      add(p + "attn.c_attn.bias", {3 * h});
+      add(p + "attn.c_proj.weight", {h, h});
+      add(p + "attn.c_proj.bias", {h});
+      add(p + "ln_2.weight", {h});
+      add(p + "ln_2.bias", {h});
+      add(p + "mlp.c_fc.weight", {h, c.intermediate});
+      add(p + "mlp.c_fc.bias", {c.intermediate});
+      add(p + "mlp.c_proj.weight", {c.intermediate, h});
+      add(p + "mlp.c_proj.bias", {h});
+    }
+    add("transformer.ln_f.weight", {h});
+    add("transformer.ln_f.bias", {h});
+    return params;
+  }
+  add("model.embed_tokens.weight", {c.vocab, h});
+  for (int64_t l = 0; l < c.numLayers; ++l) {
+    std::string p = "model.layers." + std::to_string(l) + ".";
+    add(p + "self_attn.q_proj.weight", {h, h});
+    add(p + "self_attn.k_proj.weight", {kv, h});
+    add(p + "self_attn.v_proj.weight", {kv, h});
+    add(p + "self_attn.o_proj.weight", {h, h});
+    add(p + "mlp.gate_proj.weight", {c.intermediate, h});
+    add(p + "mlp.up_proj.weight", {c.intermediate, h});
+    add(p + "mlp.down_proj.weight", {h, c.intermediate});
+    add(p + "input_layernorm.weight", {h});
+    add(p + "post_attention_layernorm.weight", {h});
+  }
+  add("model.norm.weight", {h});
+  if (!c.tieEmbeddings)
+    add("lm_head.weight", {c.vocab, h});
+  return params;
+}
+
+namespace {
+
+/// Builds the body of @forward: holds the builder, the parameters by name
+/// (already in the compute type) and the shapes of this micro-batch.
+class ForwardBuilder {
+public:
+  ForwardBuilder(OpBuilder &builder, Location loc, const ModelConfig &config,
+                 const ImportOptions &options, int64_t seqLen, Value step)
+      : b(builder), loc(loc), config(config), options(options),
+        batch(options.microBatch), seq(seqLen), step(step) {}
+
+  /// Makes `value` (an f32 master weight) available under `name`, cast to
+  /// the compute type once.
+  void addParam(StringRef name, Value value) {
+    if (options.precision == Precision::BF16)
+      value = CastOp::create(b, loc, value, b.getBF16Type());
+    params[name] = value;
+  }
+
+  Value buildGPT2(Value tokens, Value labels);
+  Value buildLlama(Value tokens, Value labels);
+
+private:
+  Value param(const Twine &name) {
+    Value value = params.lookup(name.str());
+    assert(value && "parameter not declared");
+    return value;
+  }
+
+  /// x @ w (+ bias), with GPT-2's [in, out] or Llama's [out, in] weights.
+  Value linear(Value x, const Twine &weight, bool transposed,
+               std::optional<Twine> bias = std::nullopt) {
+    Value y = MatmulOp::create(b, loc, x, param(weight), false, transposed);
+    if (bias)
+      y = AddOp::create(b, loc, y, param(*bias));
+    return y;
+  }
+
+  Value dropout(Value x, double rate) {
+    if (rate == 0.0)
+      return x;
+    return DropoutOp::create(b, loc, x.getType(), x, step,
+                             b.getF64FloatAttr(rate),
+                             b.getI64IntegerAttr(options.seed),
+                             b.getI64IntegerAttr(nextDropoutKey++));
+  }
+
+  Value reshape(Value x, ArrayRef<int64_t> shape) {
+    return ReshapeOp::create(b, loc, x, shape);
+  }
+
+  Value attention(Value q, Value k, Value v) {
+    double scale = 1.0 / std::sqrt(static_cast<double>(config.headDim()));
+    return AttentionOp::create(b, loc, q, k, v, /*causal=*/true, scale)
+        .getOut();
+  }
+
+  Value loss(Value hidden, Value labels, const Twine &head) {
+    Value logits = linear(hidden, head, /*transposed=*/true);
+    return CrossEntropyOp::create(b, loc, logits, labels);
+  }
+
+  OpBuilder &b;
+  Location loc;
+  const ModelConfig &config;
+  const ImportOptions &options;
+  int64_t batch, seq;
+  Value step;
+  llvm::StringMap<Value> params;
+  int64_t nextDropoutKey = 0;
+};
+
+Value ForwardBuilder::buildGPT2(Value tokens, Value labels) {
+  int64_t h = config.hidden, heads = config.numHeads, hd = config.headDim();
+  double eps = config.normEpsilon;
+  double embdDrop = options.embdDropout.value_or(config.embdDropout);
+  double residDrop = options.residDropout.value_or(config.residDropout);
+  auto layerNorm = [&](Value x, const std::string &prefix) {
+    return LayerNormOp::create(b, loc, x, param(prefix + ".weight"),
+                               param(prefix + ".bias"), b.getF64FloatAttr(eps));
+  };
+
+  // Token embedding plus the first `seq` rows of the learned positions.
+  Value tok =
+      EmbeddingOp::create(b, loc, param("transformer.wte.weight"), tokens);
+  Value wpe = param("transformer.wpe.weight");
+  auto posType = cast<RankedTensorType>(wpe.getType()).clone({seq, h});
+  Value pos =
+      SliceOp::create(b, loc, posType, wpe, b.getDenseI64ArrayAttr({0, 0}));
+  Value x = dropout(AddOp::create(b, loc, tok, pos), embdDrop);
+
+  for (int64_t l = 0; l < config.numLayers; ++l) {
+    std::string p = "transformer.h." + std::to_string(l) + ".";
+    // Attention: one fused projection, split into q, k, v, then heads.
+    Value qkv = linear(layerNorm(x, p + "ln_1"), p + "attn.c_attn.weight",
+                       false, p + "attn.c_attn.bias");
+    auto partType =
+        cast<RankedTensorType>(qkv.getType()).clone({batch, seq, h});
+    Value qkvParts[3];
+    for (int64_t i = 0; i < 3; ++i)
+      qkvParts[i] =
+          reshape(SliceOp::create(b, loc, partType, qkv,
+                                  b.getDenseI64ArrayAttr({0, 0, i * h})),
+                  {batch, seq, heads, hd});
+    Value o = attention(qkvParts[0], qkvParts[1], qkvParts[2]);
+    Value a = linear(reshape(o, {batch, seq, h}), p + "attn.c_proj.weight",
+                     false, p + "attn.c_proj.bias");
+    x = AddOp::create(b, loc, x, dropout(a, residDrop));
+    // MLP.
+    Value f = linear(layerNorm(x, p + "ln_2"), p + "mlp.c_fc.weight", false,
+                     p + "mlp.c_fc.bias");
+    Value m = linear(GeluOp::create(b, loc, f), p + "mlp.c_proj.weight", false,
+                     p + "mlp.c_proj.bias");
+    x = AddOp::create(b, loc, x, dropout(m, residDrop));
+  }
+  // The output projection is tied to the token embedding.
+  return loss(layerNorm(x, "transformer.ln_f"), labels,
+              "transformer.wte.weight");
+}
+
+Value ForwardBuilder::buildLlama(Value tokens, Value labels) {
+  int64_t h = config.hidden, hd = config.headDim();
+  double eps = config.normEpsilon, theta = config.ropeTheta;
+  auto rmsNorm = [&](Value x, const std::string &weight) {
+    return RMSNormOp::create(b, loc, x, param(weight), b.getF64FloatAttr(eps));
+  };
+  auto heads = [&](Value x, int64_t n) {
+    return reshape(x, {batch, seq, n, hd});
+  };
+
+  Value x =
+      EmbeddingOp::create(b, loc, param("model.embed_tokens.weight"), tokens);
+  for (int64_t l = 0; l < config.numLayers; ++l) {
+    std::string p = "model.layers." + std::to_string(l) + ".";
+    Value hn = rmsNorm(x, p + "input_layernorm.weight");
+    Value q =
+        heads(linear(hn, p + "self_attn.q_proj.weight", true), config.numHeads);
+    Value k = heads(linear(hn, p + "self_attn.k_proj.weight", true),
+                    config.numKVHeads);
+    Value v = heads(linear(hn, p + "self_attn.v_proj.weight", true),
+                    config.numKVHeads);
+    q = RopeOp::create(b, loc, q, b.getF64FloatAttr(theta));
+    k = RopeOp::create(b, loc, k, b.getF64FloatAttr(theta));
+    Value o = reshape(attention(q, k, v), {batch, seq, h});
+    x = AddOp::create(b, loc, x,
+                      linear(o, p + "self_attn.o_proj.weight", true));
+    // SwiGLU MLP: down(silu(gate(x)) * up(x)).
+    Value hm = rmsNorm(x, p + "post_attention_layernorm.weight");
+    Value gate =
+        SiluOp::create(b, loc, linear(hm, p + "mlp.gate_proj.weight", true));
+    Value up = linear(hm, p + "mlp.up_proj.weight", true);
+    Value down = linear(MulOp::create(b, loc, gate, up),
+                        p + "mlp.down_proj.weight", true);
+    x = AddOp::create(b, loc, x, down);
+  }
+  return loss(rmsNorm(x, "model.norm.weight"), labels,
+              config.tieEmbeddings ? "model.embed_tokens.weight"
+                                   : "lm_head.weight");
+}
+
+llvm::Error importError(const Twine &message) {
+  return llvm::createStringError(llvm::inconvertibleErrorCode(), message.str());
+}
+
+} // namespace
+
+llvm::Expected<OwningOpRef<ModuleOp>>
+importModel(MLIRContext &context, const ModelConfig &config,
+            const ImportOptions &options) {
+  int64_t seq = options.seqLen ? options.seqLen : config.maxPositions;
+  if (options.microBatch <= 0 || seq <= 0)
+    return importError("micro-batch size and sequence length must be positive");
+  if (seq > config.maxPositions)
+    return importError("sequence length " + Twine(seq) +
+                       " exceeds the model's " + Twine(config.maxPositions) +
+                       " positions");
+  double attnDrop = options.attnDropout.value_or(config.attnDropout);
+  if (attnDrop != 0.0)
+    return importError("attention dropout (" + formatNumber(attnDrop) +
+                       ") is not implemented by the fused attention op; pass "
+                       "--attn-pdrop=0");
+  for (std::optional<double> rate :
+       {options.embdDropout, options.residDropout, options.attnDropout})
+    if (rate && !(*rate >= 0.0 && *rate < 1.0))
+      return importError("dropout probabilities must be in [0, 1)");
+  bool usesDropout = config.type == ModelType::GPT2 &&
+                     (options.embdDropout.value_or(config.embdDropout) > 0 ||
+                      options.residDropout.value_or(config.residDropout) > 0);
+
+  context.loadDialect<func::FuncDialect, LoomDialect>();
+  Location loc = FileLineColLoc::get(&context, config.typeName(), 0, 0);
+  OpBuilder b(&context);
+  OwningOpRef<ModuleOp> module = ModuleOp::create(loc);
+  b.setInsertionPointToEnd(module->getBody());
+
+  SmallVector<ParamSpec> specs = listParameters(config);
+  SmallVector<Type> inputs;
+  for (const ParamSpec &spec : specs)
+    inputs.push_back(RankedTensorType::get(spec.shape, b.getF32Type()));
+  auto idsType =
+      RankedTensorType::get({options.microBatch, seq}, b.getI32Type());
+  inputs.append({idsType, idsType});
+  if (usesDropout)
+    inputs.push_back(RankedTensorType::get({}, b.getI64Type()));
+  auto lossType = RankedTensorType::get({}, b.getF32Type());
+  auto func = func::FuncOp::create(b, loc, "forward",
+                                   b.getFunctionType(inputs, {lossType}));
+  for (auto [i, spec] : llvm::enumerate(specs))
+    func.setArgAttr(i, kParamNameAttr, b.getStringAttr(spec.name));
+  func.setArgAttr(specs.size(), kParamNameAttr, b.getStringAttr("tokens"));
+  func.setArgAttr(specs.size() + 1, kParamNameAttr, b.getStringAttr("labels"));
+  if (usesDropout)
+    func.setArgAttr(specs.size() + 2, kParamNameAttr, b.getStringAttr("step"));
+
+  Block *entry = func.addEntryBlock();
+  b.setInsertionPointToStart(entry);
+  Value step = usesDropout ? entry->getArgument(specs.size() + 2) : Value();
+  ForwardBuilder builder(b, loc, config, options, seq, step);
+  for (auto [i, spec] : llvm::enumerate(specs))
+    builder.addParam(spec.name, entry->getArgument(i));
+  Value tokens = entry->getArgument(specs.size());
+  Value labels = entry->getArgument(specs.size() + 1);
+  Value loss = config.type == ModelType::GPT2
+                   ? builder.buildGPT2(tokens, labels)
+                   : builder.buildLlama(tokens, labels);
+  func::ReturnOp::create(b, loc, loss);
+  if (failed(verify(*module)))
+    return importError("internal error: the imported module does not verify");
+  return module;
+}
+
+} // namespace loom

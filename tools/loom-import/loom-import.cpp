@@ -1,0 +1,122 @@
+//===- loom-import.cpp - Hugging Face config.json to the loom dialect -----===//
+//
+//   loom-import CONFIG.json [-o FILE] [--micro-batch N] [--seq-len S]
+//               [--precision f32|bf16] [--embd-pdrop P] [--resid-pdrop P]
+//               [--attn-pdrop P] [--seed N]
+//   loom-import CONFIG.json --summary [--json] [...]
+//
+// Writes a module with @forward (see ModelImporter.h), or with --summary
+// the parameter count, FLOPs per token and per-layer shapes. Errors name
+// the file and key, exit 1 and leave no output file behind (the output is
+// written to a temporary file and renamed).
+//
+//===----------------------------------------------------------------------===//
+
+#include "loom/Import/ModelSummary.h"
+
+#include "mlir/IR/MLIRContext.h"
+#include "llvm/Support/CommandLine.h"
+#include "llvm/Support/InitLLVM.h"
+#include "llvm/Support/MemoryBuffer.h"
+#include "llvm/Support/WithColor.h"
+
+using namespace llvm;
+
+namespace {
+cl::OptionCategory category("loom-import options");
+
+cl::opt<std::string> configPath(cl::Positional, cl::Required,
+                                cl::desc("<config.json>"), cl::cat(category));
+cl::opt<std::string> outputPath("o", cl::init("-"), cl::cat(category),
+                                cl::desc("Output file (default: stdout)"),
+                                cl::value_desc("file"));
+cl::opt<int64_t> microBatch("micro-batch", cl::init(1), cl::cat(category),
+                            cl::desc("Sequences per micro-batch (default 1)"));
+cl::opt<int64_t> seqLen("seq-len", cl::init(0), cl::cat(category),
+                        cl::desc("Tokens per sequence (default: the "
+                                 "model's n_positions / "
+                                 "max_position_embeddings)"));
+cl::opt<loom::Precision> precision(
+    "precision", cl::init(loom::Precision::F32), cl::cat(category),
+    cl::desc("Precision policy"),
+    cl::values(clEnumValN(loom::Precision::F32, "f32", "f32 everywhere"),
+               clEnumValN(loom::Precision::BF16, "bf16",
+                          "bf16 compute, f32 master weights")));
+cl::opt<double> embdPdrop("embd-pdrop", cl::cat(category),
+                          cl::desc("Override the config's embd_pdrop"));
+cl::opt<double> residPdrop("resid-pdrop", cl::cat(category),
+                           cl::desc("Override the config's resid_pdrop"));
+cl::opt<double> attnPdrop("attn-pdrop", cl::cat(category),
+                          cl::desc("Override the config's attn_pdrop / "
+                                   "attention_dropout (must end up 0)"));
+cl::opt<int64_t> seed("seed", cl::init(0), cl::cat(category),
+                      cl::desc("Seed of the dropout masks (default 0)"));
+cl::opt<bool> summary("summary", cl::cat(category),
+                      cl::desc("Print parameters, FLOPs per token and "
+                               "per-layer shapes instead of the module"));
+cl::opt<bool> json("json", cl::cat(category),
+                   cl::desc("With --summary: print it as JSON"));
+
+int fail(const Twine &message) {
+  WithColor::error(errs(), "loom-import") << message << "\n";
+  return 1;
+}
+
+std::optional<double> ifGiven(const cl::opt<double> &option) {
+  if (option.getNumOccurrences() == 0)
+    return std::nullopt;
+  return option.getValue();
+}
+} // namespace
+
+int main(int argc, char **argv) {
+  InitLLVM init(argc, argv);
+  cl::HideUnrelatedOptions(category);
+  cl::ParseCommandLineOptions(argc, argv,
+                              "Hugging Face config.json to the loom dialect\n");
+  if (json && !summary)
+    return fail("--json needs --summary");
+
+  ErrorOr<std::unique_ptr<MemoryBuffer>> buffer =
+      MemoryBuffer::getFileOrSTDIN(configPath);
+  if (!buffer)
+    return fail(configPath + ": " + buffer.getError().message());
+  Expected<loom::ModelConfig> config =
+      loom::parseModelConfig((*buffer)->getBuffer(), configPath);
+  if (!config)
+    return fail(toString(config.takeError()));
+
+  loom::ImportOptions options;
+  options.microBatch = microBatch;
+  options.seqLen = seqLen;
+  options.precision = precision;
+  options.embdDropout = ifGiven(embdPdrop);
+  options.residDropout = ifGiven(residPdrop);
+  options.attnDropout = ifGiven(attnPdrop);
+  options.seed = seed;
+  // Counts do not depend on dropout, and the fused attention op has none.
+  if (summary)
+    options.attnDropout = 0.0;
+
+  mlir::MLIRContext context;
+  auto module = loom::importModel(context, *config, options);
+  if (!module)
+    return fail(configPath + ": " + toString(module.takeError()));
+
+  Error written = writeToOutput(outputPath, [&](raw_ostream &os) -> Error {
+    if (!summary) {
+      (*module)->print(os);
+      return Error::success();
+    }
+    auto forward = (*module)->lookupSymbol<mlir::func::FuncOp>("forward");
+    loom::ModelSummary stats = loom::summarizeModel(*config, forward);
+    if (json)
+      loom::printSummaryJSON(os, *config, options, stats);
+    else
+      loom::printSummary(os, *config, options, stats);
+    return Error::success();
+  });
+  if (written)
+    return fail(toString(std::move(written)));
+  return 0;
+}
