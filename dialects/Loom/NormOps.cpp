@@ -20,18 +20,25 @@ static LogicalResult verifyEpsilon(Operation *op, APFloat epsilon) {
   return success();
 }
 
+/// gamma is [D] with x's element type (beta has gamma's type through
+/// AllTypesMatch, so checking gamma covers it), and epsilon is >= 0.
+static LogicalResult verifyNorm(Operation *op, Type x, Type gamma,
+                                APFloat epsilon) {
+  if (failed(verifyNormParam(x, gamma, "gamma",
+                             [&] { return op->emitOpError(); })))
+    return failure();
+  return verifyEpsilon(op, epsilon);
+}
+
 /// The rule of every op here: aligned with the input, last dimension whole.
 static OpShardingRule getRowwiseRule(Operation *op, Type input) {
   auto shape = cast<RankedTensorType>(input).getShape();
   return getAlignedRule(op, shape, {static_cast<int64_t>(shape.size()) - 1});
 }
 
-/// beta has gamma's type (AllTypesMatch), so checking gamma covers both.
 LogicalResult LayerNormOp::verify() {
-  if (failed(verifyNormParam(getX().getType(), getGamma().getType(), "gamma",
-                             [&] { return emitOpError(); })))
-    return failure();
-  return verifyEpsilon(*this, getEpsilon());
+  return verifyNorm(*this, getX().getType(), getGamma().getType(),
+                    getEpsilon());
 }
 
 OpShardingRule LayerNormOp::getShardingRule() {
@@ -39,10 +46,8 @@ OpShardingRule LayerNormOp::getShardingRule() {
 }
 
 LogicalResult LayerNormGradOp::verify() {
-  if (failed(verifyNormParam(getX().getType(), getGamma().getType(), "gamma",
-                             [&] { return emitOpError(); })))
-    return failure();
-  return verifyEpsilon(*this, getEpsilon());
+  return verifyNorm(*this, getX().getType(), getGamma().getType(),
+                    getEpsilon());
 }
 
 OpShardingRule LayerNormGradOp::getShardingRule() {
@@ -50,10 +55,8 @@ OpShardingRule LayerNormGradOp::getShardingRule() {
 }
 
 LogicalResult RMSNormOp::verify() {
-  if (failed(verifyNormParam(getX().getType(), getGamma().getType(), "gamma",
-                             [&] { return emitOpError(); })))
-    return failure();
-  return verifyEpsilon(*this, getEpsilon());
+  return verifyNorm(*this, getX().getType(), getGamma().getType(),
+                    getEpsilon());
 }
 
 OpShardingRule RMSNormOp::getShardingRule() {
@@ -61,10 +64,8 @@ OpShardingRule RMSNormOp::getShardingRule() {
 }
 
 LogicalResult RMSNormGradOp::verify() {
-  if (failed(verifyNormParam(getX().getType(), getGamma().getType(), "gamma",
-                             [&] { return emitOpError(); })))
-    return failure();
-  return verifyEpsilon(*this, getEpsilon());
+  return verifyNorm(*this, getX().getType(), getGamma().getType(),
+                    getEpsilon());
 }
 
 OpShardingRule RMSNormGradOp::getShardingRule() {

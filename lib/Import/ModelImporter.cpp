@@ -244,7 +244,7 @@ llvm::Error importError(const Twine &message) {
 llvm::Expected<OwningOpRef<ModuleOp>>
 importModel(MLIRContext &context, const ModelConfig &config,
             const ImportOptions &options) {
-  int64_t seq = options.seqLen ? options.seqLen : config.maxPositions;
+  int64_t seq = options.seqLenFor(config);
   if (options.microBatch <= 0 || seq <= 0)
     return importError("micro-batch size and sequence length must be positive");
   if (seq > config.maxPositions)

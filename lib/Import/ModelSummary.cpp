@@ -36,10 +36,14 @@ ModelSummary summarizeModel(const ModelConfig &config, func::FuncOp forward) {
     else if (auto attention = dyn_cast<AttentionOp>(op))
       forwardFlops += attentionFlops(attention);
   });
-  // The tokens are the first operand of the embedding: [batch, seq].
-  auto tokens = cast<RankedTensorType>(
-      forward.getArgument(listParameters(config).size()).getType());
-  summary.flopsPerToken = 3.0 * forwardFlops / tokens.getNumElements();
+  for (BlockArgument arg : forward.getArguments()) {
+    auto name = forward.getArgAttrOfType<StringAttr>(arg.getArgNumber(),
+                                                     kParamNameAttr);
+    if (name && name.getValue() == "tokens")
+      summary.flopsPerToken =
+          3.0 * forwardFlops /
+          cast<RankedTensorType>(arg.getType()).getNumElements();
+  }
   return summary;
 }
 
@@ -62,11 +66,6 @@ static std::string grouped(int64_t n) {
   return text;
 }
 
-static int64_t seqLenOf(const ModelConfig &config,
-                        const ImportOptions &options) {
-  return options.seqLen ? options.seqLen : config.maxPositions;
-}
-
 void printSummary(llvm::raw_ostream &os, const ModelConfig &config,
                   const ImportOptions &options, const ModelSummary &summary) {
   os << "model:        " << config.typeName() << ", " << config.numLayers
@@ -76,18 +75,19 @@ void printSummary(llvm::raw_ostream &os, const ModelConfig &config,
   os << "parameters:   " << grouped(summary.parameters) << "\n";
   os << llvm::formatv("FLOPs/token:  {0:e4} (forward + backward, sequence "
                       "length {1})\n",
-                      summary.flopsPerToken, seqLenOf(config, options));
+                      summary.flopsPerToken, options.seqLenFor(config));
   std::string layer0 =
       config.type == ModelType::GPT2 ? "transformer.h.0." : "model.layers.0.";
   std::string layerPrefix =
       config.type == ModelType::GPT2 ? "transformer.h." : "model.layers.";
+  SmallVector<ParamSpec> params = listParameters(config);
   os << "per layer (" << config.numLayers << " alike), layer 0:\n";
-  for (const ParamSpec &spec : listParameters(config))
+  for (const ParamSpec &spec : params)
     if (StringRef(spec.name).starts_with(layer0))
       os << llvm::formatv("  {0,-48} {1}\n", spec.name,
                           shapeString(spec.shape));
   os << "outside the layers:\n";
-  for (const ParamSpec &spec : listParameters(config))
+  for (const ParamSpec &spec : params)
     if (!StringRef(spec.name).starts_with(layerPrefix))
       os << llvm::formatv("  {0,-48} {1}\n", spec.name,
                           shapeString(spec.shape));
@@ -103,7 +103,7 @@ void printSummaryJSON(llvm::raw_ostream &os, const ModelConfig &config,
       {"model_type", config.typeName()},
       {"parameters", summary.parameters},
       {"flops_per_token", summary.flopsPerToken},
-      {"seq_len", seqLenOf(config, options)},
+      {"seq_len", options.seqLenFor(config)},
       {"layers", config.numLayers},
       {"hidden", config.hidden},
       {"heads", config.numHeads},

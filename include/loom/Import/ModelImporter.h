@@ -38,6 +38,11 @@ struct ImportOptions {
   std::optional<double> embdDropout, residDropout, attnDropout;
   /// Seed of the dropout masks.
   int64_t seed = 0;
+
+  /// The sequence length these options give for `config`.
+  int64_t seqLenFor(const ModelConfig &config) const {
+    return seqLen ? seqLen : config.maxPositions;
+  }
 };
 
 /// One parameter tensor: its Hugging Face name and shape (HF's layout:
