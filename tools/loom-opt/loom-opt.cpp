@@ -7,6 +7,8 @@
 //===----------------------------------------------------------------------===//
 
 #include "dialects/Loom/LoomDialect.h"
+#include "passes/Autodiff/Passes.h"
+#include "passes/Optimizer/Passes.h"
 #include "passes/Sharding/Passes.h"
 
 #include "mlir/IR/DialectRegistry.h"
@@ -17,6 +19,8 @@
 
 int main(int argc, char **argv) {
   mlir::registerAllPasses();
+  loom::registerLoomAutodiffPasses();
+  loom::registerLoomOptimizerPasses();
   loom::registerLoomShardingPasses();
 
   mlir::DialectRegistry registry;

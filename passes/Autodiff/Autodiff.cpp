@@ -1,0 +1,175 @@
+//===- Autodiff.cpp - Reverse-mode differentiation (--loom-autodiff)
+//-------===//
+//
+// Clones the loss function, then walks its ops from last to first, asking
+// each op's gradient rule for the adjoints of its operands and summing the
+// adjoints of values with several uses. The result is one straight-line
+// function: the forward ops, then the backward ops, then a return of the
+// loss and the argument gradients.
+//
+//===----------------------------------------------------------------------===//
+
+#include "passes/Autodiff/Passes.h"
+
+#include "GradientRules.h"
+
+#include "dialects/Loom/LoomDialect.h"
+#include "dialects/Loom/LoomOps.h"
+
+#include "mlir/Dialect/Arith/IR/Arith.h"
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/IR/IRMapping.h"
+
+#define DEBUG_TYPE "loom-autodiff"
+
+namespace loom {
+#define GEN_PASS_DEF_LOOMAUTODIFF
+#include "passes/Autodiff/Passes.h.inc"
+} // namespace loom
+
+using namespace mlir;
+
+namespace loom {
+namespace {
+
+/// The attribute naming which argument a gradient result belongs to.
+constexpr llvm::StringLiteral kGradOfAttr = "loom.grad_of";
+constexpr llvm::StringLiteral kNameAttr = "loom.name";
+
+/// The gradient of every value the loss depends on, summed over uses.
+class Adjoints {
+public:
+  explicit Adjoints(OpBuilder &b) : b(b) {}
+
+  Value lookup(Value value) const { return grads.lookup(value); }
+
+  void accumulate(Location loc, Value value, Value grad) {
+    Value &slot = grads[value];
+    slot = slot ? AddOp::create(b, loc, slot, grad).getResult() : grad;
+  }
+
+private:
+  OpBuilder &b;
+  DenseMap<Value, Value> grads;
+};
+
+bool isFloatTensor(Type type) {
+  auto tensor = dyn_cast<RankedTensorType>(type);
+  return tensor && isa<FloatType>(tensor.getElementType());
+}
+
+/// Checks that `fn` is a loss: one block, one 0-d float result.
+LogicalResult verifyLossFunction(func::FuncOp fn) {
+  if (fn.isExternal() || !fn.getBody().hasOneBlock())
+    return fn.emitError("loom-autodiff: '")
+           << fn.getSymName() << "' must have a body of one block";
+  ArrayRef<Type> results = fn.getFunctionType().getResults();
+  auto loss = results.size() == 1 ? dyn_cast<RankedTensorType>(results[0])
+                                  : RankedTensorType();
+  if (!loss || loss.getRank() != 0 || !isFloatTensor(loss))
+    return fn.emitError("loom-autodiff: '")
+           << fn.getSymName()
+           << "' must return exactly one 0-d float tensor (the loss)";
+  return success();
+}
+
+/// Walks the cloned body backwards and returns the argument gradients.
+LogicalResult buildBackward(func::FuncOp fn) {
+  Block &body = fn.getBody().front();
+  auto ret = cast<func::ReturnOp>(body.getTerminator());
+  Value loss = ret.getOperand(0);
+  Location loc = ret.getLoc();
+
+  OpBuilder b(ret);
+  Adjoints adjoints(b);
+  adjoints.accumulate(
+      loc, loss,
+      buildSplat(b, loc, cast<RankedTensorType>(loss.getType()), 1.0));
+
+  SmallVector<Operation *> forward;
+  for (Operation &op : body.without_terminator())
+    forward.push_back(&op);
+  for (Operation *op : llvm::reverse(forward)) {
+    SmallVector<Value> resultGrads;
+    bool any = false;
+    for (Value result : op->getResults()) {
+      resultGrads.push_back(adjoints.lookup(result));
+      any |= static_cast<bool>(resultGrads.back());
+    }
+    if (!any)
+      continue;
+    SmallVector<Value> operandGrads;
+    if (failed(buildOperandGradients(b, op, resultGrads, operandGrads)))
+      return failure();
+    for (auto [operand, grad] : llvm::zip(op->getOperands(), operandGrads))
+      if (grad && isFloatTensor(operand.getType()))
+        adjoints.accumulate(op->getLoc(), operand, grad);
+  }
+
+  SmallVector<Value> results{loss};
+  for (BlockArgument arg : body.getArguments()) {
+    if (!isFloatTensor(arg.getType()))
+      continue;
+    Value grad = adjoints.lookup(arg);
+    if (!grad) // The loss does not depend on this argument.
+      grad = buildSplat(b, loc, cast<RankedTensorType>(arg.getType()), 0.0);
+    results.push_back(grad);
+  }
+  func::ReturnOp::create(b, loc, results);
+  ret.erase();
+  return success();
+}
+
+/// Gives the gradient function its type and names its results.
+void setSignature(func::FuncOp fn, func::FuncOp forward) {
+  Block &body = fn.getBody().front();
+  auto ret = cast<func::ReturnOp>(body.getTerminator());
+  fn.setFunctionType(FunctionType::get(fn.getContext(), body.getArgumentTypes(),
+                                       ret.getOperandTypes()));
+  MLIRContext *ctx = fn.getContext();
+  SmallVector<Attribute> resultAttrs{DictionaryAttr::get(ctx)};
+  for (BlockArgument arg : body.getArguments()) {
+    if (!isFloatTensor(arg.getType()))
+      continue;
+    auto name =
+        forward.getArgAttrOfType<StringAttr>(arg.getArgNumber(), kNameAttr);
+    if (!name)
+      name = StringAttr::get(ctx, "arg" + Twine(arg.getArgNumber()));
+    resultAttrs.push_back(DictionaryAttr::get(
+        ctx, NamedAttribute(StringAttr::get(ctx, kGradOfAttr), name)));
+  }
+  fn.setAllResultAttrs(resultAttrs);
+}
+
+struct AutodiffPass : impl::LoomAutodiffBase<AutodiffPass> {
+  using LoomAutodiffBase::LoomAutodiffBase;
+
+  void runOnOperation() override {
+    ModuleOp module = getOperation();
+    auto forward = module.lookupSymbol<func::FuncOp>(funcName);
+    if (!forward) {
+      module.emitError("loom-autodiff: no function '") << funcName << "'";
+      return signalPassFailure();
+    }
+    if (failed(verifyLossFunction(forward)))
+      return signalPassFailure();
+    std::string name = funcName + "_backward";
+    if (module.lookupSymbol(name)) {
+      forward.emitError("loom-autodiff: '") << name << "' already exists";
+      return signalPassFailure();
+    }
+
+    OpBuilder b(module.getContext());
+    b.setInsertionPointAfter(forward);
+    auto fn = cast<func::FuncOp>(b.clone(*forward));
+    fn.setSymName(name);
+    if (failed(buildBackward(fn))) {
+      fn.erase();
+      return signalPassFailure();
+    }
+    setSignature(fn, forward);
+  }
+};
+
+} // namespace
+} // namespace loom

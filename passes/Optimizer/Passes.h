@@ -1,0 +1,18 @@
+//===- Passes.h - Optimizer passes -------------------------------*- C++ -*-===//
+
+#ifndef LOOM_PASSES_OPTIMIZER_PASSES_H
+#define LOOM_PASSES_OPTIMIZER_PASSES_H
+
+#include "mlir/Pass/Pass.h"
+
+namespace loom {
+
+#define GEN_PASS_DECL
+#include "passes/Optimizer/Passes.h.inc"
+
+#define GEN_PASS_REGISTRATION
+#include "passes/Optimizer/Passes.h.inc"
+
+} // namespace loom
+
+#endif // LOOM_PASSES_OPTIMIZER_PASSES_H
