@@ -177,6 +177,28 @@ def Loom_CrossEntropyGradOp : Loom_Op<"cross_entropy_grad",
                        "functional-type(operands, results)";
 }
 
+def Loom_ReduceMaxGradOp : Loom_Op<"reduce_max_grad",
+    [AllTypesMatch<["x", "dx"]>]> {
+  let summary = "gradient of `reduce_max`";
+  let description = [{
+    Routes `dy` (the gradient of `reduce_max %x dims`) to the elements of
+    `x` that equal their group's maximum; when several elements tie, they
+    share it evenly, as `torch.amax` does. `dims` and `keep_dims` are the
+    forward op's, so `dy` has the forward result's type. The maximum is
+    recomputed from `x`, so the reduced dimensions cannot be split.
+
+    ```mlir
+    %dx = loom.reduce_max_grad %dy, %x [2]
+        : tensor<2x16xf32>, tensor<2x16x64xf32>
+    ```
+  }];
+  let arguments = (ins Loom_FloatTensor:$dy, Loom_FloatTensor:$x,
+                       DenseI64ArrayAttr:$dims, UnitAttr:$keep_dims);
+  let results = (outs Loom_FloatTensor:$dx);
+  let assemblyFormat =
+      "$dy `,` $x $dims attr-dict `:` type($dy) `,` type($x)";
+}
+
 def Loom_DropoutGradOp : Loom_Op<"dropout_grad", [AllTypesMatch<["dy", "dx"]>]> {
   let summary = "gradient of `dropout`: the same mask and scale";
   let description = [{

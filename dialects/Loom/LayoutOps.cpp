@@ -231,4 +231,42 @@ OpShardingRule ConcatOp::getShardingRule() {
   return rule;
 }
 
+//===----------------------------------------------------------------------===//
+// reduce_max_grad
+//===----------------------------------------------------------------------===//
+
+LogicalResult ReduceMaxGradOp::verify() {
+  FailureOr<RankedTensorType> reduced =
+      inferReduceType(getX().getType(), getDims(), getKeepDims(),
+                      [&] { return emitOpError(); });
+  if (failed(reduced))
+    return failure();
+  if (*reduced != getDy().getType())
+    return emitOpError() << "dy has type " << getDy().getType()
+                         << ", the reduction of x gives " << *reduced;
+  return success();
+}
+
+/// Like the forward reduction's rule, except that the reduced factors are
+/// whole: each group's maximum is recomputed from all of it.
+OpShardingRule ReduceMaxGradOp::getShardingRule() {
+  OpShardingRule rule;
+  ArrayRef<int64_t> shape = getX().getType().getShape();
+  SmallVector<int64_t> factors = rule.addFactors(shape);
+  TensorMapping dy;
+  for (auto [dim, factor] : llvm::enumerate(factors)) {
+    if (!llvm::is_contained(getDims(), static_cast<int64_t>(dim))) {
+      dy.push_back({factor});
+      continue;
+    }
+    rule.setWhole(factor);
+    if (getKeepDims())
+      dy.push_back({}); // a size-1 dimension
+  }
+  rule.addOperand(dy);
+  rule.addOperand(OpShardingRule::alignLeft(shape, factors));
+  rule.addResult(OpShardingRule::alignLeft(shape, factors));
+  return rule;
+}
+
 } // namespace loom

@@ -232,6 +232,11 @@ LogicalResult layoutGradients(OpBuilder &b, Operation *op, Value g,
         out[0] = unreduce(b, loc, scaled, inType, r.getDims());
         return success();
       })
+      .Case([&](ReduceMaxOp r) {
+        out[0] = ReduceMaxGradOp::create(b, loc, inType, g, r.getX(),
+                                         r.getDimsAttr(), r.getKeepDimsAttr());
+        return success();
+      })
       .Case([&](CastOp) {
         out[0] = CastOp::create(b, loc, g, inType.getElementType());
         return success();

@@ -21,7 +21,8 @@ def LoomAutodiff : Pass<"loom-autodiff", "mlir::ModuleOp"> {
     - elementwise ops reduce their gradient back over broadcast dimensions
       (`reduce_sum` + `reshape`);
     - `reshape`, `transpose`, `slice`, `pad`, `concat`, `broadcast`,
-      `reduce_sum`, `reduce_mean` and `cast` map to their inverse layout op;
+      `reduce_sum`, `reduce_mean` and `cast` map to their inverse layout op,
+      `reduce_max` to `reduce_max_grad` (ties share the gradient);
     - `matmul` gives two matmuls (a 2-D right operand shared across batch
       dimensions sums its gradient over them);
     - each fused op (`layernorm`, `rmsnorm`, `gelu`, `silu`, `softmax`,
@@ -32,7 +33,7 @@ def LoomAutodiff : Pass<"loom-autodiff", "mlir::ModuleOp"> {
       of the gradients of its uses.
 
     The function must return one 0-d float tensor. Ops without a gradient
-    rule (`reduce_max`, the gradient and optimizer ops themselves) are
+    rule (the gradient and optimizer ops themselves) are
     reported with an error at the op when the loss depends on them.
 
     Options:

@@ -164,6 +164,13 @@ const RuleCase kCases[] = {
   {"Embedding", "%t: tensor<100x32xf32>, %ids: tensor<2x16xi32>",
    "loom.embedding %t, %ids : (tensor<100x32xf32>, tensor<2x16xi32>) -> tensor<2x16x32xf32>",
    "([i, j], [k, l]) -> ([k, l, j]) {i=100, j=32, k=2, l=16} reduction={i}"},
+  // The gradient of a maximum needs the whole reduced group.
+  {"ReduceMaxGrad", "%dy: tensor<4xf32>, %x: tensor<4x8xf32>",
+   "loom.reduce_max_grad %dy, %x [1] : tensor<4xf32>, tensor<4x8xf32>",
+   "([i], [i, j]) -> ([i, j]) {i=4, j=8} whole={j}"},
+  {"ReduceMaxGradKeepDims", "%dy: tensor<1x8xf32>, %x: tensor<4x8xf32>",
+   "loom.reduce_max_grad %dy, %x [0] {keep_dims} : tensor<1x8xf32>, tensor<4x8xf32>",
+   "([1, j], [i, j]) -> ([i, j]) {i=4, j=8} whole={i}"},
   {"EmbeddingGrad", "%dy: tensor<2x16x32xf32>, %ids: tensor<2x16xi64>",
    "loom.embedding_grad %dy, %ids : (tensor<2x16x32xf32>, tensor<2x16xi64>) -> tensor<100x32xf32>",
    "([k, l, j], [k, l]) -> ([i, j]) {i=100, j=32, k=2, l=16} reduction={k, l}"},

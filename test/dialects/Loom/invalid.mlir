@@ -808,3 +808,12 @@ func.func @matmul_batched_rhs_only(%a: tensor<16x64xf32>, %b: tensor<2x64x8xf32>
   %0 = loom.matmul %a, %b : (tensor<16x64xf32>, tensor<2x64x8xf32>) -> tensor<16x8xf32>
   return
 }
+
+// -----
+
+// reduce_max_grad takes the gradient of the forward reduction's result.
+func.func @reduce_max_grad_dy(%dy: tensor<8xf32>, %x: tensor<4x8xf32>) {
+  // expected-error @+1 {{'loom.reduce_max_grad' op dy has type 'tensor<8xf32>', the reduction of x gives 'tensor<4xf32>'}}
+  %0 = loom.reduce_max_grad %dy, %x [1] : tensor<8xf32>, tensor<4x8xf32>
+  return
+}

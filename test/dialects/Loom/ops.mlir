@@ -111,6 +111,9 @@ func.func @gradients(%dy: tensor<2x16x64xf32>, %x: tensor<2x16x64xf32>, %g: tens
   %dl = loom.cross_entropy_grad %dloss, %logits, %tok : (tensor<f32>, tensor<2x16x100xf32>, tensor<2x16xi32>) -> tensor<2x16x100xf32>
   // CHECK: loom.dropout_grad %{{.+}}, %{{.+}} {key = 3 : i64, rate = 1.000000e-01 : f64, seed = 1234 : i64} : tensor<2x16x64xf32>, tensor<i64>
   %dd = loom.dropout_grad %dy, %step {key = 3 : i64, rate = 0.1 : f64, seed = 1234 : i64} : tensor<2x16x64xf32>, tensor<i64>
+  // CHECK: loom.reduce_max_grad %{{.+}}, %{{.+}} [2] {keep_dims} : tensor<2x16x1xf32>, tensor<2x16x64xf32>
+  %dm1 = loom.reduce_sum %dy [2] {keep_dims} : tensor<2x16x64xf32> -> tensor<2x16x1xf32>
+  %dm = loom.reduce_max_grad %dm1, %x [2] {keep_dims} : tensor<2x16x1xf32>, tensor<2x16x64xf32>
   return
 }
 

@@ -151,3 +151,17 @@ func.func @forward(%x: tensor<4x8xf32> {loom.name = "x"}, %step: tensor<i64> {lo
 // CHECK-SAME: -> (tensor<f32>, tensor<4x8xf32> {loom.grad_of = "x"})
 // CHECK: %[[DX:.+]] = loom.dropout_grad %{{.+}}, %arg1 {key = 3 : i64, rate = 1.000000e-01 : f64, seed = 7 : i64}
 // CHECK: return %{{.+}}, %[[DX]] : tensor<f32>, tensor<4x8xf32>
+
+// -----
+
+// The gradient of a maximum goes to the elements that attain it.
+func.func @forward(%x: tensor<4x8xf32> {loom.name = "x"}) -> tensor<f32> {
+  %m = loom.reduce_max %x [1] {keep_dims} : tensor<4x8xf32> -> tensor<4x1xf32>
+  %l = loom.reduce_sum %m [0, 1] : tensor<4x1xf32> -> tensor<f32>
+  return %l : tensor<f32>
+}
+
+// CHECK-LABEL: func.func @forward_backward
+// CHECK: %[[G:.+]] = loom.broadcast %{{.+}} : tensor<1x1xf32> -> tensor<4x1xf32>
+// CHECK: %[[DX:.+]] = loom.reduce_max_grad %[[G]], %arg0 [1] {keep_dims} : tensor<4x1xf32>, tensor<4x8xf32>
+// CHECK: return %{{.+}}, %[[DX]]

@@ -1,0 +1,189 @@
+//===- Attention.cpp - Rotary embeddings and fused attention --------------===//
+//
+// Attention is computed one (batch, query head) pair at a time, from the
+// explicit score matrix: scores = scale * q k^T (+ the causal mask), its
+// row log-sum-exp `lse`, the probabilities exp(scores - lse) and out = P v.
+// The gradient recomputes P from the stored lse, as a fused kernel does:
+//
+//   dv = P^T dout,  dP = dout v^T,  dS = P * (dP - rowsum(dout * out)),
+//   dq = scale * dS k,  dk = scale * dS^T q
+//
+// (FlashAttention-2, Dao 2023, Algorithm 2). Key/value head h / G serves
+// query heads h (G = Hq / Hkv), so dk and dv add up over those heads.
+//
+//===----------------------------------------------------------------------===//
+
+#include "Kernels.h"
+
+#include "dialects/Loom/LoomOps.h"
+
+#include <cmath>
+#include <limits>
+
+using namespace mlir;
+
+namespace loom::interp {
+
+//===----------------------------------------------------------------------===//
+// rope
+//===----------------------------------------------------------------------===//
+
+/// Rotates each pair (x[i], x[i + D/2]) of `x` [B, S, H, D] at position s by
+/// `direction * s * theta^(-2i/D)`: +1 for rope, -1 for its gradient.
+static Tensor rotatePairs(Value result, const Tensor &x, double theta,
+                          double direction) {
+  ArrayRef<int64_t> shape = x.shape();
+  int64_t batch = shape[0], seq = shape[1], heads = shape[2], dim = shape[3];
+  int64_t half = dim / 2;
+  std::vector<double> inverseFrequency(half);
+  for (int64_t i = 0; i < half; ++i)
+    inverseFrequency[i] = std::pow(theta, -2.0 * static_cast<double>(i) /
+                                              static_cast<double>(dim));
+  std::vector<double> y(x.f().size());
+  for (int64_t b = 0; b < batch; ++b)
+    for (int64_t s = 0; s < seq; ++s)
+      for (int64_t i = 0; i < half; ++i) {
+        double angle = direction * static_cast<double>(s) * inverseFrequency[i];
+        double c = std::cos(angle), sn = std::sin(angle);
+        for (int64_t h = 0; h < heads; ++h) {
+          int64_t base = ((b * seq + s) * heads + h) * dim;
+          double x1 = x.f()[base + i], x2 = x.f()[base + i + half];
+          y[base + i] = x1 * c - x2 * sn;
+          y[base + i + half] = x2 * c + x1 * sn;
+        }
+      }
+  return floatsLike(result, std::move(y));
+}
+
+//===----------------------------------------------------------------------===//
+// attention
+//===----------------------------------------------------------------------===//
+
+namespace {
+/// q, out, dout, dq are [B, S, Hq, D]; k, v, dk, dv are [B, Skv, Hkv, D];
+/// lse is [B, Hq, S].
+struct AttentionShape {
+  int64_t batch, seq, heads, kvSeq, kvHeads, dim;
+  bool causal;
+  double scale;
+
+  AttentionShape(const Tensor &q, const Tensor &k, bool causal, double scale)
+      : batch(q.shape()[0]), seq(q.shape()[1]), heads(q.shape()[2]),
+        kvSeq(k.shape()[1]), kvHeads(k.shape()[2]), dim(q.shape()[3]),
+        causal(causal), scale(scale) {}
+
+  /// The offset of row (b, s, h) of q-shaped tensors.
+  int64_t qRow(int64_t b, int64_t s, int64_t h) const {
+    return ((b * seq + s) * heads + h) * dim;
+  }
+  /// The offset of row (b, t, kv head of query head h) of k-shaped tensors.
+  int64_t kvRow(int64_t b, int64_t t, int64_t h) const {
+    return ((b * kvSeq + t) * kvHeads + h / (heads / kvHeads)) * dim;
+  }
+  int64_t lseIndex(int64_t b, int64_t h, int64_t s) const {
+    return (b * heads + h) * seq + s;
+  }
+};
+} // namespace
+
+static double dot(const double *a, const double *b, int64_t size) {
+  double sum = 0.0;
+  for (int64_t d = 0; d < size; ++d)
+    sum += a[d] * b[d];
+  return sum;
+}
+
+/// The [S, Skv] scores scale * q k^T of query head h of batch b, with -inf
+/// where the causal mask hides key t from query s (t > s).
+static void computeScores(const AttentionShape &a, const Tensor &q,
+                          const Tensor &k, int64_t b, int64_t h,
+                          std::vector<double> &scores) {
+  for (int64_t s = 0; s < a.seq; ++s)
+    for (int64_t t = 0; t < a.kvSeq; ++t)
+      scores[s * a.kvSeq + t] =
+          a.causal && t > s ? -std::numeric_limits<double>::infinity()
+                            : a.scale * dot(&q.f()[a.qRow(b, s, h)],
+                                            &k.f()[a.kvRow(b, t, h)], a.dim);
+}
+
+static Results attention(AttentionOp op, const Tensor &q, const Tensor &k,
+                         const Tensor &v) {
+  AttentionShape a(q, k, op.getCausal(), op.getScale().convertToDouble());
+  std::vector<double> out(q.f().size(), 0.0);
+  std::vector<double> lse(a.batch * a.heads * a.seq);
+  std::vector<double> scores(a.seq * a.kvSeq);
+  for (int64_t b = 0; b < a.batch; ++b)
+    for (int64_t h = 0; h < a.heads; ++h) {
+      computeScores(a, q, k, b, h, scores);
+      for (int64_t s = 0; s < a.seq; ++s) {
+        double *row = &scores[s * a.kvSeq];
+        double max = *std::max_element(row, row + a.kvSeq);
+        double sum = 0.0;
+        for (int64_t t = 0; t < a.kvSeq; ++t)
+          sum += std::exp(row[t] - max);
+        double rowLse = max + std::log(sum);
+        lse[a.lseIndex(b, h, s)] = rowLse;
+        double *outRow = &out[a.qRow(b, s, h)];
+        for (int64_t t = 0; t < a.kvSeq; ++t) {
+          double p = std::exp(row[t] - rowLse);
+          const double *vRow = &v.f()[a.kvRow(b, t, h)];
+          for (int64_t d = 0; d < a.dim; ++d)
+            outRow[d] += p * vRow[d];
+        }
+      }
+    }
+  return {floatsLike(op.getOut(), std::move(out)),
+          floatsLike(op.getLse(), std::move(lse))};
+}
+
+static Results attentionGrad(AttentionGradOp op, Operands in) {
+  const Tensor &dout = *in[0], &q = *in[1], &k = *in[2], &v = *in[3],
+               &out = *in[4], &lse = *in[5];
+  AttentionShape a(q, k, op.getCausal(), op.getScale().convertToDouble());
+  std::vector<double> dq(q.f().size(), 0.0), dk(k.f().size(), 0.0),
+      dv(v.f().size(), 0.0);
+  std::vector<double> scores(a.seq * a.kvSeq);
+  for (int64_t b = 0; b < a.batch; ++b)
+    for (int64_t h = 0; h < a.heads; ++h) {
+      computeScores(a, q, k, b, h, scores);
+      for (int64_t s = 0; s < a.seq; ++s) {
+        const double *doutRow = &dout.f()[a.qRow(b, s, h)];
+        const double *qRow = &q.f()[a.qRow(b, s, h)];
+        double *dqRow = &dq[a.qRow(b, s, h)];
+        double rowLse = lse.f()[a.lseIndex(b, h, s)];
+        double rowDot = dot(doutRow, &out.f()[a.qRow(b, s, h)], a.dim);
+        for (int64_t t = 0; t < a.kvSeq; ++t) {
+          double p = std::exp(scores[s * a.kvSeq + t] - rowLse);
+          if (p == 0.0)
+            continue; // Masked: contributes nothing.
+          int64_t kvRow = a.kvRow(b, t, h);
+          double dp = dot(doutRow, &v.f()[kvRow], a.dim);
+          double ds = p * (dp - rowDot) * a.scale;
+          for (int64_t d = 0; d < a.dim; ++d) {
+            dv[kvRow + d] += p * doutRow[d];
+            dqRow[d] += ds * k.f()[kvRow + d];
+            dk[kvRow + d] += ds * qRow[d];
+          }
+        }
+      }
+    }
+  return {floatsLike(op.getDq(), std::move(dq)),
+          floatsLike(op.getDk(), std::move(dk)),
+          floatsLike(op.getDv(), std::move(dv))};
+}
+
+void addAttentionKernels(KernelTable &table) {
+  table.add<RopeOp>([](RopeOp op, Operands in) {
+    return rotatePairs(op, *in[0], op.getTheta().convertToDouble(), 1.0);
+  });
+  table.add<RopeGradOp>([](RopeGradOp op, Operands in) {
+    return rotatePairs(op, *in[0], op.getTheta().convertToDouble(), -1.0);
+  });
+  table.add<AttentionOp>([](AttentionOp op, Operands in) {
+    return attention(op, *in[0], *in[1], *in[2]);
+  });
+  table.add<AttentionGradOp>(
+      [](AttentionGradOp op, Operands in) { return attentionGrad(op, in); });
+}
+
+} // namespace loom::interp
