@@ -1,7 +1,11 @@
 # lit configuration of Loom's FileCheck tests.
 #
 # Features: `mpi` when mpirun is on PATH, `cuda-gpu` when Loom was built
-# with CUDA and loom-cuda-probe finds a device.
+# with CUDA and loom-cuda-probe finds a device, `torch` when Debian's
+# /usr/bin/python3 imports torch (python3-torch; utils/run-tests.sh
+# installs it). Substitutions: %examples, %reference (the PyTorch reference
+# scripts in test/reference) and %python (/usr/bin/python3: Debian's Python
+# packages install for it, whatever python3 comes first on PATH).
 
 import os
 import shutil
@@ -19,13 +23,15 @@ config.excludes = [
     "CMakeLists.txt", "lit.cfg.py", "lit.site.cfg.py", "Unit", "Inputs"
 ]
 config.substitutions.append(("%examples", os.path.join(config.loom_src_root, "examples")))
+config.substitutions.append(("%reference", os.path.join(config.loom_src_root, "test", "reference")))
+config.substitutions.append(("%python", "/usr/bin/python3"))
 
 llvm_config.with_system_environment(["HOME", "PATH"])
 llvm_config.use_default_substitutions()
 # `not` and `count` at the start of a RUN line are found through PATH.
 llvm_config.with_environment("PATH", config.llvm_tools_dir, append_path=True)
 llvm_config.add_tool_substitutions(
-    ["loom-opt", "loom-import"], [config.loom_tools_dir, config.llvm_tools_dir]
+    ["loom-opt", "loom-import", "loom-run", "loom-tokenize"], [config.loom_tools_dir, config.llvm_tools_dir]
 )
 
 if shutil.which("mpirun"):
@@ -37,3 +43,9 @@ if config.loom_enable_cuda:
         [probe], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
     ) == 0:
         config.available_features.add("cuda-gpu")
+
+if os.path.exists("/usr/bin/python3") and subprocess.call(
+    ["/usr/bin/python3", "-c", "import torch"],
+    stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
+) == 0:
+    config.available_features.add("torch")

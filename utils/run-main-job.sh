@@ -1,13 +1,20 @@
 #!/usr/bin/env bash
-# The main job: installs what is missing, builds Loom, and runs it on the
-# bundled tiny GPT-2 (examples/configs/gpt2-tiny.json): loom-import prints
-# its summary and writes its @forward graph, then loom-opt reports the
-# sharding rule of every op of the first block, which is what the planner
-# will split. (Autodiff, planning and training on CPU ranks extend this job
-# as those stages land.)
+# The main job: installs what is missing, builds Loom, and trains the
+# bundled tiny GPT-2 (examples/configs/gpt2-tiny.json) on the bundled corpus
+# (examples/data/corpus.txt, byte-level tokens):
+#   1. loom-import prints the model's summary, writes its @forward graph and
+#      freshly initialized weights;
+#   2. loom-opt reports the sharding rule of every op of the first block,
+#      which is what the planner will split;
+#   3. loom-opt --loom-autodiff --loom-optimizer builds @train_step;
+#   4. loom-run --backend=reference trains it (one process, the reference
+#      interpreter) and prints the falling loss.
+# (Planning and training on several CPU ranks replace step 4 as those
+# stages land.)
 #
 # usage: utils/run-main-job.sh
-# environment: LOOM_BUILD_DIR, LOOM_ENABLE_CUDA as for utils/run-tests.sh
+# environment: LOOM_BUILD_DIR, LOOM_ENABLE_CUDA as for utils/run-tests.sh;
+#   LOOM_STEPS (default 200) training steps
 set -euo pipefail
 
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
@@ -16,13 +23,15 @@ build=${LOOM_BUILD_DIR:-$root/build}
 
 config="$root/examples/configs/gpt2-tiny.json"
 graph="$build/gpt2-tiny.mlir"
-shape=(--micro-batch 4 --seq-len 64)
+shape=(--micro-batch 8 --seq-len 64)
+steps=${LOOM_STEPS:-200}
 
 echo "== loom-import examples/configs/gpt2-tiny.json --summary ${shape[*]}"
 "$build/bin/loom-import" "$config" --summary "${shape[@]}"
 
-echo "== loom-import ... -o $graph"
-"$build/bin/loom-import" "$config" "${shape[@]}" -o "$graph"
+echo "== loom-import ... -o $graph --init-weights $build/gpt2-tiny.init.safetensors"
+"$build/bin/loom-import" "$config" "${shape[@]}" -o "$graph" \
+  --init-weights "$build/gpt2-tiny.init.safetensors"
 echo "$(grep -c ' = loom\.' "$graph") loom ops in @forward"
 
 echo "== sharding rules of the first block (loom-opt --loom-print-sharding-rules)"
@@ -35,3 +44,20 @@ adds=0
       printf '  %-18s %s\n' "$op" "$rule"
       [ "$op" = loom.add ] && [ "$((++adds))" -eq 7 ] && break
     done || true
+
+echo "== loom-opt --loom-autodiff --loom-optimizer=\"kind=adamw lr=3e-3 weight-decay=0\""
+"$build/bin/loom-opt" "$graph" --loom-autodiff \
+  --loom-optimizer="kind=adamw lr=3e-3 weight-decay=0" -o "$build/gpt2-tiny.train.mlir"
+echo "$(grep -c ' = loom\.' "$build/gpt2-tiny.train.mlir") loom ops in @forward, @forward_backward and @train_step"
+
+echo "== loom-tokenize examples/data/corpus.txt"
+"$build/bin/loom-tokenize" "$root/examples/data/corpus.txt" -o "$build/corpus.tokens"
+"$build/bin/loom-tokenize" --info "$build/corpus.tokens"
+
+echo "== loom-run --backend=reference ... --steps $steps (every 10th step shown)"
+"$build/bin/loom-run" --backend=reference "$build/gpt2-tiny.train.mlir" \
+  --init "$build/gpt2-tiny.init.safetensors" --data "$build/corpus.tokens" \
+  --steps "$steps" --log-json "$build/gpt2-tiny.log.jsonl" \
+  --save "$build/gpt2-tiny.trained.safetensors" \
+  | awk 'NR == 1 || /^step/ && ($2 == 1 || $2 % 10 == 0)'
+echo "trained weights: $build/gpt2-tiny.trained.safetensors, log: $build/gpt2-tiny.log.jsonl"

@@ -252,7 +252,6 @@ Error checkContiguous(StringRef fileName, std::vector<Entry> &entries,
   return Error::success();
 }
 
-
 } // namespace
 
 const CheckpointTensor *Checkpoint::find(StringRef name) const {

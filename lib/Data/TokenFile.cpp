@@ -26,7 +26,6 @@ Error fileError(StringRef fileName, const Twine &message) {
   return createStringError(inconvertibleErrorCode(), fileName + ": " + message);
 }
 
-
 } // namespace
 
 Expected<TokenFile> parseTokenFile(StringRef contents, StringRef fileName) {

@@ -1,4 +1,4 @@
-//===- Passes.h - Optimizer passes -------------------------------*- C++ -*-===//
+//===- Passes.h - Optimizer passes ------------------------------*- C++ -*-===//
 
 #ifndef LOOM_PASSES_OPTIMIZER_PASSES_H
 #define LOOM_PASSES_OPTIMIZER_PASSES_H

@@ -4,15 +4,19 @@
 //               [--precision f32|bf16] [--embd-pdrop P] [--resid-pdrop P]
 //               [--attn-pdrop P] [--seed N]
 //   loom-import CONFIG.json --summary [--json] [...]
+//   loom-import CONFIG.json --init-weights FILE [--init-seed N] [...]
 //
 // Writes a module with @forward (see ModelImporter.h), or with --summary
-// the parameter count, FLOPs per token and per-layer shapes. Errors name
+// the parameter count, FLOPs per token and per-layer shapes; with
+// --init-weights also the weights of a freshly initialized model
+// (loom/Import/ParamInit.h) as safetensors. Errors name
 // the file and key, exit 1 and leave no output file behind (the output is
 // written to a temporary file and renamed).
 //
 //===----------------------------------------------------------------------===//
 
 #include "loom/Import/ModelSummary.h"
+#include "loom/Import/ParamInit.h"
 
 #include "mlir/IR/MLIRContext.h"
 #include "llvm/Support/CommandLine.h"
@@ -51,6 +55,12 @@ cl::opt<double> attnPdrop("attn-pdrop", cl::cat(category),
                                    "attention_dropout (must end up 0)"));
 cl::opt<int64_t> seed("seed", cl::init(0), cl::cat(category),
                       cl::desc("Seed of the dropout masks (default 0)"));
+cl::opt<std::string> initWeights(
+    "init-weights", cl::cat(category), cl::value_desc("file.safetensors"),
+    cl::desc("Also write freshly initialized weights (Hugging Face's "
+             "initialization, Hugging Face names) to this file"));
+cl::opt<uint64_t> initSeed("init-seed", cl::init(0), cl::cat(category),
+                           cl::desc("Seed of --init-weights (default 0)"));
 cl::opt<bool> summary("summary", cl::cat(category),
                       cl::desc("Print parameters, FLOPs per token and "
                                "per-layer shapes instead of the module"));
@@ -74,6 +84,8 @@ int main(int argc, char **argv) {
   cl::HideUnrelatedOptions(category);
   cl::ParseCommandLineOptions(argc, argv,
                               "Hugging Face config.json to the loom dialect\n");
+  if (initSeed.getNumOccurrences() && initWeights.empty())
+    return fail("--init-seed needs --init-weights");
   if (json && !summary)
     return fail("--json needs --summary");
 
@@ -118,5 +130,10 @@ int main(int argc, char **argv) {
   });
   if (written)
     return fail(toString(std::move(written)));
+  if (!initWeights.empty())
+    if (Error error = loom::writeSafetensors(
+            initWeights, loom::initParameters(*config, initSeed),
+            {{"format", "pt"}}))
+      return fail(toString(std::move(error)));
   return 0;
 }

@@ -20,8 +20,9 @@ namespace loom {
 /// Writes what `write` produces to `path` atomically. Errors start with
 /// `path`. Unlike llvm::writeToOutput, a failed write is reported, not
 /// fatal.
-llvm::Error writeFileAtomically(llvm::StringRef path,
-                                llvm::function_ref<void(llvm::raw_ostream &)> write);
+llvm::Error
+writeFileAtomically(llvm::StringRef path,
+                    llvm::function_ref<void(llvm::raw_ostream &)> write);
 
 } // namespace loom
 

@@ -1,0 +1,113 @@
+//===- TrainStep.cpp - The calling convention of @train_step -------------===//
+
+#include "loom/Training/TrainStep.h"
+
+#include "mlir/IR/BuiltinTypes.h"
+#include "llvm/ADT/StringExtras.h"
+
+using namespace llvm;
+using namespace mlir;
+
+namespace loom {
+
+namespace {
+
+StringRef attrString(func::FuncOp fn, unsigned arg, StringRef name) {
+  auto attr = fn.getArgAttrOfType<StringAttr>(arg, name);
+  return attr ? attr.getValue() : StringRef();
+}
+
+std::string shapeString(ArrayRef<int64_t> shape) {
+  return "[" +
+         join(map_range(shape, [](int64_t d) { return itostr(d); }), ", ") +
+         "]";
+}
+
+} // namespace
+
+Expected<TrainStepLayout> analyzeTrainStep(func::FuncOp fn) {
+  auto fail = [&](const Twine &message) {
+    return createStringError(inconvertibleErrorCode(),
+                             "@" + fn.getSymName() + ": " + message);
+  };
+  TrainStepLayout layout;
+  std::optional<unsigned> step, tokens, labels;
+  size_t moments = 0;
+  for (unsigned i = 0, e = fn.getNumArguments(); i < e; ++i) {
+    StringRef role = attrString(fn, i, "loom.role");
+    StringRef name = attrString(fn, i, "loom.name");
+    auto type = dyn_cast<RankedTensorType>(fn.getArgument(i).getType());
+    if (!type)
+      return fail("argument " + Twine(i) + " is not a ranked tensor");
+    if (role == "param") {
+      if (i != layout.params.size())
+        return fail("parameter '" + name + "' (argument " + Twine(i) +
+                    ") does not precede the other arguments");
+      layout.params.push_back(
+          {name.str(), SmallVector<int64_t>(type.getShape())});
+    } else if (role == "m" || role == "v") {
+      ++moments;
+    } else if (role == "step") {
+      step = i;
+    } else if (role == "data" && name == "tokens") {
+      tokens = i;
+    } else if (role == "data" && name == "labels") {
+      labels = i;
+    } else {
+      return fail("argument " + Twine(i) +
+                  " has no known loom.role "
+                  "(is this the output of --loom-optimizer?)");
+    }
+  }
+  if (layout.params.empty())
+    return fail("no argument has loom.role = \"param\"");
+  if (moments != 0 && moments != 2 * layout.params.size())
+    return fail("expected one m and one v per parameter");
+  if (!step || !tokens || !labels)
+    return fail("missing the step, tokens or labels argument");
+  layout.hasMoments = moments != 0;
+  layout.stepArg = *step;
+  layout.tokensArg = *tokens;
+  layout.labelsArg = *labels;
+  auto tokensType = cast<RankedTensorType>(fn.getArgument(*tokens).getType());
+  if (tokensType.getRank() != 2 ||
+      tokensType != fn.getArgument(*labels).getType())
+    return fail("tokens and labels must both be [micro-batch, sequence]");
+  layout.microBatch = tokensType.getDimSize(0);
+  layout.seqLen = tokensType.getDimSize(1);
+  layout.lossResult = layout.numStateArgs();
+  if (fn.getNumResults() != layout.numStateArgs() + 1)
+    return fail("expected " + Twine(layout.numStateArgs() + 1) +
+                " results (the updated state and the loss)");
+  return layout;
+}
+
+const CheckpointTensor *findParameter(const Checkpoint &ckpt, StringRef name) {
+  if (const CheckpointTensor *tensor = ckpt.find(name))
+    return tensor;
+  if (name.consume_front("transformer."))
+    return ckpt.find(name);
+  return nullptr;
+}
+
+Expected<std::vector<const CheckpointTensor *>>
+bindParameters(const TrainStepLayout &layout, const Checkpoint &ckpt,
+               StringRef fileName) {
+  std::vector<const CheckpointTensor *> bound;
+  for (const TrainedParam &param : layout.params) {
+    const CheckpointTensor *tensor = findParameter(ckpt, param.name);
+    if (!tensor)
+      return createStringError(inconvertibleErrorCode(),
+                               fileName + ": no tensor '" + param.name + "'");
+    if (ArrayRef<int64_t>(tensor->shape) != ArrayRef<int64_t>(param.shape))
+      return createStringError(inconvertibleErrorCode(),
+                               fileName + ": tensor '" + param.name +
+                                   "' has shape " + shapeString(tensor->shape) +
+                                   ", the model expects " +
+                                   shapeString(param.shape));
+    bound.push_back(tensor);
+  }
+  return bound;
+}
+
+} // namespace loom

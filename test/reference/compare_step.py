@@ -1,0 +1,87 @@
+#!/usr/bin/python3
+"""Compares one training step of Loom with the PyTorch reference.
+
+Inputs: the initial weights, the weights each side wrote after the step,
+Loom's --log-json line and the reference's JSON. Relative errors are
+|a - b| / |b| for the loss and ||a - b|| / ||b|| (Frobenius norm) per
+parameter tensor, with b from PyTorch:
+
+  * the loss (before the update) within --rtol;
+  * every updated parameter p' within --rtol;
+  * the update itself, p' - p, within --update-rtol: p' is dominated by
+    p, so this is the check that sees the gradient.
+
+An element-wise bound is not meaningful in float32: where an updated
+weight lands near zero, or a gradient is rounding noise around an exact
+zero (GPT-2's key bias: softmax ignores it), the last bits differ between
+any two implementations. The maximum absolute difference is printed.
+
+Prints one line per parameter and exits 1 if any check fails.
+
+Usage:
+  compare_step.py --init W0 --loom W1 --loom-log LOG.jsonl --torch W1' --torch-json OUT.json
+                  [--rtol 1e-5] [--update-rtol 1e-4]
+"""
+
+import argparse
+import json
+import os
+import sys
+
+import torch
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from safetensors_io import read_safetensors  # noqa: E402
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--init", required=True)
+    parser.add_argument("--loom", required=True)
+    parser.add_argument("--loom-log", required=True)
+    parser.add_argument("--torch", required=True)
+    parser.add_argument("--torch-json", required=True)
+    parser.add_argument("--rtol", type=float, default=1e-5)
+    parser.add_argument("--update-rtol", type=float, default=1e-4)
+    args = parser.parse_args()
+
+    init, _ = read_safetensors(args.init)
+    loom, _ = read_safetensors(args.loom)
+    ref, _ = read_safetensors(args.torch)
+    with open(args.loom_log) as f:
+        loom_loss = json.loads(f.readline())["loss"]
+    with open(args.torch_json) as f:
+        torch_loss = json.load(f)["loss"]
+
+    ok = True
+    loss_err = abs(loom_loss - torch_loss) / abs(torch_loss)
+    print(f"loss: loom {loom_loss:.8f} torch {torch_loss:.8f} rel err {loss_err:.2e}")
+    ok &= loss_err <= args.rtol
+
+    if set(loom) != set(ref):
+        print(f"FAIL parameter names differ: {sorted(set(loom) ^ set(ref))}")
+        return 1
+    worst = 0.0
+
+    def rel(a, b):
+        return (a - b).norm().item() / max(b.norm().item(), 1e-30)
+
+    for name, expected in ref.items():
+        got = loom[name].double()
+        expected = expected.double()
+        before = init.get(name, init.get(name.removeprefix("transformer."))).double()
+        param_err = rel(got, expected)
+        update_err = rel(got - before, expected - before)
+        max_abs = (got - expected).abs().max().item()
+        good = param_err <= args.rtol and update_err <= args.update_rtol
+        worst = max(worst, param_err)
+        print(f"{'ok  ' if good else 'FAIL'} {name:48s} rel err {param_err:.2e}"
+              f"  update rel err {update_err:.2e}  max abs diff {max_abs:.1e}")
+        ok &= good
+    print(f"{'PASS' if ok else 'FAIL'}: {len(ref)} parameters, worst rel err {worst:.2e}")
+    return 0 if ok else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,202 @@
+//===- loom-run.cpp - Run training steps of a compiled model --------------===//
+//
+//   loom-run --backend=reference MODULE --init CKPT --data TOKENS
+//            [--steps K] [--save CKPT] [--log-json FILE] [--precision f32|f64]
+//
+// MODULE holds @train_step (loom-import | loom-opt --loom-autodiff
+// --loom-optimizer). The parameters come from a safetensors checkpoint by
+// Hugging Face name, the optimizer moments start at zero, and step s
+// (1-based) trains on batch s - 1 of the token file (loom/Data/Batch.h).
+// Each step prints its loss; --log-json writes one JSON line per step and
+// --save the trained parameters. Output files are written whole at the end
+// (temporary file, then rename), never half.
+//
+//===----------------------------------------------------------------------===//
+
+#include "loom/Checkpoint/Safetensors.h"
+#include "loom/Data/Batch.h"
+#include "loom/Data/TokenFile.h"
+#include "loom/Interpreter/Interpreter.h"
+#include "loom/Support/AtomicFile.h"
+#include "loom/Training/TrainStep.h"
+
+#include "dialects/Loom/LoomDialect.h"
+
+#include "mlir/Dialect/Arith/IR/Arith.h"
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/IR/BuiltinOps.h"
+#include "mlir/Parser/Parser.h"
+#include "llvm/Support/CommandLine.h"
+#include "llvm/Support/FormatVariadic.h"
+#include "llvm/Support/InitLLVM.h"
+#include "llvm/Support/JSON.h"
+#include "llvm/Support/SourceMgr.h"
+#include "llvm/Support/WithColor.h"
+
+using namespace llvm;
+using loom::interp::Tensor;
+
+namespace {
+cl::OptionCategory category("loom-run options");
+
+enum class Backend { Reference };
+
+cl::opt<std::string> modulePath(cl::Positional, cl::Required,
+                                cl::desc("<module.mlir>"), cl::cat(category));
+cl::opt<Backend> backend(
+    "backend", cl::Required, cl::cat(category),
+    cl::desc("Which engine executes the steps"),
+    cl::values(clEnumValN(Backend::Reference, "reference",
+                          "the reference interpreter (unsharded, CPU)")));
+cl::opt<std::string> initPath("init", cl::Required, cl::cat(category),
+                              cl::value_desc("ckpt.safetensors"),
+                              cl::desc("Initial parameters (safetensors, "
+                                       "Hugging Face names)"));
+cl::opt<std::string> dataPath("data", cl::Required, cl::cat(category),
+                              cl::value_desc("file.tokens"),
+                              cl::desc("Training tokens (see "
+                                       "docs/token-file.md)"));
+cl::opt<int64_t> steps("steps", cl::init(1), cl::cat(category),
+                       cl::desc("Training steps to run (default 1)"));
+cl::opt<std::string> savePath("save", cl::cat(category),
+                              cl::value_desc("ckpt.safetensors"),
+                              cl::desc("Write the trained parameters here"));
+cl::opt<std::string> logPath("log-json", cl::cat(category),
+                             cl::value_desc("file"),
+                             cl::desc("Write one JSON line per step: "
+                                      "{\"step\": s, \"loss\": x}"));
+cl::opt<loom::interp::Precision>
+    precision("precision", cl::init(loom::interp::Precision::F32),
+              cl::cat(category),
+              cl::desc("Arithmetic of the reference backend"),
+              cl::values(clEnumValN(loom::interp::Precision::F32, "f32",
+                                    "round every result to its declared type"),
+                         clEnumValN(loom::interp::Precision::F64, "f64",
+                                    "compute everything in double")));
+
+int fail(const Twine &message) {
+  WithColor::error(errs(), "loom-run") << message << "\n";
+  return 1;
+}
+
+/// The state carried from step to step: parameters, then m and v.
+std::vector<Tensor>
+initialState(mlir::func::FuncOp fn, const loom::TrainStepLayout &layout,
+             ArrayRef<const loom::CheckpointTensor *> init) {
+  std::vector<Tensor> state;
+  for (size_t i = 0, e = layout.numStateArgs(); i < e; ++i) {
+    auto type = cast<mlir::RankedTensorType>(fn.getArgument(i).getType());
+    size_t param = i % layout.params.size();
+    std::vector<double> values(type.getNumElements(), 0.0);
+    if (i < layout.params.size())
+      values.assign(init[param]->values.begin(), init[param]->values.end());
+    state.push_back(Tensor::floats(type.getElementType(), type.getShape(),
+                                   std::move(values)));
+  }
+  return state;
+}
+
+Tensor intTensor(mlir::Type type, ArrayRef<int32_t> values) {
+  auto tensor = cast<mlir::RankedTensorType>(type);
+  return Tensor::ints(tensor.getElementType(), tensor.getShape(),
+                      std::vector<int64_t>(values.begin(), values.end()));
+}
+
+Error saveParameters(StringRef path, const loom::TrainStepLayout &layout,
+                     ArrayRef<Tensor> state, int64_t stepsDone) {
+  std::vector<loom::CheckpointTensor> tensors;
+  for (auto [param, tensor] : llvm::zip_first(layout.params, state))
+    tensors.push_back(
+        {param.name, param.shape,
+         std::vector<float>(tensor.f().begin(), tensor.f().end())});
+  return loom::writeSafetensors(
+      path, tensors,
+      {{"format", "pt"}, {"loom.steps", std::to_string(stepsDone)}});
+}
+} // namespace
+
+int main(int argc, char **argv) {
+  InitLLVM init(argc, argv);
+  cl::HideUnrelatedOptions(category);
+  cl::ParseCommandLineOptions(argc, argv,
+                              "Run training steps of a Loom module\n");
+  if (steps < 1)
+    return fail("--steps must be at least 1");
+
+  mlir::MLIRContext context;
+  context.loadDialect<loom::LoomDialect, mlir::func::FuncDialect,
+                      mlir::arith::ArithDialect>();
+  llvm::SourceMgr sourceMgr;
+  mlir::SourceMgrDiagnosticHandler handler(sourceMgr, &context);
+  mlir::OwningOpRef<mlir::ModuleOp> module =
+      mlir::parseSourceFile<mlir::ModuleOp>(modulePath, sourceMgr,
+                                            mlir::ParserConfig(&context));
+  if (!module)
+    return 1; // The parser reported the error with its location.
+  auto fn = module->lookupSymbol<mlir::func::FuncOp>("train_step");
+  if (!fn)
+    return fail(modulePath + ": no @train_step (run loom-opt --loom-autodiff "
+                             "--loom-optimizer first)");
+  Expected<loom::TrainStepLayout> layout = loom::analyzeTrainStep(fn);
+  if (!layout)
+    return fail(modulePath + ": " + toString(layout.takeError()));
+
+  Expected<loom::Checkpoint> ckpt = loom::readSafetensors(initPath);
+  if (!ckpt)
+    return fail(toString(ckpt.takeError()));
+  auto bound = loom::bindParameters(*layout, *ckpt, initPath);
+  if (!bound)
+    return fail(toString(bound.takeError()));
+  Expected<std::vector<uint32_t>> ids = loom::readTokenFile(dataPath);
+  if (!ids)
+    return fail(toString(ids.takeError()));
+
+  int64_t numElements = 0;
+  for (const loom::TrainedParam &param : layout->params)
+    numElements += llvm::product_of(param.shape);
+  outs() << formatv("loom-run: reference backend, {0} parameter tensors ({1} "
+                    "values), micro-batch {2} x {3} tokens, {4} steps\n",
+                    layout->params.size(), numElements, layout->microBatch,
+                    layout->seqLen, steps.getValue());
+
+  std::vector<Tensor> state = initialState(fn, *layout, *bound);
+  std::string log;
+  raw_string_ostream logStream(log);
+  mlir::Type stepType =
+      cast<mlir::RankedTensorType>(fn.getArgument(layout->stepArg).getType())
+          .getElementType();
+  for (int64_t step = 1; step <= steps; ++step) {
+    Expected<loom::Batch> batch =
+        loom::makeBatch(*ids, step - 1, layout->microBatch, layout->seqLen);
+    if (!batch)
+      return fail(dataPath + ": " + toString(batch.takeError()));
+    std::vector<Tensor> args(fn.getNumArguments(), Tensor());
+    for (size_t i = 0; i < state.size(); ++i)
+      args[i] = std::move(state[i]);
+    args[layout->stepArg] = Tensor::ints(stepType, {}, {step});
+    args[layout->tokensArg] =
+        intTensor(fn.getArgument(layout->tokensArg).getType(), batch->tokens);
+    args[layout->labelsArg] =
+        intTensor(fn.getArgument(layout->labelsArg).getType(), batch->labels);
+
+    auto results = loom::interp::run(fn, args, precision);
+    if (!results)
+      return fail(
+          formatv("step {0}: {1}", step, toString(results.takeError())));
+    double loss = (*results)[layout->lossResult].f()[0];
+    outs() << formatv("step {0,4}  loss {1:f6}\n", step, loss);
+    logStream << json::Value(json::Object{{"step", step}, {"loss", loss}})
+              << "\n";
+    results->resize(layout->numStateArgs());
+    state = std::move(*results);
+  }
+
+  if (!logPath.empty())
+    if (Error error = loom::writeFileAtomically(
+            logPath, [&](raw_ostream &os) { os << log; }))
+      return fail(toString(std::move(error)));
+  if (!savePath.empty())
+    if (Error error = saveParameters(savePath, *layout, state, steps))
+      return fail(toString(std::move(error)));
+  return 0;
+}
