@@ -80,13 +80,17 @@ float readBF16(const char *p) {
 struct DType {
   StringLiteral name;
   unsigned bytes;
+  /// Widens one element to f32; null for the integer and boolean dtypes,
+  /// whose tensors (masks, position buffers) are checked but not read.
   float (*read)(const char *);
 };
 
-constexpr DType kDTypes[] = {{"F32", 4, readF32},
-                             {"F64", 8, readF64},
-                             {"F16", 2, readF16},
-                             {"BF16", 2, readBF16}};
+constexpr DType kDTypes[] = {
+    {"F32", 4, readF32},   {"F64", 8, readF64},  {"F16", 2, readF16},
+    {"BF16", 2, readBF16}, {"BOOL", 1, nullptr}, {"U8", 1, nullptr},
+    {"I8", 1, nullptr},    {"U16", 2, nullptr},  {"I16", 2, nullptr},
+    {"U32", 4, nullptr},   {"I32", 4, nullptr},  {"U64", 8, nullptr},
+    {"I64", 8, nullptr}};
 
 /// One tensor of the header, checked on its own.
 struct Entry {
@@ -150,7 +154,7 @@ Expected<Entry> parseEntry(StringRef fileName, StringRef name,
       kDTypes, [&](const DType &d) { return d.name == *dtypeName; });
   if (found == std::end(kDTypes))
     return fail("unsupported dtype " + quoted(*dtypeName) +
-                " (supported: F32, F64, F16, BF16)");
+                " (supported: F32, F64, F16, BF16, BOOL and integers)");
   entry.dtype = found;
 
   const json::Value *shape = object->get("shape");
@@ -314,6 +318,9 @@ Expected<Checkpoint> parseSafetensors(StringRef contents, StringRef fileName) {
     CheckpointTensor &tensor = checkpoint.tensors.emplace_back();
     tensor.name = std::move(entry.name);
     tensor.shape = std::move(entry.shape);
+    tensor.dtype = entry.dtype->name.str();
+    if (!entry.dtype->read)
+      continue;
     tensor.values.resize(entry.elements);
     const char *bytes = data.data() + entry.begin;
     for (uint64_t i = 0; i < entry.elements; ++i)

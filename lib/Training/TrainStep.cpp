@@ -99,6 +99,11 @@ bindParameters(const TrainStepLayout &layout, const Checkpoint &ckpt,
     if (!tensor)
       return createStringError(inconvertibleErrorCode(),
                                fileName + ": no tensor '" + param.name + "'");
+    if (!tensor->isFloat())
+      return createStringError(inconvertibleErrorCode(),
+                               fileName + ": tensor '" + param.name +
+                                   "' has dtype " + tensor->dtype +
+                                   ", a parameter needs a float dtype");
     if (ArrayRef<int64_t>(tensor->shape) != ArrayRef<int64_t>(param.shape))
       return createStringError(inconvertibleErrorCode(),
                                fileName + ": tensor '" + param.name +

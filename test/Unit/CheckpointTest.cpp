@@ -169,6 +169,26 @@ TEST(SafetensorsTest, ReadsHandAssembledFileInOffsetOrder) {
   EXPECT_EQ(checkpoint.metadata.at("source"), "hand");
 }
 
+TEST(SafetensorsTest, KeepsIntegerAndBoolBuffersUnread) {
+  // HF checkpoints may hold non-parameter buffers (GPT-2's causal mask,
+  // position ids): they are listed with their dtype and no values.
+  std::string header =
+      R"({"w": {"dtype": "F32", "shape": [1], "data_offsets": [0, 4]},)"
+      R"( "mask": {"dtype": "BOOL", "shape": [2, 2], "data_offsets": [4, 8]},)"
+      R"( "pos": {"dtype": "I64", "shape": [1], "data_offsets": [8, 16]}})";
+  Checkpoint checkpoint = parseOrFail(
+      assemble(header, f32(0.5f) + std::string("\x01\x00\x01\x01", 4) +
+                           std::string(8, '\0')));
+  ASSERT_EQ(checkpoint.tensors.size(), 3u);
+  EXPECT_TRUE(checkpoint.tensors[0].isFloat());
+  EXPECT_EQ(checkpoint.tensors[0].values, (std::vector<float>{0.5f}));
+  EXPECT_EQ(checkpoint.tensors[1].dtype, "BOOL");
+  EXPECT_FALSE(checkpoint.tensors[1].isFloat());
+  EXPECT_TRUE(checkpoint.tensors[1].values.empty());
+  EXPECT_EQ(checkpoint.tensors[2].dtype, "I64");
+  EXPECT_EQ(checkpoint.tensors[2].shape, (llvm::SmallVector<int64_t>{1}));
+}
+
 TEST(SafetensorsTest, WidensBF16) {
   // bfloat16 is the top 16 bits of a float.
   std::string header =
@@ -275,11 +295,13 @@ std::vector<MalformedCase> malformedCases() {
        assemble(R"({"w": {"dtype": 4, "shape": [1], "data_offsets": [0, 4]}})",
                 data4),
        "tensor \"w\": \"dtype\" is not a string"},
-      {"I32", assemble("{" + entry("ids", "I32", "[1]", "[0, 4]") + "}", data4),
-       "tensor \"ids\": unsupported dtype \"I32\" (supported: F32, F64, F16, "
-       "BF16)"},
-      {"U8", assemble("{" + entry("mask", "U8", "[4]", "[0, 4]") + "}", data4),
-       "tensor \"mask\": unsupported dtype \"U8\""},
+      {"F8",
+       assemble("{" + entry("w", "F8_E4M3", "[4]", "[0, 4]") + "}", data4),
+       "tensor \"w\": unsupported dtype \"F8_E4M3\" (supported: F32, F64, "
+       "F16, BF16, BOOL and integers)"},
+      {"I32 size",
+       assemble("{" + entry("ids", "I32", "[2]", "[0, 4]") + "}", data4),
+       "tensor \"ids\""},
       {"shape",
        assemble(R"({"w": {"dtype": "F32", "data_offsets": [0, 4]}})", data4),
        "tensor \"w\": missing key \"shape\""},

@@ -115,6 +115,12 @@ int main(int argc, char **argv) {
   if (!module)
     return fail(configPath + ": " + toString(module.takeError()));
 
+  // The weights first: if they cannot be written, no module is either.
+  if (!initWeights.empty())
+    if (Error error = loom::writeSafetensors(
+            initWeights, loom::initParameters(*config, initSeed),
+            {{"format", "pt"}}))
+      return fail(toString(std::move(error)));
   Error written = writeToOutput(outputPath, [&](raw_ostream &os) -> Error {
     if (!summary) {
       (*module)->print(os);
@@ -130,10 +136,5 @@ int main(int argc, char **argv) {
   });
   if (written)
     return fail(toString(std::move(written)));
-  if (!initWeights.empty())
-    if (Error error = loom::writeSafetensors(
-            initWeights, loom::initParameters(*config, initSeed),
-            {{"format", "pt"}}))
-      return fail(toString(std::move(error)));
   return 0;
 }

@@ -37,8 +37,16 @@ namespace loom {
 struct CheckpointTensor {
   std::string name;
   llvm::SmallVector<int64_t> shape;
-  /// Row-major, product(shape) elements.
+  /// Row-major, product(shape) elements; empty for a tensor whose dtype is
+  /// not floating point (a BOOL or integer buffer, which no parameter is).
   std::vector<float> values;
+  /// The dtype in the file (F32, BF16, ..., I64); the writer writes F32.
+  std::string dtype = "F32";
+
+  bool isFloat() const {
+    return dtype == "F32" || dtype == "F64" || dtype == "F16" ||
+           dtype == "BF16";
+  }
 };
 
 struct Checkpoint {
