@@ -1,0 +1,509 @@
+//===- InterpreterGradientTest.cpp - Gradients against finite differences ===//
+//
+// Every gradient op, and the vector-Jacobian product of every other
+// differentiable op written with loom ops, is checked against central
+// differences of its forward op run in F64: with a random cotangent c and
+// L = sum(c * forward(x)), max|dL/dx - fd| / max|fd| < 1e-6.
+//
+//===----------------------------------------------------------------------===//
+
+#include "InterpreterTestSupport.h"
+
+using namespace mlir;
+using namespace loom::interp::testing;
+using loom::interp::Precision;
+using loom::interp::Tensor;
+
+namespace {
+
+//===----------------------------------------------------------------------===//
+// Gradients against central differences (F64)
+//===----------------------------------------------------------------------===//
+
+/// The modules hold `@forward(inputs...) -> y` (further results are
+/// ignored) and `@backward(dy, inputs...) -> (one gradient per input in
+/// `wrt`, in that order)`.
+class InterpreterGradientTest : public InterpreterTest {
+protected:
+  /// The step of the central differences: its truncation error (h^2) and
+  /// rounding error (1e-16 / h) are both far below the 1e-6 bar.
+  static constexpr double kStep = 1e-6;
+
+  double loss(func::FuncOp forward, const std::vector<Tensor> &inputs,
+              const Tensor &cotangent) {
+    auto y = run(forward, inputs);
+    if (y.empty())
+      return NAN;
+    double sum = 0;
+    for (size_t e = 0; e < cotangent.f().size(); ++e)
+      sum += cotangent.f()[e] * y[0].f()[e];
+    return sum;
+  }
+
+  void checkGradients(llvm::StringRef source, std::vector<Tensor> inputs,
+                      ArrayRef<unsigned> wrt) {
+    func::FuncOp forward = parse(source, "forward");
+    ASSERT_TRUE(forward);
+    auto backward = modules.back()->lookupSymbol<func::FuncOp>("backward");
+    ASSERT_TRUE(backward);
+    auto y = run(forward, inputs);
+    ASSERT_FALSE(y.empty());
+    Tensor cotangent = random(y[0].shape());
+    std::vector<Tensor> backwardArgs = {cotangent};
+    backwardArgs.insert(backwardArgs.end(), inputs.begin(), inputs.end());
+    auto grads = run(backward, backwardArgs);
+    ASSERT_EQ(grads.size(), wrt.size());
+    for (auto [input, grad] : llvm::zip(wrt, grads)) {
+      ASSERT_EQ(grad.shape(), inputs[input].shape());
+      double worst = 0, largest = 0;
+      for (size_t e = 0; e < grad.f().size(); ++e) {
+        std::vector<Tensor> shifted = inputs;
+        double &x = shifted[input].f()[e];
+        double saved = x;
+        x = saved + kStep;
+        double up = loss(forward, shifted, cotangent);
+        x = saved - kStep;
+        double down = loss(forward, shifted, cotangent);
+        double fd = (up - down) / (2 * kStep);
+        worst = std::max(worst, std::abs(fd - grad.f()[e]));
+        largest = std::max(largest, std::abs(fd));
+      }
+      ASSERT_GT(largest, 0.0) << "input #" << input << " has no gradient";
+      EXPECT_LT(worst / largest, 1e-6) << "input #" << input;
+    }
+  }
+};
+
+TEST_F(InterpreterGradientTest, LayerNormGrad) {
+  checkGradients(R"mlir(
+    func.func @forward(%x: tensor<2x3x6xf32>, %g: tensor<6xf32>, %b: tensor<6xf32>) -> tensor<2x3x6xf32> {
+      %0 = loom.layernorm %x, %g, %b {epsilon = 1.0e-05 : f64} : tensor<2x3x6xf32>, tensor<6xf32>
+      return %0 : tensor<2x3x6xf32>
+    }
+    func.func @backward(%dy: tensor<2x3x6xf32>, %x: tensor<2x3x6xf32>, %g: tensor<6xf32>, %b: tensor<6xf32>)
+        -> (tensor<2x3x6xf32>, tensor<6xf32>, tensor<6xf32>) {
+      %dx, %dg, %db = loom.layernorm_grad %dy, %x, %g {epsilon = 1.0e-05 : f64} : tensor<2x3x6xf32>, tensor<6xf32>
+      return %dx, %dg, %db : tensor<2x3x6xf32>, tensor<6xf32>, tensor<6xf32>
+    })mlir",
+                 {random({2, 3, 6}), random({6}), random({6})}, {0, 1, 2});
+}
+
+TEST_F(InterpreterGradientTest, RMSNormGrad) {
+  checkGradients(R"mlir(
+    func.func @forward(%x: tensor<3x5xf32>, %g: tensor<5xf32>) -> tensor<3x5xf32> {
+      %0 = loom.rmsnorm %x, %g {epsilon = 1.0e-06 : f64} : tensor<3x5xf32>, tensor<5xf32>
+      return %0 : tensor<3x5xf32>
+    }
+    func.func @backward(%dy: tensor<3x5xf32>, %x: tensor<3x5xf32>, %g: tensor<5xf32>)
+        -> (tensor<3x5xf32>, tensor<5xf32>) {
+      %dx, %dg = loom.rmsnorm_grad %dy, %x, %g {epsilon = 1.0e-06 : f64} : tensor<3x5xf32>, tensor<5xf32>
+      return %dx, %dg : tensor<3x5xf32>, tensor<5xf32>
+    })mlir",
+                 {random({3, 5}), random({5})}, {0, 1});
+}
+
+TEST_F(InterpreterGradientTest, GeluGradAndSiluGrad) {
+  const char *source = R"mlir(
+    func.func @forward(%x: tensor<4x5xf32>) -> tensor<4x5xf32> {
+      %0 = loom.ACT %x : tensor<4x5xf32>
+      return %0 : tensor<4x5xf32>
+    }
+    func.func @backward(%dy: tensor<4x5xf32>, %x: tensor<4x5xf32>) -> tensor<4x5xf32> {
+      %0 = loom.ACT_grad %dy, %x : tensor<4x5xf32>
+      return %0 : tensor<4x5xf32>
+    })mlir";
+  for (const char *activation : {"gelu", "silu"}) {
+    SCOPED_TRACE(activation);
+    std::string text = source;
+    for (size_t at; (at = text.find("ACT")) != std::string::npos;)
+      text.replace(at, 3, activation);
+    checkGradients(text, {random({4, 5}, 2.0)}, {0});
+  }
+}
+
+TEST_F(InterpreterGradientTest, SoftmaxGrad) {
+  checkGradients(R"mlir(
+    func.func @forward(%x: tensor<3x6xf32>) -> tensor<3x6xf32> {
+      %0 = loom.softmax %x : tensor<3x6xf32>
+      return %0 : tensor<3x6xf32>
+    }
+    func.func @backward(%dy: tensor<3x6xf32>, %x: tensor<3x6xf32>) -> tensor<3x6xf32> {
+      %y = loom.softmax %x : tensor<3x6xf32>
+      %0 = loom.softmax_grad %dy, %y : tensor<3x6xf32>
+      return %0 : tensor<3x6xf32>
+    })mlir",
+                 {random({3, 6})}, {0});
+}
+
+TEST_F(InterpreterGradientTest, RopeGrad) {
+  checkGradients(R"mlir(
+    func.func @forward(%x: tensor<2x4x3x6xf32>) -> tensor<2x4x3x6xf32> {
+      %0 = loom.rope %x {theta = 10000.0 : f64} : tensor<2x4x3x6xf32>
+      return %0 : tensor<2x4x3x6xf32>
+    }
+    func.func @backward(%dy: tensor<2x4x3x6xf32>, %x: tensor<2x4x3x6xf32>) -> tensor<2x4x3x6xf32> {
+      %0 = loom.rope_grad %dy {theta = 10000.0 : f64} : tensor<2x4x3x6xf32>
+      return %0 : tensor<2x4x3x6xf32>
+    })mlir",
+                 {random({2, 4, 3, 6})}, {0});
+}
+
+TEST_F(InterpreterGradientTest, CausalGroupedQueryAttentionGrad) {
+  checkGradients(
+      R"mlir(
+    func.func @forward(%q: tensor<2x4x4x3xf32>, %k: tensor<2x4x2x3xf32>, %v: tensor<2x4x2x3xf32>)
+        -> (tensor<2x4x4x3xf32>, tensor<2x4x4xf32>) {
+      %o, %lse = loom.attention %q, %k, %v {causal, scale = 0.6 : f64}
+          : (tensor<2x4x4x3xf32>, tensor<2x4x2x3xf32>, tensor<2x4x2x3xf32>)
+          -> (tensor<2x4x4x3xf32>, tensor<2x4x4xf32>)
+      return %o, %lse : tensor<2x4x4x3xf32>, tensor<2x4x4xf32>
+    }
+    func.func @backward(%do: tensor<2x4x4x3xf32>, %q: tensor<2x4x4x3xf32>, %k: tensor<2x4x2x3xf32>, %v: tensor<2x4x2x3xf32>)
+        -> (tensor<2x4x4x3xf32>, tensor<2x4x2x3xf32>, tensor<2x4x2x3xf32>) {
+      %o, %lse = loom.attention %q, %k, %v {causal, scale = 0.6 : f64}
+          : (tensor<2x4x4x3xf32>, tensor<2x4x2x3xf32>, tensor<2x4x2x3xf32>)
+          -> (tensor<2x4x4x3xf32>, tensor<2x4x4xf32>)
+      %dq, %dk, %dv = loom.attention_grad %do, %q, %k, %v, %o, %lse {causal, scale = 0.6 : f64}
+          : (tensor<2x4x4x3xf32>, tensor<2x4x4x3xf32>, tensor<2x4x2x3xf32>,
+             tensor<2x4x2x3xf32>, tensor<2x4x4x3xf32>, tensor<2x4x4xf32>)
+          -> (tensor<2x4x4x3xf32>, tensor<2x4x2x3xf32>, tensor<2x4x2x3xf32>)
+      return %dq, %dk, %dv : tensor<2x4x4x3xf32>, tensor<2x4x2x3xf32>, tensor<2x4x2x3xf32>
+    })mlir",
+      {random({2, 4, 4, 3}), random({2, 4, 2, 3}), random({2, 4, 2, 3})},
+      {0, 1, 2});
+}
+
+TEST_F(InterpreterGradientTest, NonCausalAttentionGradWithLongerKeys) {
+  checkGradients(
+      R"mlir(
+    func.func @forward(%q: tensor<1x3x2x4xf32>, %k: tensor<1x5x2x4xf32>, %v: tensor<1x5x2x4xf32>)
+        -> tensor<1x3x2x4xf32> {
+      %o, %lse = loom.attention %q, %k, %v {scale = 0.5 : f64}
+          : (tensor<1x3x2x4xf32>, tensor<1x5x2x4xf32>, tensor<1x5x2x4xf32>)
+          -> (tensor<1x3x2x4xf32>, tensor<1x2x3xf32>)
+      return %o : tensor<1x3x2x4xf32>
+    }
+    func.func @backward(%do: tensor<1x3x2x4xf32>, %q: tensor<1x3x2x4xf32>, %k: tensor<1x5x2x4xf32>, %v: tensor<1x5x2x4xf32>)
+        -> (tensor<1x3x2x4xf32>, tensor<1x5x2x4xf32>, tensor<1x5x2x4xf32>) {
+      %o, %lse = loom.attention %q, %k, %v {scale = 0.5 : f64}
+          : (tensor<1x3x2x4xf32>, tensor<1x5x2x4xf32>, tensor<1x5x2x4xf32>)
+          -> (tensor<1x3x2x4xf32>, tensor<1x2x3xf32>)
+      %dq, %dk, %dv = loom.attention_grad %do, %q, %k, %v, %o, %lse {scale = 0.5 : f64}
+          : (tensor<1x3x2x4xf32>, tensor<1x3x2x4xf32>, tensor<1x5x2x4xf32>,
+             tensor<1x5x2x4xf32>, tensor<1x3x2x4xf32>, tensor<1x2x3xf32>)
+          -> (tensor<1x3x2x4xf32>, tensor<1x5x2x4xf32>, tensor<1x5x2x4xf32>)
+      return %dq, %dk, %dv : tensor<1x3x2x4xf32>, tensor<1x5x2x4xf32>, tensor<1x5x2x4xf32>
+    })mlir",
+      {random({1, 3, 2, 4}), random({1, 5, 2, 4}), random({1, 5, 2, 4})},
+      {0, 1, 2});
+}
+
+TEST_F(InterpreterGradientTest, EmbeddingGradAddsRepeatedIds) {
+  checkGradients(R"mlir(
+    func.func @forward(%t: tensor<5x3xf32>, %ids: tensor<2x3xi32>) -> tensor<2x3x3xf32> {
+      %0 = loom.embedding %t, %ids : (tensor<5x3xf32>, tensor<2x3xi32>) -> tensor<2x3x3xf32>
+      return %0 : tensor<2x3x3xf32>
+    }
+    func.func @backward(%dy: tensor<2x3x3xf32>, %t: tensor<5x3xf32>, %ids: tensor<2x3xi32>) -> tensor<5x3xf32> {
+      %0 = loom.embedding_grad %dy, %ids : (tensor<2x3x3xf32>, tensor<2x3xi32>) -> tensor<5x3xf32>
+      return %0 : tensor<5x3xf32>
+    })mlir",
+                 {random({5, 3}), ints({2, 3}, {4, 1, 4, 0, 1, 4})}, {0});
+}
+
+TEST_F(InterpreterGradientTest, CrossEntropyGrad) {
+  checkGradients(R"mlir(
+    func.func @forward(%l: tensor<2x3x7xf32>, %y: tensor<2x3xi32>) -> tensor<f32> {
+      %0 = loom.cross_entropy %l, %y : (tensor<2x3x7xf32>, tensor<2x3xi32>) -> tensor<f32>
+      return %0 : tensor<f32>
+    }
+    func.func @backward(%d: tensor<f32>, %l: tensor<2x3x7xf32>, %y: tensor<2x3xi32>) -> tensor<2x3x7xf32> {
+      %0 = loom.cross_entropy_grad %d, %l, %y
+          : (tensor<f32>, tensor<2x3x7xf32>, tensor<2x3xi32>) -> tensor<2x3x7xf32>
+      return %0 : tensor<2x3x7xf32>
+    })mlir",
+                 {random({2, 3, 7}, 2.0), ints({2, 3}, {0, 6, 3, 3, 1, 5})},
+                 {0});
+}
+
+TEST_F(InterpreterGradientTest, DropoutGrad) {
+  checkGradients(R"mlir(
+    func.func @forward(%x: tensor<4x8xf32>, %t: tensor<i64>) -> tensor<4x8xf32> {
+      %0 = loom.dropout %x, %t {key = 3 : i64, rate = 0.3 : f64, seed = 7 : i64} : tensor<4x8xf32>, tensor<i64>
+      return %0 : tensor<4x8xf32>
+    }
+    func.func @backward(%dy: tensor<4x8xf32>, %x: tensor<4x8xf32>, %t: tensor<i64>) -> tensor<4x8xf32> {
+      %0 = loom.dropout_grad %dy, %t {key = 3 : i64, rate = 0.3 : f64, seed = 7 : i64} : tensor<4x8xf32>, tensor<i64>
+      return %0 : tensor<4x8xf32>
+    })mlir",
+                 {random({4, 8}), ints({}, {5})}, {0});
+}
+
+TEST_F(InterpreterGradientTest, ReduceMaxGrad) {
+  checkGradients(R"mlir(
+    func.func @forward(%x: tensor<3x4x5xf32>) -> tensor<3x1x5xf32> {
+      %0 = loom.reduce_max %x [1] {keep_dims} : tensor<3x4x5xf32> -> tensor<3x1x5xf32>
+      return %0 : tensor<3x1x5xf32>
+    }
+    func.func @backward(%dy: tensor<3x1x5xf32>, %x: tensor<3x4x5xf32>) -> tensor<3x4x5xf32> {
+      %0 = loom.reduce_max_grad %dy, %x [1] {keep_dims} : tensor<3x1x5xf32>, tensor<3x4x5xf32>
+      return %0 : tensor<3x4x5xf32>
+    })mlir",
+                 {random({3, 4, 5})}, {0});
+}
+
+// The ops without a gradient op of their own: their vector-Jacobian
+// products written with loom ops, as reverse-mode autodiff emits them.
+
+TEST_F(InterpreterGradientTest, AddAndSubWithBroadcasting) {
+  checkGradients(R"mlir(
+    func.func @forward(%a: tensor<2x3xf32>, %b: tensor<3xf32>) -> tensor<2x3xf32> {
+      %0 = loom.add %a, %b : (tensor<2x3xf32>, tensor<3xf32>) -> tensor<2x3xf32>
+      return %0 : tensor<2x3xf32>
+    }
+    func.func @backward(%dy: tensor<2x3xf32>, %a: tensor<2x3xf32>, %b: tensor<3xf32>)
+        -> (tensor<2x3xf32>, tensor<3xf32>) {
+      %db = loom.reduce_sum %dy [0] : tensor<2x3xf32> -> tensor<3xf32>
+      return %dy, %db : tensor<2x3xf32>, tensor<3xf32>
+    })mlir",
+                 {random({2, 3}), random({3})}, {0, 1});
+  checkGradients(R"mlir(
+    func.func @forward(%a: tensor<2x1xf32>, %b: tensor<2x3xf32>) -> tensor<2x3xf32> {
+      %0 = loom.sub %a, %b : (tensor<2x1xf32>, tensor<2x3xf32>) -> tensor<2x3xf32>
+      return %0 : tensor<2x3xf32>
+    }
+    func.func @backward(%dy: tensor<2x3xf32>, %a: tensor<2x1xf32>, %b: tensor<2x3xf32>)
+        -> (tensor<2x1xf32>, tensor<2x3xf32>) {
+      %da = loom.reduce_sum %dy [1] {keep_dims} : tensor<2x3xf32> -> tensor<2x1xf32>
+      %db = loom.neg %dy : tensor<2x3xf32>
+      return %da, %db : tensor<2x1xf32>, tensor<2x3xf32>
+    })mlir",
+                 {random({2, 1}), random({2, 3})}, {0, 1});
+}
+
+TEST_F(InterpreterGradientTest, MulAndDivWithBroadcasting) {
+  checkGradients(R"mlir(
+    func.func @forward(%a: tensor<2x3xf32>, %b: tensor<2x1xf32>) -> tensor<2x3xf32> {
+      %0 = loom.mul %a, %b : (tensor<2x3xf32>, tensor<2x1xf32>) -> tensor<2x3xf32>
+      return %0 : tensor<2x3xf32>
+    }
+    func.func @backward(%dy: tensor<2x3xf32>, %a: tensor<2x3xf32>, %b: tensor<2x1xf32>)
+        -> (tensor<2x3xf32>, tensor<2x1xf32>) {
+      %da = loom.mul %dy, %b : (tensor<2x3xf32>, tensor<2x1xf32>) -> tensor<2x3xf32>
+      %p = loom.mul %dy, %a : (tensor<2x3xf32>, tensor<2x3xf32>) -> tensor<2x3xf32>
+      %db = loom.reduce_sum %p [1] {keep_dims} : tensor<2x3xf32> -> tensor<2x1xf32>
+      return %da, %db : tensor<2x3xf32>, tensor<2x1xf32>
+    })mlir",
+                 {random({2, 3}), random({2, 1})}, {0, 1});
+  // d(a/b)/db = -(a/b)/b.
+  Tensor b = random({3});
+  for (double &v : b.f())
+    v = std::abs(v) + 0.5;
+  checkGradients(R"mlir(
+    func.func @forward(%a: tensor<2x3xf32>, %b: tensor<3xf32>) -> tensor<2x3xf32> {
+      %0 = loom.div %a, %b : (tensor<2x3xf32>, tensor<3xf32>) -> tensor<2x3xf32>
+      return %0 : tensor<2x3xf32>
+    }
+    func.func @backward(%dy: tensor<2x3xf32>, %a: tensor<2x3xf32>, %b: tensor<3xf32>)
+        -> (tensor<2x3xf32>, tensor<3xf32>) {
+      %da = loom.div %dy, %b : (tensor<2x3xf32>, tensor<3xf32>) -> tensor<2x3xf32>
+      %y = loom.div %a, %b : (tensor<2x3xf32>, tensor<3xf32>) -> tensor<2x3xf32>
+      %p = loom.mul %da, %y : (tensor<2x3xf32>, tensor<2x3xf32>) -> tensor<2x3xf32>
+      %s = loom.reduce_sum %p [0] : tensor<2x3xf32> -> tensor<3xf32>
+      %db = loom.neg %s : tensor<3xf32>
+      return %da, %db : tensor<2x3xf32>, tensor<3xf32>
+    })mlir",
+                 {random({2, 3}), b}, {0, 1});
+}
+
+TEST_F(InterpreterGradientTest, UnaryMath) {
+  // Each backward returns dx for one op; the inputs are positive for log,
+  // sqrt and rsqrt.
+  struct Case {
+    const char *forward, *backward;
+  };
+  const Case cases[] = {
+      {"%y = loom.neg %x : tensor<6xf32>",
+       "%dx = loom.neg %dy : tensor<6xf32>"},
+      {"%y = loom.exp %x : tensor<6xf32>",
+       "%e = loom.exp %x : tensor<6xf32>\n"
+       "%dx = loom.mul %dy, %e : (tensor<6xf32>, tensor<6xf32>) -> "
+       "tensor<6xf32>"},
+      {"%y = loom.log %x : tensor<6xf32>",
+       "%dx = loom.div %dy, %x : (tensor<6xf32>, tensor<6xf32>) -> "
+       "tensor<6xf32>"},
+      {"%y = loom.sqrt %x : tensor<6xf32>",
+       "%s = loom.sqrt %x : tensor<6xf32>\n"
+       "%twoS = loom.add %s, %s : (tensor<6xf32>, tensor<6xf32>) -> "
+       "tensor<6xf32>\n"
+       "%dx = loom.div %dy, %twoS : (tensor<6xf32>, tensor<6xf32>) -> "
+       "tensor<6xf32>"},
+      {"%y = loom.rsqrt %x : tensor<6xf32>",
+       "%r = loom.rsqrt %x : tensor<6xf32>\n"
+       "%twoX = loom.add %x, %x : (tensor<6xf32>, tensor<6xf32>) -> "
+       "tensor<6xf32>\n"
+       "%p = loom.mul %dy, %r : (tensor<6xf32>, tensor<6xf32>) -> "
+       "tensor<6xf32>\n"
+       "%q = loom.div %p, %twoX : (tensor<6xf32>, tensor<6xf32>) -> "
+       "tensor<6xf32>\n"
+       "%dx = loom.neg %q : tensor<6xf32>"},
+      {"%y = loom.tanh %x : tensor<6xf32>",
+       "%t = loom.tanh %x : tensor<6xf32>\n"
+       "%t2 = loom.mul %t, %t : (tensor<6xf32>, tensor<6xf32>) -> "
+       "tensor<6xf32>\n"
+       "%p = loom.mul %dy, %t2 : (tensor<6xf32>, tensor<6xf32>) -> "
+       "tensor<6xf32>\n"
+       "%dx = loom.sub %dy, %p : (tensor<6xf32>, tensor<6xf32>) -> "
+       "tensor<6xf32>"},
+      {"%y = loom.cast %x : tensor<6xf32> -> tensor<6xbf16>",
+       "%dx = loom.cast %dy : tensor<6xbf16> -> tensor<6xf32>"},
+  };
+  for (const Case &c : cases) {
+    SCOPED_TRACE(c.forward);
+    std::string yType = llvm::StringRef(c.forward).contains("bf16")
+                            ? "tensor<6xbf16>"
+                            : "tensor<6xf32>";
+    Tensor x = random({6});
+    for (double &v : x.f())
+      v = std::abs(v) + 0.5;
+    checkGradients("func.func @forward(%x: tensor<6xf32>) -> " + yType +
+                       " {\n" + c.forward + "\nreturn %y : " + yType +
+                       "\n}\nfunc.func @backward(%dy: " + yType +
+                       ", %x: tensor<6xf32>) -> tensor<6xf32> {\n" +
+                       c.backward + "\nreturn %dx : tensor<6xf32>\n}",
+                   {x}, {0});
+  }
+}
+
+TEST_F(InterpreterGradientTest, MatmulWithSharedWeight) {
+  // y = x w: dx = dy w^T, dw = x^T dy over all rows.
+  checkGradients(R"mlir(
+    func.func @forward(%x: tensor<2x3x4xf32>, %w: tensor<4x5xf32>) -> tensor<2x3x5xf32> {
+      %0 = loom.matmul %x, %w : (tensor<2x3x4xf32>, tensor<4x5xf32>) -> tensor<2x3x5xf32>
+      return %0 : tensor<2x3x5xf32>
+    }
+    func.func @backward(%dy: tensor<2x3x5xf32>, %x: tensor<2x3x4xf32>, %w: tensor<4x5xf32>)
+        -> (tensor<2x3x4xf32>, tensor<4x5xf32>) {
+      %dx = loom.matmul %dy, %w {transpose_rhs} : (tensor<2x3x5xf32>, tensor<4x5xf32>) -> tensor<2x3x4xf32>
+      %x2 = loom.reshape %x : tensor<2x3x4xf32> -> tensor<6x4xf32>
+      %dy2 = loom.reshape %dy : tensor<2x3x5xf32> -> tensor<6x5xf32>
+      %dw = loom.matmul %x2, %dy2 {transpose_lhs} : (tensor<6x4xf32>, tensor<6x5xf32>) -> tensor<4x5xf32>
+      return %dx, %dw : tensor<2x3x4xf32>, tensor<4x5xf32>
+    })mlir",
+                 {random({2, 3, 4}), random({4, 5})}, {0, 1});
+}
+
+TEST_F(InterpreterGradientTest, BatchedMatmulWithTransposedRhs) {
+  // s = q k^T: dq = ds k, dk = ds^T q.
+  checkGradients(R"mlir(
+    func.func @forward(%q: tensor<2x3x4xf32>, %k: tensor<2x5x4xf32>) -> tensor<2x3x5xf32> {
+      %0 = loom.matmul %q, %k {transpose_rhs} : (tensor<2x3x4xf32>, tensor<2x5x4xf32>) -> tensor<2x3x5xf32>
+      return %0 : tensor<2x3x5xf32>
+    }
+    func.func @backward(%ds: tensor<2x3x5xf32>, %q: tensor<2x3x4xf32>, %k: tensor<2x5x4xf32>)
+        -> (tensor<2x3x4xf32>, tensor<2x5x4xf32>) {
+      %dq = loom.matmul %ds, %k : (tensor<2x3x5xf32>, tensor<2x5x4xf32>) -> tensor<2x3x4xf32>
+      %dk = loom.matmul %ds, %q {transpose_lhs} : (tensor<2x3x5xf32>, tensor<2x3x4xf32>) -> tensor<2x5x4xf32>
+      return %dq, %dk : tensor<2x3x4xf32>, tensor<2x5x4xf32>
+    })mlir",
+                 {random({2, 3, 4}), random({2, 5, 4})}, {0, 1});
+}
+
+TEST_F(InterpreterGradientTest, TransposeReshapeAndBroadcast) {
+  // transpose: the inverse permutation; reshape: back; broadcast: sums.
+  checkGradients(R"mlir(
+    func.func @forward(%x: tensor<2x3x4xf32>) -> tensor<4x2x3xf32> {
+      %0 = loom.transpose %x [2, 0, 1] : tensor<2x3x4xf32> -> tensor<4x2x3xf32>
+      return %0 : tensor<4x2x3xf32>
+    }
+    func.func @backward(%dy: tensor<4x2x3xf32>, %x: tensor<2x3x4xf32>) -> tensor<2x3x4xf32> {
+      %0 = loom.transpose %dy [1, 2, 0] : tensor<4x2x3xf32> -> tensor<2x3x4xf32>
+      return %0 : tensor<2x3x4xf32>
+    })mlir",
+                 {random({2, 3, 4})}, {0});
+  checkGradients(R"mlir(
+    func.func @forward(%x: tensor<2x6xf32>) -> tensor<3x4xf32> {
+      %0 = loom.reshape %x : tensor<2x6xf32> -> tensor<3x4xf32>
+      return %0 : tensor<3x4xf32>
+    }
+    func.func @backward(%dy: tensor<3x4xf32>, %x: tensor<2x6xf32>) -> tensor<2x6xf32> {
+      %0 = loom.reshape %dy : tensor<3x4xf32> -> tensor<2x6xf32>
+      return %0 : tensor<2x6xf32>
+    })mlir",
+                 {random({2, 6})}, {0});
+  checkGradients(R"mlir(
+    func.func @forward(%x: tensor<3x1xf32>) -> tensor<2x3x4xf32> {
+      %0 = loom.broadcast %x : tensor<3x1xf32> -> tensor<2x3x4xf32>
+      return %0 : tensor<2x3x4xf32>
+    }
+    func.func @backward(%dy: tensor<2x3x4xf32>, %x: tensor<3x1xf32>) -> tensor<3x1xf32> {
+      %0 = loom.reduce_sum %dy [0, 2] : tensor<2x3x4xf32> -> tensor<3xf32>
+      %1 = loom.reshape %0 : tensor<3xf32> -> tensor<3x1xf32>
+      return %1 : tensor<3x1xf32>
+    })mlir",
+                 {random({3, 1})}, {0});
+}
+
+TEST_F(InterpreterGradientTest, SlicePadAndConcat) {
+  // slice <-> pad; concat: the slices of dy.
+  checkGradients(R"mlir(
+    func.func @forward(%x: tensor<3x4xf32>) -> tensor<2x2xf32> {
+      %0 = loom.slice %x [1, 2] : tensor<3x4xf32> -> tensor<2x2xf32>
+      return %0 : tensor<2x2xf32>
+    }
+    func.func @backward(%dy: tensor<2x2xf32>, %x: tensor<3x4xf32>) -> tensor<3x4xf32> {
+      %0 = loom.pad %dy low [1, 2] : tensor<2x2xf32> -> tensor<3x4xf32>
+      return %0 : tensor<3x4xf32>
+    })mlir",
+                 {random({3, 4})}, {0});
+  checkGradients(R"mlir(
+    func.func @forward(%x: tensor<2x2xf32>) -> tensor<3x4xf32> {
+      %0 = loom.pad %x low [0, 1] : tensor<2x2xf32> -> tensor<3x4xf32>
+      return %0 : tensor<3x4xf32>
+    }
+    func.func @backward(%dy: tensor<3x4xf32>, %x: tensor<2x2xf32>) -> tensor<2x2xf32> {
+      %0 = loom.slice %dy [0, 1] : tensor<3x4xf32> -> tensor<2x2xf32>
+      return %0 : tensor<2x2xf32>
+    })mlir",
+                 {random({2, 2})}, {0});
+  checkGradients(R"mlir(
+    func.func @forward(%a: tensor<2x1xf32>, %b: tensor<2x2xf32>) -> tensor<2x3xf32> {
+      %0 = loom.concat %a, %b {axis = 1 : i64} : (tensor<2x1xf32>, tensor<2x2xf32>) -> tensor<2x3xf32>
+      return %0 : tensor<2x3xf32>
+    }
+    func.func @backward(%dy: tensor<2x3xf32>, %a: tensor<2x1xf32>, %b: tensor<2x2xf32>)
+        -> (tensor<2x1xf32>, tensor<2x2xf32>) {
+      %da = loom.slice %dy [0, 0] : tensor<2x3xf32> -> tensor<2x1xf32>
+      %db = loom.slice %dy [0, 1] : tensor<2x3xf32> -> tensor<2x2xf32>
+      return %da, %db : tensor<2x1xf32>, tensor<2x2xf32>
+    })mlir",
+                 {random({2, 1}), random({2, 2})}, {0, 1});
+}
+
+TEST_F(InterpreterGradientTest, ReduceSumAndMean) {
+  checkGradients(R"mlir(
+    func.func @forward(%x: tensor<2x3x4xf32>) -> tensor<2x4xf32> {
+      %0 = loom.reduce_sum %x [1] : tensor<2x3x4xf32> -> tensor<2x4xf32>
+      return %0 : tensor<2x4xf32>
+    }
+    func.func @backward(%dy: tensor<2x4xf32>, %x: tensor<2x3x4xf32>) -> tensor<2x3x4xf32> {
+      %0 = loom.reshape %dy : tensor<2x4xf32> -> tensor<2x1x4xf32>
+      %1 = loom.broadcast %0 : tensor<2x1x4xf32> -> tensor<2x3x4xf32>
+      return %1 : tensor<2x3x4xf32>
+    })mlir",
+                 {random({2, 3, 4})}, {0});
+  checkGradients(R"mlir(
+    func.func @forward(%x: tensor<2x3x4xf32>) -> tensor<2x1x4xf32> {
+      %0 = loom.reduce_mean %x [1] {keep_dims} : tensor<2x3x4xf32> -> tensor<2x1x4xf32>
+      return %0 : tensor<2x1x4xf32>
+    }
+    func.func @backward(%dy: tensor<2x1x4xf32>, %x: tensor<2x3x4xf32>) -> tensor<2x3x4xf32> {
+      %n = arith.constant dense<3.0> : tensor<f32>
+      %0 = loom.broadcast %dy : tensor<2x1x4xf32> -> tensor<2x3x4xf32>
+      %1 = loom.div %0, %n : (tensor<2x3x4xf32>, tensor<f32>) -> tensor<2x3x4xf32>
+      return %1 : tensor<2x3x4xf32>
+    })mlir",
+                 {random({2, 3, 4})}, {0});
+}
+
+} // namespace
