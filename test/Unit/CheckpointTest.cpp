@@ -14,50 +14,20 @@
 #include "llvm/Support/MemoryBuffer.h"
 #include "llvm/Support/Path.h"
 
+#include "TestFiles.h"
+
 #include <gtest/gtest.h>
 
 #include <cmath>
 #include <limits>
 
 using namespace loom;
+using loom::unittest::littleEndian;
+using loom::unittest::TempDir;
 
 namespace {
 
-/// A fresh directory, removed with everything in it at the end of a test.
-class TempDir {
-public:
-  TempDir() {
-    std::error_code error =
-        llvm::sys::fs::createUniqueDirectory("loom-checkpoint-test", path);
-    EXPECT_FALSE(error) << error.message();
-  }
-  ~TempDir() { llvm::sys::fs::remove_directories(path); }
-  std::string file(llvm::StringRef name) const {
-    llvm::SmallString<128> result(path);
-    llvm::sys::path::append(result, name);
-    return std::string(result);
-  }
-  /// The names of the entries in the directory, sorted.
-  std::vector<std::string> entries() const {
-    std::vector<std::string> names;
-    std::error_code error;
-    for (llvm::sys::fs::directory_iterator it(path, error), end;
-         it != end && !error; it.increment(error))
-      names.push_back(llvm::sys::path::filename(it->path()).str());
-    llvm::sort(names);
-    return names;
-  }
-
-private:
-  llvm::SmallString<128> path;
-};
-
-std::string le64(uint64_t value) {
-  std::string bytes(8, '\0');
-  for (int i = 0; i < 8; ++i)
-    bytes[i] = static_cast<char>(value >> (8 * i));
-  return bytes;
-}
+std::string le64(uint64_t value) { return littleEndian(value, 8); }
 
 std::string le32(uint32_t value) { return le64(value).substr(0, 4); }
 std::string le16(uint16_t value) { return le64(value).substr(0, 2); }
@@ -93,7 +63,7 @@ Checkpoint parseOrFail(llvm::StringRef contents) {
 uint32_t bits(float value) { return llvm::bit_cast<uint32_t>(value); }
 
 TEST(SafetensorsTest, RoundTripKeepsOrderShapesValuesAndMetadata) {
-  TempDir dir;
+  TempDir dir("loom-checkpoint-test");
   std::vector<CheckpointTensor> tensors = {
       {"wte", {2, 3}, {1.5f, -2.0f, 0.0f, -0.0f, 1e-40f, 3.25e30f}},
       {"scalar", {}, {7.0f}},
@@ -124,7 +94,7 @@ TEST(SafetensorsTest, RoundTripKeepsOrderShapesValuesAndMetadata) {
 }
 
 TEST(SafetensorsTest, WriterOutputIsByteExact) {
-  TempDir dir;
+  TempDir dir("loom-checkpoint-test");
   std::string path = dir.file("exact.safetensors");
   ASSERT_FALSE(static_cast<bool>(
       writeSafetensors(path, {{"b", {2}, {1.0f, -2.0f}}, {"a", {1, 1}, {0.5f}}},
@@ -144,7 +114,7 @@ TEST(SafetensorsTest, WriterOutputIsByteExact) {
 }
 
 TEST(SafetensorsTest, WriterWithoutMetadataOmitsTheKey) {
-  TempDir dir;
+  TempDir dir("loom-checkpoint-test");
   std::string path = dir.file("plain.safetensors");
   ASSERT_FALSE(static_cast<bool>(writeSafetensors(path, {{"x", {1}, {2.0f}}})));
   std::string header =
@@ -402,7 +372,7 @@ TEST(SafetensorsTest, EveryTruncationOfAValidFileIsAnError) {
 }
 
 TEST(SafetensorsTest, MissingFileIsAnErrorNamingIt) {
-  TempDir dir;
+  TempDir dir("loom-checkpoint-test");
   std::string path = dir.file("absent.safetensors");
   llvm::Expected<Checkpoint> checkpoint = readSafetensors(path);
   ASSERT_FALSE(static_cast<bool>(checkpoint));
@@ -411,7 +381,7 @@ TEST(SafetensorsTest, MissingFileIsAnErrorNamingIt) {
 }
 
 TEST(SafetensorsTest, WriterRejectsBadTensorsAndLeavesNothing) {
-  TempDir dir;
+  TempDir dir("loom-checkpoint-test");
   std::string path = dir.file("bad.safetensors");
   struct Case {
     std::vector<CheckpointTensor> tensors;
@@ -438,7 +408,7 @@ TEST(SafetensorsTest, WriterRejectsBadTensorsAndLeavesNothing) {
 }
 
 TEST(SafetensorsTest, WriteIsAtomic) {
-  TempDir dir;
+  TempDir dir("loom-checkpoint-test");
   // A directory that does not exist: an error, and nothing is created.
   std::string missing = dir.file("no-such-dir/model.safetensors");
   llvm::Error error = writeSafetensors(missing, {{"w", {1}, {1.0f}}});
@@ -464,7 +434,7 @@ TEST(SafetensorsTest, WriteIsAtomic) {
 }
 
 TEST(SafetensorsTest, ReadsAFileFromDisk) {
-  TempDir dir;
+  TempDir dir("loom-checkpoint-test");
   std::string path = dir.file("hand.safetensors");
   writeFile(path, assemble(R"({"x": {"dtype": "F32", "shape": [1], )"
                            R"("data_offsets": [0, 4]}})",

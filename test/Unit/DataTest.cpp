@@ -14,44 +14,19 @@
 #include "llvm/Support/MemoryBuffer.h"
 #include "llvm/Support/Path.h"
 
+#include "TestFiles.h"
+
 #include <gtest/gtest.h>
 
 #include <numeric>
 
 using namespace loom;
+using loom::unittest::littleEndian;
+using loom::unittest::TempDir;
 
 namespace {
 
-/// A fresh directory, removed with everything in it at the end of a test.
-class TempDir {
-public:
-  TempDir() {
-    std::error_code error =
-        llvm::sys::fs::createUniqueDirectory("loom-data-test", path);
-    EXPECT_FALSE(error) << error.message();
-  }
-  ~TempDir() { llvm::sys::fs::remove_directories(path); }
-  std::string file(llvm::StringRef name) const {
-    llvm::SmallString<128> result(path);
-    llvm::sys::path::append(result, name);
-    return std::string(result);
-  }
-  bool isEmpty() const {
-    std::error_code error;
-    return llvm::sys::fs::directory_iterator(path, error) ==
-           llvm::sys::fs::directory_iterator();
-  }
-
-private:
-  llvm::SmallString<128> path;
-};
-
-std::string le(uint64_t value, int bytes) {
-  std::string result(bytes, '\0');
-  for (int i = 0; i < bytes; ++i)
-    result[i] = static_cast<char>(value >> (8 * i));
-  return result;
-}
+std::string le(uint64_t value, int bytes) { return littleEndian(value, bytes); }
 
 /// A token file header: magic, version, width, count.
 std::string header(uint32_t version, uint32_t width, uint64_t count) {
@@ -76,7 +51,7 @@ template <typename T> std::string errorText(llvm::Expected<T> value) {
 }
 
 TEST(TokenFileTest, RoundTripsBothWidths) {
-  TempDir dir;
+  TempDir dir("loom-data-test");
   std::vector<uint32_t> narrow = {0, 1, 255, 256, 65535, 7};
   std::vector<uint32_t> wide = {0, 65536, 4294967295u, 12345678};
   for (auto [ids, width] :
@@ -95,7 +70,7 @@ TEST(TokenFileTest, RoundTripsBothWidths) {
 }
 
 TEST(TokenFileTest, LayoutIsByteExact) {
-  TempDir dir;
+  TempDir dir("loom-data-test");
   std::string path = dir.file("exact.tokens");
   ASSERT_FALSE(static_cast<bool>(writeTokenFile(path, {1, 258}, 2)));
   EXPECT_EQ(readFile(path),
@@ -137,14 +112,14 @@ TEST(TokenFileTest, MalformedFilesAreErrorsNamingTheFile) {
 }
 
 TEST(TokenFileTest, ReadErrorsNameTheFile) {
-  TempDir dir;
+  TempDir dir("loom-data-test");
   std::string path = dir.file("absent.tokens");
   EXPECT_EQ(errorText(readTokenFile(path)),
             path + ": No such file or directory");
 }
 
 TEST(TokenFileTest, WriteErrorsLeaveNothingBehind) {
-  TempDir dir;
+  TempDir dir("loom-data-test");
   std::string path = dir.file("out.tokens");
   EXPECT_EQ(errorText(writeTokenFile(path, {1, 65536}, 2)),
             path + ": token id 65536 at position 1 does not fit in 2 bytes");
