@@ -4,8 +4,32 @@
 #define LOOM_DIALECT_LOOMDIALECT_H
 
 #include "mlir/Dialect/Shard/IR/ShardDialect.h"
+#include "mlir/IR/BuiltinTypes.h"
 #include "mlir/IR/Dialect.h"
 
 #include "dialects/Loom/LoomDialect.h.inc"
+
+namespace loom {
+
+/// Function argument and result attributes that carry meaning between the
+/// importer, the passes and the executors.
+///
+/// A parameter's Hugging Face name, or "tokens", "labels", "step".
+constexpr llvm::StringLiteral kNameAttr = "loom.name";
+/// On the results of `--loom-autodiff`: the name of the argument whose
+/// gradient this result is.
+constexpr llvm::StringLiteral kGradOfAttr = "loom.grad_of";
+/// On @train_step's arguments and results (`--loom-optimizer`): param, m, v,
+/// step, data or loss.
+constexpr llvm::StringLiteral kRoleAttr = "loom.role";
+
+/// A ranked tensor of floats: what has a gradient and what an optimizer
+/// updates.
+inline bool isFloatTensorType(mlir::Type type) {
+  auto tensor = llvm::dyn_cast<mlir::RankedTensorType>(type);
+  return tensor && llvm::isa<mlir::FloatType>(tensor.getElementType());
+}
+
+} // namespace loom
 
 #endif // LOOM_DIALECT_LOOMDIALECT_H

@@ -283,11 +283,11 @@ importModel(MLIRContext &context, const ModelConfig &config,
   auto func = func::FuncOp::create(b, loc, "forward",
                                    b.getFunctionType(inputs, {lossType}));
   for (auto [i, spec] : llvm::enumerate(specs))
-    func.setArgAttr(i, kParamNameAttr, b.getStringAttr(spec.name));
-  func.setArgAttr(specs.size(), kParamNameAttr, b.getStringAttr("tokens"));
-  func.setArgAttr(specs.size() + 1, kParamNameAttr, b.getStringAttr("labels"));
+    func.setArgAttr(i, kNameAttr, b.getStringAttr(spec.name));
+  func.setArgAttr(specs.size(), kNameAttr, b.getStringAttr("tokens"));
+  func.setArgAttr(specs.size() + 1, kNameAttr, b.getStringAttr("labels"));
   if (usesDropout)
-    func.setArgAttr(specs.size() + 2, kParamNameAttr, b.getStringAttr("step"));
+    func.setArgAttr(specs.size() + 2, kNameAttr, b.getStringAttr("step"));
 
   Block *entry = func.addEntryBlock();
   b.setInsertionPointToStart(entry);

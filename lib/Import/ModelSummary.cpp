@@ -37,8 +37,8 @@ ModelSummary summarizeModel(const ModelConfig &config, func::FuncOp forward) {
       forwardFlops += attentionFlops(attention);
   });
   for (BlockArgument arg : forward.getArguments()) {
-    auto name = forward.getArgAttrOfType<StringAttr>(arg.getArgNumber(),
-                                                     kParamNameAttr);
+    auto name =
+        forward.getArgAttrOfType<StringAttr>(arg.getArgNumber(), kNameAttr);
     if (name && name.getValue() == "tokens")
       summary.flopsPerToken =
           3.0 * forwardFlops /

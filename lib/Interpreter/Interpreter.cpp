@@ -12,6 +12,8 @@
 
 #include "Kernels.h"
 
+#include "dialects/Loom/LoomDialect.h"
+
 #include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/IR/BuiltinAttributes.h"
 #include "mlir/IR/SymbolTable.h"
@@ -94,7 +96,7 @@ static std::string shapeText(ArrayRef<int64_t> shape) {
 /// The argument's `loom.name` (a parameter's Hugging Face name), quoted, or
 /// nothing.
 static std::string argumentName(func::FuncOp fn, unsigned index) {
-  if (auto name = fn.getArgAttrOfType<StringAttr>(index, "loom.name"))
+  if (auto name = fn.getArgAttrOfType<StringAttr>(index, kNameAttr))
     return (" ('" + name.getValue() + "')").str();
   return "";
 }

@@ -2,6 +2,8 @@
 
 #include "loom/Training/TrainStep.h"
 
+#include "dialects/Loom/LoomDialect.h"
+
 #include "mlir/IR/BuiltinTypes.h"
 #include "llvm/ADT/StringExtras.h"
 
@@ -34,8 +36,8 @@ Expected<TrainStepLayout> analyzeTrainStep(func::FuncOp fn) {
   std::optional<unsigned> step, tokens, labels;
   size_t moments = 0;
   for (unsigned i = 0, e = fn.getNumArguments(); i < e; ++i) {
-    StringRef role = attrString(fn, i, "loom.role");
-    StringRef name = attrString(fn, i, "loom.name");
+    StringRef role = attrString(fn, i, kRoleAttr);
+    StringRef name = attrString(fn, i, kNameAttr);
     auto type = dyn_cast<RankedTensorType>(fn.getArgument(i).getType());
     if (!type)
       return fail("argument " + Twine(i) + " is not a ranked tensor");

@@ -32,10 +32,6 @@ using namespace mlir;
 namespace loom {
 namespace {
 
-/// The attribute naming which argument a gradient result belongs to.
-constexpr llvm::StringLiteral kGradOfAttr = "loom.grad_of";
-constexpr llvm::StringLiteral kNameAttr = "loom.name";
-
 /// The gradient of every value the loss depends on, summed over uses.
 class Adjoints {
 public:
@@ -53,11 +49,6 @@ private:
   DenseMap<Value, Value> grads;
 };
 
-bool isFloatTensor(Type type) {
-  auto tensor = dyn_cast<RankedTensorType>(type);
-  return tensor && isa<FloatType>(tensor.getElementType());
-}
-
 /// Checks that `fn` is a loss: one block, one 0-d float result.
 LogicalResult verifyLossFunction(func::FuncOp fn) {
   if (fn.isExternal() || !fn.getBody().hasOneBlock())
@@ -66,7 +57,7 @@ LogicalResult verifyLossFunction(func::FuncOp fn) {
   ArrayRef<Type> results = fn.getFunctionType().getResults();
   auto loss = results.size() == 1 ? dyn_cast<RankedTensorType>(results[0])
                                   : RankedTensorType();
-  if (!loss || loss.getRank() != 0 || !isFloatTensor(loss))
+  if (!loss || loss.getRank() != 0 || !isFloatTensorType(loss))
     return fn.emitError("loom-autodiff: '")
            << fn.getSymName()
            << "' must return exactly one 0-d float tensor (the loss)";
@@ -102,13 +93,13 @@ LogicalResult buildBackward(func::FuncOp fn) {
     if (failed(buildOperandGradients(b, op, resultGrads, operandGrads)))
       return failure();
     for (auto [operand, grad] : llvm::zip(op->getOperands(), operandGrads))
-      if (grad && isFloatTensor(operand.getType()))
+      if (grad && isFloatTensorType(operand.getType()))
         adjoints.accumulate(op->getLoc(), operand, grad);
   }
 
   SmallVector<Value> results{loss};
   for (BlockArgument arg : body.getArguments()) {
-    if (!isFloatTensor(arg.getType()))
+    if (!isFloatTensorType(arg.getType()))
       continue;
     Value grad = adjoints.lookup(arg);
     if (!grad) // The loss does not depend on this argument.
@@ -129,7 +120,7 @@ void setSignature(func::FuncOp fn, func::FuncOp forward) {
   MLIRContext *ctx = fn.getContext();
   SmallVector<Attribute> resultAttrs{DictionaryAttr::get(ctx)};
   for (BlockArgument arg : body.getArguments()) {
-    if (!isFloatTensor(arg.getType()))
+    if (!isFloatTensorType(arg.getType()))
       continue;
     auto name =
         forward.getArgAttrOfType<StringAttr>(arg.getArgNumber(), kNameAttr);

@@ -35,10 +35,6 @@ RankedTensorType tensorType(Value value) {
   return cast<RankedTensorType>(value.getType());
 }
 
-bool isFloatTensor(Value value) {
-  return isa<FloatType>(tensorType(value).getElementType());
-}
-
 /// A 0-d constant of `like`'s element type: broadcasts against anything.
 Value scalar(OpBuilder &b, Location loc, Value like, double value) {
   return buildSplat(
@@ -176,7 +172,7 @@ void concatGradients(OpBuilder &b, ConcatOp op, Value grad,
   int64_t rank = tensorType(grad).getRank();
   int64_t offset = 0;
   for (auto [i, input] : llvm::enumerate(op.getInputs())) {
-    if (isFloatTensor(input)) {
+    if (isFloatTensorType(input.getType())) {
       SmallVector<int64_t> offsets(rank, 0);
       offsets[axis] = offset;
       out[i] = SliceOp::create(b, op.getLoc(), tensorType(input), grad,

@@ -27,15 +27,6 @@ using namespace mlir;
 namespace loom {
 namespace {
 
-constexpr llvm::StringLiteral kNameAttr = "loom.name";
-constexpr llvm::StringLiteral kRoleAttr = "loom.role";
-constexpr llvm::StringLiteral kGradOfAttr = "loom.grad_of";
-
-bool isFloatTensor(Type type) {
-  auto tensor = dyn_cast<RankedTensorType>(type);
-  return tensor && isa<FloatType>(tensor.getElementType());
-}
-
 /// A 0-d integer argument is the dropout step.
 bool isStepType(Type type) {
   auto tensor = dyn_cast<RankedTensorType>(type);
@@ -100,7 +91,7 @@ private:
     unsigned result = 1; // result 0 is the loss
     for (unsigned i = 0, e = grads.getNumArguments(); i < e; ++i) {
       Type type = grads.getArgument(i).getType();
-      if (isFloatTensor(type)) {
+      if (isFloatTensorType(type)) {
         if (result >= grads.getNumResults() ||
             !grads.getResultAttr(result, kGradOfAttr))
           return grads.emitError("loom-optimizer: '")

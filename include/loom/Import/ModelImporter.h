@@ -23,9 +23,6 @@
 
 namespace loom {
 
-/// The argument attribute holding a parameter's Hugging Face name.
-constexpr llvm::StringLiteral kParamNameAttr = "loom.name";
-
 /// f32 everywhere, or bf16 compute copies of f32 master weights.
 enum class Precision { F32, BF16 };
 
