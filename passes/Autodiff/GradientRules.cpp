@@ -240,7 +240,8 @@ LogicalResult layoutGradients(OpBuilder &b, Operation *op, Value g,
       .Default([](Operation *) { return failure(); });
 }
 
-/// Rules for the fused ops: each has a fused gradient op.
+/// Rules for the fused ops: each has a fused gradient op. Reports ops that
+/// have no rule at all.
 LogicalResult fusedGradients(OpBuilder &b, Operation *op,
                              ArrayRef<Value> resultGrads,
                              SmallVectorImpl<Value> &out) {
@@ -306,7 +307,10 @@ LogicalResult fusedGradients(OpBuilder &b, Operation *op,
                                        d.getKeyAttr());
         return success();
       })
-      .Default([](Operation *) { return failure(); });
+      .Default([](Operation *op) {
+        return op->emitError() << "loom-autodiff: no gradient rule for '"
+                               << op->getName() << "'";
+      });
 }
 
 } // namespace
@@ -330,18 +334,9 @@ LogicalResult buildOperandGradients(OpBuilder &b, Operation *op,
   if (op->getNumResults() == 1 &&
       succeeded(layoutGradients(b, op, g, operandGrads)))
     return success();
-
-  // A fused op whose only used result is not the first (attention's lse)
-  // still goes to its rule, which reports it.
-  if (!g && !isa<AttentionOp>(op))
-    return success();
-  if (succeeded(fusedGradients(b, op, resultGrads, operandGrads)))
-    return success();
-  if (isa<AttentionOp>(op))
-    return failure();
-
-  return op->emitError() << "loom-autodiff: no gradient rule for '"
-                         << op->getName() << "'";
+  // The fused ops, and the error for an op without a rule. Only attention
+  // has two results; its rule reports a loss that depends on the lse.
+  return fusedGradients(b, op, resultGrads, operandGrads);
 }
 
 } // namespace loom

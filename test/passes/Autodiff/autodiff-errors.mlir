@@ -54,3 +54,13 @@ func.func @forward(%q: tensor<1x4x2x8xf32>) -> tensor<f32> {
   %l = loom.reduce_sum %lse [0, 1, 2] : tensor<1x2x4xf32> -> tensor<f32>
   return %l : tensor<f32>
 }
+
+// -----
+
+// The same when the loss uses only a later result of such an op.
+func.func @forward(%x: tensor<4x8xf32>, %dy: tensor<4x8xf32>, %g: tensor<8xf32>) -> tensor<f32> {
+  // expected-error @+1 {{loom-autodiff: no gradient rule for 'loom.layernorm_grad'}}
+  %dx, %dg, %db = loom.layernorm_grad %dy, %x, %g {epsilon = 1.0e-05 : f64} : tensor<4x8xf32>, tensor<8xf32>
+  %l = loom.reduce_sum %dg [0] : tensor<8xf32> -> tensor<f32>
+  return %l : tensor<f32>
+}
