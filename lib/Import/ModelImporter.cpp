@@ -30,30 +30,33 @@ int64_t ParamSpec::numElements() const {
 
 SmallVector<ParamSpec> listParameters(const ModelConfig &c) {
   SmallVector<ParamSpec> params;
-  auto add = [&](std::string name, SmallVector<int64_t, 2> shape) {
-    params.push_back({std::move(name), std::move(shape)});
+  auto add = [&](std::string name, SmallVector<int64_t, 2> shape,
+                 InitKind init = InitKind::Normal) {
+    params.push_back({std::move(name), std::move(shape), init});
   };
+  constexpr InitKind zeros = InitKind::Zeros, ones = InitKind::Ones;
   int64_t h = c.hidden, kv = c.numKVHeads * c.headDim();
   if (c.type == ModelType::GPT2) {
     add("transformer.wte.weight", {c.vocab, h});
     add("transformer.wpe.weight", {c.maxPositions, h});
     for (int64_t l = 0; l < c.numLayers; ++l) {
       std::string p = "transformer.h." + std::to_string(l) + ".";
-      add(p + "ln_1.weight", {h});
-      add(p + "ln_1.bias", {h});
+      add(p + "ln_1.weight", {h}, ones);
+      add(p + "ln_1.bias", {h}, zeros);
       add(p + "attn.c_attn.weight", {h, 3 * h});
-      add(p + "attn.c_attn.bias", {3 * h});
-      add(p + "attn.c_proj.weight", {h, h});
-      add(p + "attn.c_proj.bias", {h});
-      add(p + "ln_2.weight", {h});
-      add(p + "ln_2.bias", {h});
+      add(p + "attn.c_attn.bias", {3 * h}, zeros);
+      add(p + "attn.c_proj.weight", {h, h}, InitKind::ResidualNormal);
+      add(p + "attn.c_proj.bias", {h}, zeros);
+      add(p + "ln_2.weight", {h}, ones);
+      add(p + "ln_2.bias", {h}, zeros);
       add(p + "mlp.c_fc.weight", {h, c.intermediate});
-      add(p + "mlp.c_fc.bias", {c.intermediate});
-      add(p + "mlp.c_proj.weight", {c.intermediate, h});
-      add(p + "mlp.c_proj.bias", {h});
+      add(p + "mlp.c_fc.bias", {c.intermediate}, zeros);
+      add(p + "mlp.c_proj.weight", {c.intermediate, h},
+          InitKind::ResidualNormal);
+      add(p + "mlp.c_proj.bias", {h}, zeros);
     }
-    add("transformer.ln_f.weight", {h});
-    add("transformer.ln_f.bias", {h});
+    add("transformer.ln_f.weight", {h}, ones);
+    add("transformer.ln_f.bias", {h}, zeros);
     return params;
   }
   add("model.embed_tokens.weight", {c.vocab, h});
@@ -66,10 +69,10 @@ SmallVector<ParamSpec> listParameters(const ModelConfig &c) {
     add(p + "mlp.gate_proj.weight", {c.intermediate, h});
     add(p + "mlp.up_proj.weight", {c.intermediate, h});
     add(p + "mlp.down_proj.weight", {h, c.intermediate});
-    add(p + "input_layernorm.weight", {h});
-    add(p + "post_attention_layernorm.weight", {h});
+    add(p + "input_layernorm.weight", {h}, ones);
+    add(p + "post_attention_layernorm.weight", {h}, ones);
   }
-  add("model.norm.weight", {h});
+  add("model.norm.weight", {h}, ones);
   if (!c.tieEmbeddings)
     add("lm_head.weight", {c.vocab, h});
   return params;

@@ -38,21 +38,6 @@ private:
   uint64_t state;
 };
 
-enum class Init { Normal, Zeros, Ones };
-
-/// How HF initializes the parameter `name`, and the normal's deviation.
-Init initFor(const ModelConfig &config, StringRef name, double &stddev) {
-  stddev = 0.02;
-  if (name.ends_with(".bias"))
-    return Init::Zeros;
-  if (name.contains("ln_") || name.contains("layernorm") ||
-      name == "model.norm.weight")
-    return Init::Ones;
-  if (config.type == ModelType::GPT2 && name.ends_with("c_proj.weight"))
-    stddev = 0.02 / std::sqrt(2.0 * config.numLayers);
-  return Init::Normal;
-}
-
 } // namespace
 
 std::vector<CheckpointTensor> initParameters(const ModelConfig &config,
@@ -61,14 +46,16 @@ std::vector<CheckpointTensor> initParameters(const ModelConfig &config,
   for (auto [index, spec] : llvm::enumerate(listParameters(config))) {
     CheckpointTensor tensor{
         spec.name, SmallVector<int64_t>(ArrayRef<int64_t>(spec.shape)), {}};
-    double stddev;
-    Init init = initFor(config, spec.name, stddev);
+    double stddev = spec.init == InitKind::ResidualNormal
+                        ? 0.02 / std::sqrt(2.0 * config.numLayers)
+                        : 0.02;
     SplitMix64 rng(seed * 0x100000001b3ull + index);
     tensor.values.resize(spec.numElements());
     for (float &value : tensor.values)
-      value = init == Init::Normal ? static_cast<float>(stddev * rng.normal())
-              : init == Init::Ones ? 1.0f
-                                   : 0.0f;
+      value = spec.init == InitKind::Ones ? 1.0f
+              : spec.init == InitKind::Zeros
+                  ? 0.0f
+                  : static_cast<float>(stddev * rng.normal());
     tensors.push_back(std::move(tensor));
   }
   return tensors;

@@ -44,9 +44,18 @@ struct ImportOptions {
 
 /// One parameter tensor: its Hugging Face name and shape (HF's layout:
 /// GPT-2's Conv1D weights are [in, out], Llama's Linear weights [out, in]).
+/// How Hugging Face initializes a parameter (see ParamInit.h).
+enum class InitKind {
+  Normal,         ///< N(0, 0.02): embeddings and linear weights
+  ResidualNormal, ///< N(0, 0.02 / sqrt(2 L)): GPT-2's residual projections
+  Zeros,          ///< biases, LayerNorm shifts
+  Ones,           ///< LayerNorm and RMSNorm scales
+};
+
 struct ParamSpec {
   std::string name;
   llvm::SmallVector<int64_t, 2> shape;
+  InitKind init = InitKind::Normal;
   int64_t numElements() const;
 };
 
