@@ -110,6 +110,7 @@ void readGPT2(ConfigReader &reader, ModelConfig &config) {
   config.residDropout = reader.number("resid_pdrop", 0.1, 0, 1);
   config.attnDropout = reader.number("attn_pdrop", 0.1, 0, 1);
   reader.expectOneOf("activation_function", {"gelu_new", "gelu_pytorch_tanh"});
+  config.headDimension = 0; // n_embd / n_head, once checked to divide
 }
 
 void readLlama(ConfigReader &reader, ModelConfig &config) {
@@ -127,6 +128,8 @@ void readLlama(ConfigReader &reader, ModelConfig &config) {
   config.embdDropout = config.residDropout = 0;
   config.attnDropout = reader.number("attention_dropout", 0.0, 0, 1);
   reader.expectOneOf("hidden_act", {"silu"});
+  // transformers' LlamaAttention: getattr(config, "head_dim", hidden // heads).
+  config.headDimension = reader.positive("head_dim", 0);
   if (const json::Value *scaling = reader.object.get("rope_scaling"))
     if (scaling->kind() != json::Value::Null)
       reader.fail("key \"rope_scaling\" is not supported (only plain RoPE)");
@@ -169,12 +172,14 @@ Expected<ModelConfig> parseModelConfig(StringRef text, StringRef fileName) {
     return std::move(error);
 
   StringRef headsKey = *modelType == "gpt2" ? "n_head" : "num_attention_heads";
-  if (config.hidden % config.numHeads != 0)
+  if (config.headDimension == 0 && config.hidden % config.numHeads != 0)
     return createStringError(
         inconvertibleErrorCode(),
         "%s: key \"%s\" = %lld does not divide the hidden size %lld",
         fileName.str().c_str(), headsKey.str().c_str(),
         (long long)config.numHeads, (long long)config.hidden);
+  if (config.headDimension == 0)
+    config.headDimension = config.hidden / config.numHeads;
   if (config.numHeads % config.numKVHeads != 0)
     return createStringError(
         inconvertibleErrorCode(),

@@ -35,7 +35,8 @@ SmallVector<ParamSpec> listParameters(const ModelConfig &c) {
     params.push_back({std::move(name), std::move(shape), init});
   };
   constexpr InitKind zeros = InitKind::Zeros, ones = InitKind::Ones;
-  int64_t h = c.hidden, kv = c.numKVHeads * c.headDim();
+  int64_t h = c.hidden, aw = c.attentionWidth(),
+          kv = c.numKVHeads * c.headDim();
   if (c.type == ModelType::GPT2) {
     add("transformer.wte.weight", {c.vocab, h});
     add("transformer.wpe.weight", {c.maxPositions, h});
@@ -43,9 +44,9 @@ SmallVector<ParamSpec> listParameters(const ModelConfig &c) {
       std::string p = "transformer.h." + std::to_string(l) + ".";
       add(p + "ln_1.weight", {h}, ones);
       add(p + "ln_1.bias", {h}, zeros);
-      add(p + "attn.c_attn.weight", {h, 3 * h});
-      add(p + "attn.c_attn.bias", {3 * h}, zeros);
-      add(p + "attn.c_proj.weight", {h, h}, InitKind::ResidualNormal);
+      add(p + "attn.c_attn.weight", {h, 3 * aw});
+      add(p + "attn.c_attn.bias", {3 * aw}, zeros);
+      add(p + "attn.c_proj.weight", {aw, h}, InitKind::ResidualNormal);
       add(p + "attn.c_proj.bias", {h}, zeros);
       add(p + "ln_2.weight", {h}, ones);
       add(p + "ln_2.bias", {h}, zeros);
@@ -62,10 +63,10 @@ SmallVector<ParamSpec> listParameters(const ModelConfig &c) {
   add("model.embed_tokens.weight", {c.vocab, h});
   for (int64_t l = 0; l < c.numLayers; ++l) {
     std::string p = "model.layers." + std::to_string(l) + ".";
-    add(p + "self_attn.q_proj.weight", {h, h});
+    add(p + "self_attn.q_proj.weight", {aw, h});
     add(p + "self_attn.k_proj.weight", {kv, h});
     add(p + "self_attn.v_proj.weight", {kv, h});
-    add(p + "self_attn.o_proj.weight", {h, h});
+    add(p + "self_attn.o_proj.weight", {h, aw});
     add(p + "mlp.gate_proj.weight", {c.intermediate, h});
     add(p + "mlp.up_proj.weight", {c.intermediate, h});
     add(p + "mlp.down_proj.weight", {h, c.intermediate});
@@ -151,7 +152,8 @@ private:
 };
 
 Value ForwardBuilder::buildGPT2(Value tokens, Value labels) {
-  int64_t h = config.hidden, heads = config.numHeads, hd = config.headDim();
+  int64_t h = config.hidden, heads = config.numHeads, hd = config.headDim(),
+          aw = config.attentionWidth();
   double eps = config.normEpsilon;
   double embdDrop = options.embdDropout.value_or(config.embdDropout);
   double residDrop = options.residDropout.value_or(config.residDropout);
@@ -175,15 +177,15 @@ Value ForwardBuilder::buildGPT2(Value tokens, Value labels) {
     Value qkv = linear(layerNorm(x, p + "ln_1"), p + "attn.c_attn.weight",
                        false, p + "attn.c_attn.bias");
     auto partType =
-        cast<RankedTensorType>(qkv.getType()).clone({batch, seq, h});
+        cast<RankedTensorType>(qkv.getType()).clone({batch, seq, aw});
     Value qkvParts[3];
     for (int64_t i = 0; i < 3; ++i)
       qkvParts[i] =
           reshape(SliceOp::create(b, loc, partType, qkv,
-                                  b.getDenseI64ArrayAttr({0, 0, i * h})),
+                                  b.getDenseI64ArrayAttr({0, 0, i * aw})),
                   {batch, seq, heads, hd});
     Value o = attention(qkvParts[0], qkvParts[1], qkvParts[2]);
-    Value a = linear(reshape(o, {batch, seq, h}), p + "attn.c_proj.weight",
+    Value a = linear(reshape(o, {batch, seq, aw}), p + "attn.c_proj.weight",
                      false, p + "attn.c_proj.bias");
     x = AddOp::create(b, loc, x, dropout(a, residDrop));
     // MLP.
@@ -199,7 +201,7 @@ Value ForwardBuilder::buildGPT2(Value tokens, Value labels) {
 }
 
 Value ForwardBuilder::buildLlama(Value tokens, Value labels) {
-  int64_t h = config.hidden, hd = config.headDim();
+  int64_t aw = config.attentionWidth(), hd = config.headDim();
   double eps = config.normEpsilon, theta = config.ropeTheta;
   auto rmsNorm = [&](Value x, const std::string &weight) {
     return RMSNormOp::create(b, loc, x, param(weight), b.getF64FloatAttr(eps));
@@ -221,7 +223,7 @@ Value ForwardBuilder::buildLlama(Value tokens, Value labels) {
                     config.numKVHeads);
     q = RopeOp::create(b, loc, q, b.getF64FloatAttr(theta));
     k = RopeOp::create(b, loc, k, b.getF64FloatAttr(theta));
-    Value o = reshape(attention(q, k, v), {batch, seq, h});
+    Value o = reshape(attention(q, k, v), {batch, seq, aw});
     x = AddOp::create(b, loc, x,
                       linear(o, p + "self_attn.o_proj.weight", true));
     // SwiGLU MLP: down(silu(gate(x)) * up(x)).

@@ -34,8 +34,14 @@ struct ModelConfig {
   double embdDropout;   // embd_pdrop (GPT-2 only)
   double residDropout;  // resid_pdrop (GPT-2 only)
   double attnDropout;   // attn_pdrop (GPT-2 only)
+  int64_t headDimension; // head_dim (Llama, default hidden / heads);
+                         // n_embd / n_head for GPT-2
 
-  int64_t headDim() const { return hidden / numHeads; }
+  int64_t headDim() const { return headDimension; }
+  /// Width of the attention projections: all query heads side by side.
+  /// Equals `hidden` unless a Llama config sets its own `head_dim`, or the
+  /// cost model views one tensor-parallel rank (fewer heads, same hidden).
+  int64_t attentionWidth() const { return numHeads * headDimension; }
   llvm::StringRef typeName() const {
     return type == ModelType::GPT2 ? "gpt2" : "llama";
   }

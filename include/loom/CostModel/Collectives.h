@@ -1,0 +1,74 @@
+//===- Collectives.h - α–β costs of collectives on a cluster ----*- C++ -*-===//
+//
+// Collectives over a group of devices (one logical mesh axis), placed on the
+// physical links of a ClusterSpec: ring and tree forms, and the hierarchical
+// form (inside nodes, then across, then inside) when a group spans nodes.
+// Each formula cites its source in Collectives.cpp.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef LOOM_COSTMODEL_COLLECTIVES_H
+#define LOOM_COSTMODEL_COLLECTIVES_H
+
+#include "loom/CostModel/ClusterSpec.h"
+
+#include "llvm/ADT/StringRef.h"
+
+namespace loom::cost {
+
+enum class Collective {
+  AllReduce,
+  AllGather,
+  ReduceScatter,
+  AllToAll,
+  Broadcast,
+  SendRecv,
+};
+llvm::StringRef stringifyCollective(Collective kind);
+
+enum class Algorithm { Ring, Tree, Hierarchical, PointToPoint };
+llvm::StringRef stringifyAlgorithm(Algorithm algorithm);
+
+/// Where the members of one group sit: `size` devices, `perNode` of them in
+/// each node they touch (size when the group fits in one node, 1 when every
+/// member is on its own node).
+struct GroupPlacement {
+  int64_t size = 1;
+  int64_t perNode = 1;
+
+  int64_t numNodes() const { return size / perNode; }
+  /// The placement of a group of `size` devices whose consecutive members
+  /// are `stride` ranks apart, ranks filling node 0 first.
+  static GroupPlacement strided(int64_t size, int64_t stride,
+                                int64_t devicesPerNode);
+};
+
+struct CollectiveCost {
+  double seconds = 0;
+  /// Bytes each device sends (e.g. 2(p-1)/p·n for a ring all-reduce).
+  double bytesSentPerDevice = 0;
+  Algorithm algorithm = Algorithm::Ring;
+};
+
+/// The cheapest form of `kind` over `group`. `bytes` is the size n of the
+/// full tensor: the buffer reduced (all-reduce), the gathered result
+/// (all-gather), the input of reduce-scatter, each device's send buffer
+/// (all-to-all), the broadcast or sent message.
+CollectiveCost collectiveCost(Collective kind, double bytes,
+                              const GroupPlacement &group,
+                              const ClusterSpec &cluster);
+
+/// The single-link forms, for one link class (tests and calibration compare
+/// against these directly).
+CollectiveCost ringCost(Collective kind, double bytes, int64_t size,
+                        const LinkSpec &link);
+CollectiveCost treeCost(Collective kind, double bytes, int64_t size,
+                        const LinkSpec &link);
+
+/// The part of a collective the schedule cannot hide behind `overlappable`
+/// seconds of independent compute.
+double exposedTime(double collectiveSeconds, double overlappableSeconds);
+
+} // namespace loom::cost
+
+#endif // LOOM_COSTMODEL_COLLECTIVES_H

@@ -1,0 +1,3 @@
+//===- ClusterSpec.cpp - Cluster specs: JSON, presets ---------------------===//
+// (being written)
+#include "loom/CostModel/ClusterSpec.h"

@@ -1,0 +1,1 @@
+#include "loom/CostModel/Collectives.h"
