@@ -282,6 +282,18 @@ func.func @forward(%q: tensor<1x3x2x4xf32>, %k: tensor<1x5x2x4xf32>, %v: tensor<
 })mlir");
 }
 
+TEST_F(AutodiffTest, AttentionDropoutAndConstantScale) {
+  checkGradients(R"mlir(
+func.func @forward(%q: tensor<2x5x4x6xf32>, %k: tensor<2x5x2x6xf32>, %v: tensor<2x5x2x6xf32>, %step: tensor<i64>, %c: tensor<2x5x4x6xf32>) -> tensor<f32> {
+  %half = arith.constant dense<5.000000e-01> : tensor<f32>
+  %qs = loom.mul %q, %half : (tensor<2x5x4x6xf32>, tensor<f32>) -> tensor<2x5x4x6xf32>
+  %o, %lse = loom.attention %qs, %k, %v, %step {causal, scale = 0.4 : f64, dropout_rate = 0.25 : f64, dropout_seed = 3 : i64, dropout_key = 1 : i64} : (tensor<2x5x4x6xf32>, tensor<2x5x2x6xf32>, tensor<2x5x2x6xf32>, tensor<i64>) -> (tensor<2x5x4x6xf32>, tensor<2x4x5xf32>)
+  %y = loom.mul %o, %c : (tensor<2x5x4x6xf32>, tensor<2x5x4x6xf32>) -> tensor<2x5x4x6xf32>
+  %l = loom.reduce_sum %y [0, 1, 2, 3] : tensor<2x5x4x6xf32> -> tensor<f32>
+  return %l : tensor<f32>
+})mlir");
+}
+
 TEST_F(AutodiffTest, TiedEmbeddingAndCrossEntropy) {
   checkGradients(R"mlir(
 func.func @forward(%wte: tensor<11x6xf32>, %ids: tensor<2x4xi32>, %labels: tensor<2x4xi64>) -> tensor<f32> {
