@@ -345,7 +345,7 @@ protected:
 TEST_F(ModelGradientTest, GPT2TwoLayers) {
   checkModel(R"({"model_type": "gpt2", "n_layer": 2, "n_embd": 16, "n_head": 2,
                  "vocab_size": 32, "n_positions": 8, "embd_pdrop": 0.1,
-                 "resid_pdrop": 0.1, "attn_pdrop": 0.0})");
+                 "resid_pdrop": 0.1, "attn_pdrop": 0.1})");
 }
 
 TEST_F(ModelGradientTest, LlamaTwoLayersGroupedQuery) {
@@ -353,7 +353,8 @@ TEST_F(ModelGradientTest, LlamaTwoLayersGroupedQuery) {
       R"({"model_type": "llama", "num_hidden_layers": 2, "hidden_size": 16,
                  "num_attention_heads": 4, "num_key_value_heads": 2,
                  "intermediate_size": 24, "vocab_size": 32,
-                 "max_position_embeddings": 8, "rms_norm_eps": 1e-6})");
+                 "max_position_embeddings": 8, "rms_norm_eps": 1e-6,
+                 "attention_dropout": 0.1})");
 }
 
 TEST_F(ModelGradientTest, LlamaTiedEmbeddings) {

@@ -392,6 +392,7 @@ TEST_F(InterpreterModelTest, TinyGPT2WithDropout) {
   loom::ImportOptions options;
   options.embdDropout = 0.1;
   options.residDropout = 0.1;
+  options.attnDropout = 0.1;
   func::FuncOp fn = import("gpt2-tiny.json", options);
   ASSERT_TRUE(fn);
   auto r = run(fn, smallRandomArgs(fn), Precision::F32);

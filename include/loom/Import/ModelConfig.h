@@ -33,7 +33,7 @@ struct ModelConfig {
   bool tieEmbeddings;    // always for GPT-2; tie_word_embeddings for Llama
   double embdDropout;    // embd_pdrop (GPT-2 only)
   double residDropout;   // resid_pdrop (GPT-2 only)
-  double attnDropout;    // attn_pdrop (GPT-2 only)
+  double attnDropout;    // attn_pdrop / attention_dropout
   int64_t headDimension; // head_dim (Llama, default hidden / heads);
                          // n_embd / n_head for GPT-2
 
