@@ -5,6 +5,12 @@
 // pair, so splitting the group factor leaves partial sums in dk and dv. The
 // causal sequence axis and the head dimension stay whole.
 //
+// Attention dropout adds nothing whole: like `loom.dropout`, its mask is a
+// function of an element's index in the global [B, Hq, S, Skv] probability
+// tensor, so a shard draws the masks of the unsharded op by offsetting its
+// local (b, h, i) by the global offsets of its batch, head (kv head times
+// group size plus group) and query slices; the key axis is whole anyway.
+//
 //===----------------------------------------------------------------------===//
 
 #include "dialects/Loom/LoomOps.h"
@@ -54,6 +60,24 @@ static LogicalResult verifyScale(Operation *op, APFloat scale) {
   return success();
 }
 
+/// Attention dropout is all or nothing: `dropout_rate`, `dropout_seed`,
+/// `dropout_key` and the `step` operand come together.
+template <typename AttentionLikeOp>
+static LogicalResult verifyAttentionDropout(AttentionLikeOp op) {
+  std::optional<APFloat> rate = op.getDropoutRate();
+  if (rate && !op.getStep())
+    return op.emitOpError() << "dropout_rate needs a step operand";
+  if (!rate && op.getStep())
+    return op.emitOpError() << "has a step operand but no dropout_rate";
+  if (static_cast<bool>(op.getDropoutSeedAttr()) != rate.has_value() ||
+      static_cast<bool>(op.getDropoutKeyAttr()) != rate.has_value())
+    return op.emitOpError() << "dropout_seed and dropout_key go with "
+                               "dropout_rate: all or none";
+  if (rate)
+    return verifyDropoutRate(op, "dropout_rate", rate->convertToDouble());
+  return success();
+}
+
 namespace {
 /// The factor mappings of attention's tensors.
 struct AttentionMappings {
@@ -82,9 +106,10 @@ LogicalResult AttentionOp::verify() {
   if (failed(verifyInferredTypes(
           *this, inferAttentionTypes(getQ().getType(), getK().getType(),
                                      getV().getType(), getCausal(),
-                                     [&] { return emitOpError(); }))))
+                                     [&] { return emitOpError(); }))) ||
+      failed(verifyScale(*this, getScale())))
     return failure();
-  return verifyScale(*this, getScale());
+  return verifyAttentionDropout(*this);
 }
 
 OpShardingRule AttentionOp::getShardingRule() {
@@ -93,6 +118,8 @@ OpShardingRule AttentionOp::getShardingRule() {
                                                getK().getType(), getCausal());
   for (const TensorMapping &operand : {maps.q, maps.kv, maps.kv})
     rule.addOperand(operand);
+  if (getStep())
+    rule.addOperand({}); // The 0-d step.
   rule.addResult(maps.q);
   rule.addResult(maps.lse);
   return rule;
@@ -108,7 +135,9 @@ LogicalResult AttentionGradOp::verify() {
     return emitOpError() << "lse has type " << getLse().getType()
                          << ", attention of q, k and v gives "
                          << (*inferred)[1];
-  return verifyScale(*this, getScale());
+  if (failed(verifyScale(*this, getScale())))
+    return failure();
+  return verifyAttentionDropout(*this);
 }
 
 OpShardingRule AttentionGradOp::getShardingRule() {
@@ -118,6 +147,8 @@ OpShardingRule AttentionGradOp::getShardingRule() {
   for (const TensorMapping &operand :
        {maps.q, maps.q, maps.kv, maps.kv, maps.q, maps.lse})
     rule.addOperand(operand);
+  if (getStep())
+    rule.addOperand({}); // The 0-d step.
   for (const TensorMapping &result : {maps.q, maps.kv, maps.kv})
     rule.addResult(result);
   return rule;

@@ -23,17 +23,8 @@ OpShardingRule CastOp::getShardingRule() {
   return getAlignedRule(*this, getType().getShape());
 }
 
-/// Dropout keeps elements with probability 1 - rate, so rate must be a
-/// probability below 1.
-static LogicalResult verifyDropoutRate(Operation *op, double rate) {
-  if (!(rate >= 0.0 && rate < 1.0))
-    return op->emitOpError()
-           << "rate " << formatNumber(rate) << " is not in [0, 1)";
-  return success();
-}
-
 LogicalResult DropoutOp::verify() {
-  return verifyDropoutRate(*this, getRate().convertToDouble());
+  return verifyDropoutRate(*this, "rate", getRate().convertToDouble());
 }
 
 OpShardingRule DropoutOp::getShardingRule() {
@@ -41,7 +32,7 @@ OpShardingRule DropoutOp::getShardingRule() {
 }
 
 LogicalResult DropoutGradOp::verify() {
-  return verifyDropoutRate(*this, getRate().convertToDouble());
+  return verifyDropoutRate(*this, "rate", getRate().convertToDouble());
 }
 
 OpShardingRule DropoutGradOp::getShardingRule() {

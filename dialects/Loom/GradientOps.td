@@ -111,7 +111,9 @@ def Loom_AttentionGradOp : Loom_Op<"attention_grad",
     Given `dout`, the forward inputs and both forward results, returns the
     gradients of `q`, `k` and `v`. The probabilities are recomputed from
     `lse`; with grouped-query heads, `dk` and `dv` sum over the query heads
-    that share a key/value head.
+    that share a key/value head. The attributes and the optional `step`
+    are the forward op's; with attention dropout the mask is recomputed
+    from them, as `dropout_grad` does.
 
     ```mlir
     %dq, %dk, %dv = loom.attention_grad %do, %q, %k, %v, %o, %lse
@@ -119,15 +121,27 @@ def Loom_AttentionGradOp : Loom_Op<"attention_grad",
         : (tensor<2x16x8x64xf32>, tensor<2x16x8x64xf32>, tensor<2x16x2x64xf32>,
            tensor<2x16x2x64xf32>, tensor<2x16x8x64xf32>, tensor<2x8x16xf32>)
         -> (tensor<2x16x8x64xf32>, tensor<2x16x2x64xf32>, tensor<2x16x2x64xf32>)
+    %dqd, %dkd, %dvd = loom.attention_grad %do, %q, %k, %v, %o, %lse, %step
+        {causal, scale = 0.125 : f64, dropout_rate = 1.0e-01 : f64,
+         dropout_seed = 1234 : i64, dropout_key = 2 : i64}
+        : (tensor<2x16x8x64xf32>, tensor<2x16x8x64xf32>, tensor<2x16x2x64xf32>,
+           tensor<2x16x2x64xf32>, tensor<2x16x8x64xf32>, tensor<2x8x16xf32>,
+           tensor<i64>)
+        -> (tensor<2x16x8x64xf32>, tensor<2x16x2x64xf32>, tensor<2x16x2x64xf32>)
     ```
   }];
   let arguments = (ins Loom_FloatTensor:$dout, Loom_FloatTensor:$q,
                        Loom_FloatTensor:$k, Loom_FloatTensor:$v,
                        Loom_FloatTensor:$out, Loom_FloatTensor:$lse,
-                       UnitAttr:$causal, F64Attr:$scale);
+                       Optional<Loom_StepTensor>:$step,
+                       UnitAttr:$causal, F64Attr:$scale,
+                       OptionalAttr<F64Attr>:$dropout_rate,
+                       OptionalAttr<I64Attr>:$dropout_seed,
+                       OptionalAttr<I64Attr>:$dropout_key);
   let results = (outs Loom_FloatTensor:$dq, Loom_FloatTensor:$dk,
                       Loom_FloatTensor:$dv);
-  let assemblyFormat = "$dout `,` $q `,` $k `,` $v `,` $out `,` $lse attr-dict "
+  let assemblyFormat = "$dout `,` $q `,` $k `,` $v `,` $out `,` $lse "
+                       "(`,` $step^)? attr-dict "
                        "`:` functional-type(operands, results)";
 }
 

@@ -11,8 +11,9 @@
 
 namespace loom {
 
-/// Function argument and result attributes that carry meaning between the
-/// importer, the passes and the executors.
+/// Function argument and result attributes (and, for kAttentionCoreAttr, op
+/// attributes) that carry meaning between the importer, the passes and the
+/// executors.
 ///
 /// A parameter's Hugging Face name, or "tokens", "labels", "step".
 constexpr llvm::StringLiteral kNameAttr = "loom.name";
@@ -22,6 +23,12 @@ constexpr llvm::StringLiteral kGradOfAttr = "loom.grad_of";
 /// On @train_step's arguments and results (`--loom-optimizer`): param, m, v,
 /// step, data or loss.
 constexpr llvm::StringLiteral kRoleAttr = "loom.role";
+
+/// A unit attribute on the ops `--loom-decompose-attention` creates for the
+/// core of attention (the scores matmul, softmax, dropout and the output
+/// matmul): what selective activation recomputation recomputes instead of
+/// saving (Korthikanti et al. 2022).
+constexpr llvm::StringLiteral kAttentionCoreAttr = "loom.attention_core";
 
 /// A ranked tensor of floats: what has a gradient and what an optimizer
 /// updates.

@@ -114,15 +114,22 @@ def Loom_SiluOp : Loom_Op<"silu", [SameOperandsAndResultType]> {
 }
 
 def Loom_SoftmaxOp : Loom_Op<"softmax", [SameOperandsAndResultType]> {
-  let summary = "softmax over the last dimension";
+  let summary = "softmax over the last dimension, optionally causally masked";
   let description = [{
     `exp(x - max(x)) / sum(exp(x - max(x)))` along the last dimension.
 
+    With `causal` (Megatron's fused scaled-masked softmax), the last two
+    dimensions `[.., S, S]` must be equal and element `j` of row `i` is
+    masked out for `j > i`: it takes no part in the row's sum and its
+    result is exactly 0 (so `softmax_grad` gives it a zero gradient with no
+    mask of its own).
+
     ```mlir
     %p = loom.softmax %s : tensor<2x12x16x16xf32>
+    %c = loom.softmax %s {causal} : tensor<2x12x16x16xf32>
     ```
   }];
-  let arguments = (ins Loom_FloatTensor:$x);
+  let arguments = (ins Loom_FloatTensor:$x, UnitAttr:$causal);
   let results = (outs Loom_FloatTensor:$result);
   let assemblyFormat = "$x attr-dict `:` type($x)";
 }
@@ -154,26 +161,55 @@ def Loom_AttentionOp : Loom_Op<"attention"> {
     log-sum-exp of each softmax row, `[B, Hq, S]` in f32: what a fused
     kernel keeps for the backward pass instead of the probabilities.
 
+    Attention dropout (GPT-2's `attn_pdrop`): with `dropout_rate`,
+    `dropout_seed`, `dropout_key` and the `step` operand (all or none), the
+    probabilities `P` are dropped before they multiply `v`:
+    `out = (P * mask / (1 - dropout_rate)) v`. The mask of element
+    `(b, h, i, j)` of `P` is the one `loom.dropout %P, %step` with
+    `rate = dropout_rate, seed = dropout_seed, key = dropout_key` draws for
+    the `[B, Hq, S, Skv]` tensor `P`: a function of the element's row-major
+    index in that global tensor, so `attention_grad` recomputes it and the
+    unfused form (`--loom-decompose-attention`) draws the same mask. The
+    log-sum-exp is that of the undropped probabilities.
+
     ```mlir
     %o, %lse = loom.attention %q, %k, %v {causal, scale = 0.125 : f64}
         : (tensor<2x16x8x64xf32>, tensor<2x16x2x64xf32>, tensor<2x16x2x64xf32>)
         -> (tensor<2x16x8x64xf32>, tensor<2x8x16xf32>)
+    %od, %lsed = loom.attention %q, %k, %v, %step {causal, scale = 0.125 : f64,
+        dropout_rate = 1.0e-01 : f64, dropout_seed = 1234 : i64, dropout_key = 2 : i64}
+        : (tensor<2x16x8x64xf32>, tensor<2x16x2x64xf32>, tensor<2x16x2x64xf32>,
+           tensor<i64>) -> (tensor<2x16x8x64xf32>, tensor<2x8x16xf32>)
     ```
   }];
   let arguments = (ins Loom_FloatTensor:$q, Loom_FloatTensor:$k,
-                       Loom_FloatTensor:$v, UnitAttr:$causal, F64Attr:$scale);
+                       Loom_FloatTensor:$v, Optional<Loom_StepTensor>:$step,
+                       UnitAttr:$causal, F64Attr:$scale,
+                       OptionalAttr<F64Attr>:$dropout_rate,
+                       OptionalAttr<I64Attr>:$dropout_seed,
+                       OptionalAttr<I64Attr>:$dropout_key);
   let results = (outs Loom_FloatTensor:$out, Loom_FloatTensor:$lse);
-  let assemblyFormat =
-      "$q `,` $k `,` $v attr-dict `:` functional-type(operands, results)";
+  let assemblyFormat = "$q `,` $k `,` $v (`,` $step^)? attr-dict `:` "
+                       "functional-type(operands, results)";
   let builders = [
+    /// Attention without dropout when `step` is null; otherwise with
+    /// dropout of `dropoutRate` keyed by `step`, `dropoutSeed` and
+    /// `dropoutKey`.
     OpBuilder<(ins "::mlir::Value":$q, "::mlir::Value":$k, "::mlir::Value":$v,
-                   "bool":$causal, "double":$scale), [{
+                   "bool":$causal, "double":$scale,
+                   CArg<"::mlir::Value", "{}">:$step,
+                   CArg<"double", "0.0">:$dropoutRate,
+                   CArg<"int64_t", "0">:$dropoutSeed,
+                   CArg<"int64_t", "0">:$dropoutKey), [{
       ::llvm::SmallVector<::mlir::Type, 2> types = ::loom::requireInferred(
           ::loom::inferAttentionTypes(q.getType(), k.getType(), v.getType(),
                                       causal, nullptr), "loom.attention");
-      build($_builder, $_state, types[0], types[1], q, k, v,
+      build($_builder, $_state, types[0], types[1], q, k, v, step,
             causal ? $_builder.getUnitAttr() : nullptr,
-            $_builder.getF64FloatAttr(scale));
+            $_builder.getF64FloatAttr(scale),
+            step ? $_builder.getF64FloatAttr(dropoutRate) : nullptr,
+            step ? $_builder.getI64IntegerAttr(dropoutSeed) : nullptr,
+            step ? $_builder.getI64IntegerAttr(dropoutKey) : nullptr);
     }]>
   ];
 }

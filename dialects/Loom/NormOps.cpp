@@ -2,7 +2,8 @@
 //
 // All of them reduce over the last dimension, which therefore stays whole;
 // the leading dimensions are split freely (and leave partial sums in the
-// gradients of gamma and beta).
+// gradients of gamma and beta). A causal softmax keeps its row axis whole
+// too.
 //
 //===----------------------------------------------------------------------===//
 
@@ -73,13 +74,29 @@ OpShardingRule RMSNormGradOp::getShardingRule() {
 }
 
 LogicalResult SoftmaxOp::verify() {
-  if (getType().getRank() < 1)
+  RankedTensorType type = getType();
+  if (type.getRank() < 1)
     return emitOpError() << "input must have rank >= 1";
+  if (!getCausal())
+    return success();
+  if (type.getRank() < 2)
+    return emitOpError() << "causal softmax needs rank >= 2";
+  int64_t rows = type.getDimSize(type.getRank() - 2);
+  int64_t columns = type.getDimSize(type.getRank() - 1);
+  if (rows != columns)
+    return emitOpError() << "causal softmax needs the last two dimensions "
+                            "equal, got "
+                         << rows << " and " << columns;
   return success();
 }
 
+/// The causal mask compares an element's row with its column, so both stay
+/// whole (a split row axis would need its global offset).
 OpShardingRule SoftmaxOp::getShardingRule() {
-  return getRowwiseRule(*this, getType());
+  if (!getCausal())
+    return getRowwiseRule(*this, getType());
+  int64_t rank = getType().getRank();
+  return getAlignedRule(*this, getType().getShape(), {rank - 2, rank - 1});
 }
 
 LogicalResult SoftmaxGradOp::verify() {

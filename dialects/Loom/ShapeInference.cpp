@@ -270,6 +270,13 @@ LogicalResult verifyLabels(Type logits, Type labels, EmitErrorFn emitError) {
   return success();
 }
 
+LogicalResult verifyDropoutRate(Operation *op, StringRef name, double rate) {
+  if (!(rate >= 0.0 && rate < 1.0))
+    return op->emitOpError()
+           << name << " " << formatNumber(rate) << " is not in [0, 1)";
+  return success();
+}
+
 std::string formatNumber(double value) {
   char text[32];
   std::snprintf(text, sizeof(text), "%g", value);

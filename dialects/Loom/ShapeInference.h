@@ -57,6 +57,11 @@ mlir::LogicalResult verifyNormParam(mlir::Type x, mlir::Type param,
 mlir::LogicalResult verifyLabels(mlir::Type logits, mlir::Type labels,
                                  EmitErrorFn emitError);
 
+/// Checks that the dropout probability `rate` (the attribute `name`) is in
+/// [0, 1): dropout keeps elements with probability 1 - rate.
+mlir::LogicalResult verifyDropoutRate(mlir::Operation *op, llvm::StringRef name,
+                                      double rate);
+
 /// Unwraps an inference done by a builder. The builder's caller promised
 /// valid operands, so a failure here is a bug in the compiler.
 template <typename T>

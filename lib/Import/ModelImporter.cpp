@@ -130,9 +130,15 @@ private:
     return ReshapeOp::create(b, loc, x, shape);
   }
 
-  Value attention(Value q, Value k, Value v) {
+  /// Causal attention; with `dropoutRate` > 0 it drops the probabilities
+  /// (GPT-2's attn_dropout, Llama's attention_dropout) at the next site key.
+  Value attention(Value q, Value k, Value v, double dropoutRate) {
     double scale = 1.0 / std::sqrt(static_cast<double>(config.headDim()));
-    return AttentionOp::create(b, loc, q, k, v, /*causal=*/true, scale)
+    if (dropoutRate == 0.0)
+      return AttentionOp::create(b, loc, q, k, v, /*causal=*/true, scale)
+          .getOut();
+    return AttentionOp::create(b, loc, q, k, v, /*causal=*/true, scale, step,
+                               dropoutRate, options.seed, nextDropoutKey++)
         .getOut();
   }
 
@@ -157,6 +163,7 @@ Value ForwardBuilder::buildGPT2(Value tokens, Value labels) {
   double eps = config.normEpsilon;
   double embdDrop = options.embdDropout.value_or(config.embdDropout);
   double residDrop = options.residDropout.value_or(config.residDropout);
+  double attnDrop = options.attnDropout.value_or(config.attnDropout);
   auto layerNorm = [&](Value x, const std::string &prefix) {
     return LayerNormOp::create(b, loc, x, param(prefix + ".weight"),
                                param(prefix + ".bias"), b.getF64FloatAttr(eps));
@@ -184,7 +191,7 @@ Value ForwardBuilder::buildGPT2(Value tokens, Value labels) {
           reshape(SliceOp::create(b, loc, partType, qkv,
                                   b.getDenseI64ArrayAttr({0, 0, i * aw})),
                   {batch, seq, heads, hd});
-    Value o = attention(qkvParts[0], qkvParts[1], qkvParts[2]);
+    Value o = attention(qkvParts[0], qkvParts[1], qkvParts[2], attnDrop);
     Value a = linear(reshape(o, {batch, seq, aw}), p + "attn.c_proj.weight",
                      false, p + "attn.c_proj.bias");
     x = AddOp::create(b, loc, x, dropout(a, residDrop));
@@ -203,6 +210,7 @@ Value ForwardBuilder::buildGPT2(Value tokens, Value labels) {
 Value ForwardBuilder::buildLlama(Value tokens, Value labels) {
   int64_t aw = config.attentionWidth(), hd = config.headDim();
   double eps = config.normEpsilon, theta = config.ropeTheta;
+  double attnDrop = options.attnDropout.value_or(config.attnDropout);
   auto rmsNorm = [&](Value x, const std::string &weight) {
     return RMSNormOp::create(b, loc, x, param(weight), b.getF64FloatAttr(eps));
   };
@@ -223,7 +231,7 @@ Value ForwardBuilder::buildLlama(Value tokens, Value labels) {
                     config.numKVHeads);
     q = RopeOp::create(b, loc, q, b.getF64FloatAttr(theta));
     k = RopeOp::create(b, loc, k, b.getF64FloatAttr(theta));
-    Value o = reshape(attention(q, k, v), {batch, seq, aw});
+    Value o = reshape(attention(q, k, v, attnDrop), {batch, seq, aw});
     x = AddOp::create(b, loc, x,
                       linear(o, p + "self_attn.o_proj.weight", true));
     // SwiGLU MLP: down(silu(gate(x)) * up(x)).
@@ -256,18 +264,15 @@ importModel(MLIRContext &context, const ModelConfig &config,
     return importError("sequence length " + Twine(seq) +
                        " exceeds the model's " + Twine(config.maxPositions) +
                        " positions");
-  double attnDrop = options.attnDropout.value_or(config.attnDropout);
-  if (attnDrop != 0.0)
-    return importError("attention dropout (" + formatNumber(attnDrop) +
-                       ") is not implemented by the fused attention op; pass "
-                       "--attn-pdrop=0");
   for (std::optional<double> rate :
        {options.embdDropout, options.residDropout, options.attnDropout})
     if (rate && !(*rate >= 0.0 && *rate < 1.0))
       return importError("dropout probabilities must be in [0, 1)");
-  bool usesDropout = config.type == ModelType::GPT2 &&
-                     (options.embdDropout.value_or(config.embdDropout) > 0 ||
-                      options.residDropout.value_or(config.residDropout) > 0);
+  // Llama has attention dropout only.
+  bool usesDropout = options.attnDropout.value_or(config.attnDropout) > 0 ||
+                     (config.type == ModelType::GPT2 &&
+                      (options.embdDropout.value_or(config.embdDropout) > 0 ||
+                       options.residDropout.value_or(config.residDropout) > 0));
 
   context.loadDialect<func::FuncDialect, LoomDialect>();
   Location loc = FileLineColLoc::get(&context, config.typeName(), 0, 0);

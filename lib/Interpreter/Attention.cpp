@@ -11,11 +11,21 @@
 // (FlashAttention-2, Dao 2023, Algorithm 2). Key/value head h / G serves
 // query heads h (G = Hq / Hkv), so dk and dv add up over those heads.
 //
+// With attention dropout, out = Pd v with Pd = P * M (M the mask scaled by
+// 1 / (1 - rate), drawn from DropoutMask.h at the index of (b, h, s, t) in
+// [B, Hq, S, Skv]). Then dv = Pd^T dout, dPd = dout v^T, dP = dPd * M, and
+// rowsum(dP * P) = rowsum(dPd * Pd) = rowsum(dout * out) still, so
+//
+//   dS = P * (M * dPd - rowsum(dout * out))
+//
+// (FlashAttention, Dao et al. 2022, Appendix B.4).
+//
 //===----------------------------------------------------------------------===//
 
 #include "Kernels.h"
 
 #include "dialects/Loom/LoomOps.h"
+#include "loom/Interpreter/DropoutMask.h"
 
 #include <cmath>
 #include <limits>
@@ -66,11 +76,37 @@ struct AttentionShape {
   int64_t batch, seq, heads, kvSeq, kvHeads, dim;
   bool causal;
   double scale;
+  /// Attention dropout; rate 0 (and no step) without it.
+  double dropoutRate = 0.0;
+  uint64_t dropoutSeed = 0, dropoutKey = 0, step = 0;
 
-  AttentionShape(const Tensor &q, const Tensor &k, bool causal, double scale)
+  /// Reads the shapes of `q` and `k` and the attributes of `op` (attention
+  /// or attention_grad); `step` is the step operand, null without dropout.
+  template <typename AttentionLikeOp>
+  AttentionShape(AttentionLikeOp op, const Tensor &q, const Tensor &k,
+                 const Tensor *step)
       : batch(q.shape()[0]), seq(q.shape()[1]), heads(q.shape()[2]),
         kvSeq(k.shape()[1]), kvHeads(k.shape()[2]), dim(q.shape()[3]),
-        causal(causal), scale(scale) {}
+        causal(op.getCausal()), scale(op.getScale().convertToDouble()) {
+    if (std::optional<APFloat> rate = op.getDropoutRate()) {
+      dropoutRate = rate->convertToDouble();
+      dropoutSeed = static_cast<uint64_t>(*op.getDropoutSeed());
+      dropoutKey = static_cast<uint64_t>(*op.getDropoutKey());
+      this->step = static_cast<uint64_t>(scalarInt(*step));
+    }
+  }
+
+  /// The factor the dropout mask applies to probability (b, h, s, t):
+  /// 1 / (1 - rate) where it keeps it, 0 where it drops it, 1 without
+  /// dropout.
+  double dropoutFactor(int64_t b, int64_t h, int64_t s, int64_t t) const {
+    if (dropoutRate == 0.0)
+      return 1.0;
+    uint64_t index = ((b * heads + h) * seq + s) * kvSeq + t;
+    return dropoutKeeps(dropoutSeed, dropoutKey, step, index, dropoutRate)
+               ? 1.0 / (1.0 - dropoutRate)
+               : 0.0;
+  }
 
   /// The offset of row (b, s, h) of q-shaped tensors.
   int64_t qRow(int64_t b, int64_t s, int64_t h) const {
@@ -106,9 +142,9 @@ static void computeScores(const AttentionShape &a, const Tensor &q,
                                             &k.f()[a.kvRow(b, t, h)], a.dim);
 }
 
-static Results attention(AttentionOp op, const Tensor &q, const Tensor &k,
-                         const Tensor &v) {
-  AttentionShape a(q, k, op.getCausal(), op.getScale().convertToDouble());
+static Results attention(AttentionOp op, Operands in) {
+  const Tensor &q = *in[0], &k = *in[1], &v = *in[2];
+  AttentionShape a(op, q, k, in.size() > 3 ? in[3] : nullptr);
   std::vector<double> out(q.f().size(), 0.0);
   std::vector<double> lse(a.batch * a.heads * a.seq);
   std::vector<double> scores(a.seq * a.kvSeq);
@@ -125,7 +161,7 @@ static Results attention(AttentionOp op, const Tensor &q, const Tensor &k,
         lse[a.lseIndex(b, h, s)] = rowLse;
         double *outRow = &out[a.qRow(b, s, h)];
         for (int64_t t = 0; t < a.kvSeq; ++t) {
-          double p = std::exp(row[t] - rowLse);
+          double p = std::exp(row[t] - rowLse) * a.dropoutFactor(b, h, s, t);
           const double *vRow = &v.f()[a.kvRow(b, t, h)];
           for (int64_t d = 0; d < a.dim; ++d)
             outRow[d] += p * vRow[d];
@@ -139,7 +175,7 @@ static Results attention(AttentionOp op, const Tensor &q, const Tensor &k,
 static Results attentionGrad(AttentionGradOp op, Operands in) {
   const Tensor &dout = *in[0], &q = *in[1], &k = *in[2], &v = *in[3],
                &out = *in[4], &lse = *in[5];
-  AttentionShape a(q, k, op.getCausal(), op.getScale().convertToDouble());
+  AttentionShape a(op, q, k, in.size() > 6 ? in[6] : nullptr);
   std::vector<double> dq(q.f().size(), 0.0), dk(k.f().size(), 0.0),
       dv(v.f().size(), 0.0);
   std::vector<double> scores(a.seq * a.kvSeq);
@@ -157,10 +193,11 @@ static Results attentionGrad(AttentionGradOp op, Operands in) {
           if (p == 0.0)
             continue; // Masked: contributes nothing.
           int64_t kvRow = a.kvRow(b, t, h);
+          double mask = a.dropoutFactor(b, h, s, t);
           double dp = dot(doutRow, &v.f()[kvRow], a.dim);
-          double ds = p * (dp - rowDot) * a.scale;
+          double ds = p * (mask * dp - rowDot) * a.scale;
           for (int64_t d = 0; d < a.dim; ++d) {
-            dv[kvRow + d] += p * doutRow[d];
+            dv[kvRow + d] += p * mask * doutRow[d];
             dqRow[d] += ds * k.f()[kvRow + d];
             dk[kvRow + d] += ds * qRow[d];
           }
@@ -179,9 +216,8 @@ void addAttentionKernels(KernelTable &table) {
   table.add<RopeGradOp>([](RopeGradOp op, Operands in) {
     return rotatePairs(op, *in[0], op.getTheta().convertToDouble(), -1.0);
   });
-  table.add<AttentionOp>([](AttentionOp op, Operands in) {
-    return attention(op, *in[0], *in[1], *in[2]);
-  });
+  table.add<AttentionOp>(
+      [](AttentionOp op, Operands in) { return attention(op, in); });
   table.add<AttentionGradOp>(
       [](AttentionGradOp op, Operands in) { return attentionGrad(op, in); });
 }

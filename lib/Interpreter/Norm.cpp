@@ -148,18 +148,21 @@ static Results rmsNormGrad(RMSNormGradOp op, const Tensor &dy, const Tensor &x,
 // softmax
 //===----------------------------------------------------------------------===//
 
-/// exp(x - max(x)) / sum(exp(x - max(x))) along each row.
+/// exp(x - max(x)) / sum(exp(x - max(x))) along each row. Causal: row r
+/// is row i = r mod S of an [S, S] matrix and only its first i + 1 elements
+/// take part; the others are 0.
 static Tensor softmax(SoftmaxOp op, const Tensor &x) {
   auto [size, rows] = rowsOf(x);
-  std::vector<double> y(x.f().size());
+  std::vector<double> y(x.f().size(), 0.0);
   for (int64_t r = 0; r < rows; ++r) {
+    int64_t used = op.getCausal() ? r % size + 1 : size;
     const double *row = x.f().data() + r * size;
     double *out = y.data() + r * size;
-    double max = *std::max_element(row, row + size);
+    double max = *std::max_element(row, row + used);
     double sum = 0.0;
-    for (int64_t j = 0; j < size; ++j)
+    for (int64_t j = 0; j < used; ++j)
       sum += out[j] = std::exp(row[j] - max);
-    for (int64_t j = 0; j < size; ++j)
+    for (int64_t j = 0; j < used; ++j)
       out[j] /= sum;
   }
   return floatsLike(op, std::move(y));

@@ -117,7 +117,15 @@ void matmulGradients(OpBuilder &b, MatmulOp op, Value grad,
               : MatmulOp::create(b, loc, lhs, grad, !tl, false);
 }
 
-/// d(lhs op rhs) for the four broadcasting binary ops.
+/// Whether `value` is a constant, which needs no gradient: building one
+/// anyway would keep the other operand of a product alive for the backward
+/// pass for nothing (a scale such as attention's 1 / sqrt(d) would save q).
+bool isConstant(Value value) {
+  return static_cast<bool>(value.getDefiningOp<arith::ConstantOp>());
+}
+
+/// d(lhs op rhs) for the four broadcasting binary ops; none for a constant
+/// operand.
 LogicalResult binaryGradients(OpBuilder &b, Operation *op, Value grad,
                               SmallVectorImpl<Value> &out) {
   Location loc = op->getLoc();
@@ -127,18 +135,26 @@ LogicalResult binaryGradients(OpBuilder &b, Operation *op, Value grad,
     dl = dr = grad;
   } else if (isa<SubOp>(op)) {
     dl = grad;
-    dr = NegOp::create(b, loc, grad);
+    if (!isConstant(rhs))
+      dr = NegOp::create(b, loc, grad);
   } else if (isa<MulOp>(op)) {
-    dl = MulOp::create(b, loc, grad, rhs);
-    dr = MulOp::create(b, loc, grad, lhs);
+    if (!isConstant(lhs))
+      dl = MulOp::create(b, loc, grad, rhs);
+    if (!isConstant(rhs))
+      dr = MulOp::create(b, loc, grad, lhs);
   } else {
     // y = l / r: dl = g / r, dr = -g * y / r.
-    dl = DivOp::create(b, loc, grad, rhs);
-    Value gy = MulOp::create(b, loc, grad, op->getResult(0));
-    dr = NegOp::create(b, loc, DivOp::create(b, loc, gy, rhs));
+    if (!isConstant(lhs))
+      dl = DivOp::create(b, loc, grad, rhs);
+    if (!isConstant(rhs)) {
+      Value gy = MulOp::create(b, loc, grad, op->getResult(0));
+      dr = NegOp::create(b, loc, DivOp::create(b, loc, gy, rhs));
+    }
   }
-  out[0] = reduceToType(b, loc, dl, tensorType(lhs));
-  out[1] = reduceToType(b, loc, dr, tensorType(rhs));
+  if (dl && !isConstant(lhs))
+    out[0] = reduceToType(b, loc, dl, tensorType(lhs));
+  if (dr && !isConstant(rhs))
+    out[1] = reduceToType(b, loc, dr, tensorType(rhs));
   return success();
 }
 
@@ -287,7 +303,9 @@ LogicalResult fusedGradients(OpBuilder &b, Operation *op,
         auto grad = AttentionGradOp::create(
             b, loc, a.getQ().getType(), a.getK().getType(), a.getV().getType(),
             g, a.getQ(), a.getK(), a.getV(), a.getOut(), a.getLse(),
-            a.getCausalAttr(), a.getScaleAttr());
+            a.getStep(), a.getCausalAttr(), a.getScaleAttr(),
+            a.getDropoutRateAttr(), a.getDropoutSeedAttr(),
+            a.getDropoutKeyAttr());
         out.assign({grad.getDq(), grad.getDk(), grad.getDv()});
         return success();
       })

@@ -28,7 +28,10 @@ def LoomAutodiff : Pass<"loom-autodiff", "mlir::ModuleOp"> {
     - each fused op (`layernorm`, `rmsnorm`, `gelu`, `silu`, `softmax`,
       `rope`, `attention`, `embedding`, `cross_entropy`, `dropout`) maps to
       its fused gradient op; `attention_grad` sums key/value gradients over
-      the query heads of a group (GQA);
+      the query heads of a group (GQA) and replays attention dropout's mask
+      (the forward's step and dropout attributes);
+    - an `arith.constant` operand gets no gradient (so multiplying by a
+      constant scale does not keep the other operand for the backward);
     - a value used several times (a residual, tied embeddings) gets the sum
       of the gradients of its uses.
 

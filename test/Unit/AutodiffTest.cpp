@@ -282,6 +282,18 @@ func.func @forward(%q: tensor<1x3x2x4xf32>, %k: tensor<1x5x2x4xf32>, %v: tensor<
 })mlir");
 }
 
+TEST_F(AutodiffTest, AttentionDropoutAndConstantScale) {
+  checkGradients(R"mlir(
+func.func @forward(%q: tensor<2x5x4x6xf32>, %k: tensor<2x5x2x6xf32>, %v: tensor<2x5x2x6xf32>, %step: tensor<i64>, %c: tensor<2x5x4x6xf32>) -> tensor<f32> {
+  %half = arith.constant dense<5.000000e-01> : tensor<f32>
+  %qs = loom.mul %q, %half : (tensor<2x5x4x6xf32>, tensor<f32>) -> tensor<2x5x4x6xf32>
+  %o, %lse = loom.attention %qs, %k, %v, %step {causal, scale = 0.4 : f64, dropout_rate = 0.25 : f64, dropout_seed = 3 : i64, dropout_key = 1 : i64} : (tensor<2x5x4x6xf32>, tensor<2x5x2x6xf32>, tensor<2x5x2x6xf32>, tensor<i64>) -> (tensor<2x5x4x6xf32>, tensor<2x4x5xf32>)
+  %y = loom.mul %o, %c : (tensor<2x5x4x6xf32>, tensor<2x5x4x6xf32>) -> tensor<2x5x4x6xf32>
+  %l = loom.reduce_sum %y [0, 1, 2, 3] : tensor<2x5x4x6xf32> -> tensor<f32>
+  return %l : tensor<f32>
+})mlir");
+}
+
 TEST_F(AutodiffTest, TiedEmbeddingAndCrossEntropy) {
   checkGradients(R"mlir(
 func.func @forward(%wte: tensor<11x6xf32>, %ids: tensor<2x4xi32>, %labels: tensor<2x4xi64>) -> tensor<f32> {
@@ -333,7 +345,7 @@ protected:
 TEST_F(ModelGradientTest, GPT2TwoLayers) {
   checkModel(R"({"model_type": "gpt2", "n_layer": 2, "n_embd": 16, "n_head": 2,
                  "vocab_size": 32, "n_positions": 8, "embd_pdrop": 0.1,
-                 "resid_pdrop": 0.1, "attn_pdrop": 0.0})");
+                 "resid_pdrop": 0.1, "attn_pdrop": 0.1})");
 }
 
 TEST_F(ModelGradientTest, LlamaTwoLayersGroupedQuery) {
@@ -341,7 +353,8 @@ TEST_F(ModelGradientTest, LlamaTwoLayersGroupedQuery) {
       R"({"model_type": "llama", "num_hidden_layers": 2, "hidden_size": 16,
                  "num_attention_heads": 4, "num_key_value_heads": 2,
                  "intermediate_size": 24, "vocab_size": 32,
-                 "max_position_embeddings": 8, "rms_norm_eps": 1e-6})");
+                 "max_position_embeddings": 8, "rms_norm_eps": 1e-6,
+                 "attention_dropout": 0.1})");
 }
 
 TEST_F(ModelGradientTest, LlamaTiedEmbeddings) {

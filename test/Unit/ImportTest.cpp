@@ -42,7 +42,6 @@ TEST_P(GPTFormulaTest, ParametersAndFlopsMatchTheFormulas) {
   ModelConfig config = gpt2Config(s);
   ImportOptions options;
   options.microBatch = 2;
-  options.attnDropout = 0.0;
   mlir::MLIRContext context;
   auto module = importModel(context, config, options);
   ASSERT_TRUE(static_cast<bool>(module)) << llvm::toString(module.takeError());

@@ -121,6 +121,22 @@ TEST_F(InterpreterGradientTest, GeluGradAndSiluGrad) {
   }
 }
 
+/// softmax_grad needs no mask of its own: a masked output is 0, and so is
+/// its gradient.
+TEST_F(InterpreterGradientTest, CausalSoftmaxGrad) {
+  checkGradients(R"mlir(
+    func.func @forward(%x: tensor<2x5x5xf32>) -> tensor<2x5x5xf32> {
+      %0 = loom.softmax %x {causal} : tensor<2x5x5xf32>
+      return %0 : tensor<2x5x5xf32>
+    }
+    func.func @backward(%dy: tensor<2x5x5xf32>, %x: tensor<2x5x5xf32>) -> tensor<2x5x5xf32> {
+      %y = loom.softmax %x {causal} : tensor<2x5x5xf32>
+      %0 = loom.softmax_grad %dy, %y : tensor<2x5x5xf32>
+      return %0 : tensor<2x5x5xf32>
+    })mlir",
+                 {random({2, 5, 5}, 2.0)}, {0});
+}
+
 TEST_F(InterpreterGradientTest, SoftmaxGrad) {
   checkGradients(R"mlir(
     func.func @forward(%x: tensor<3x6xf32>) -> tensor<3x6xf32> {
@@ -170,6 +186,35 @@ TEST_F(InterpreterGradientTest, CausalGroupedQueryAttentionGrad) {
       return %dq, %dk, %dv : tensor<2x4x4x3xf32>, tensor<2x4x2x3xf32>, tensor<2x4x2x3xf32>
     })mlir",
       {random({2, 4, 4, 3}), random({2, 4, 2, 3}), random({2, 4, 2, 3})},
+      {0, 1, 2});
+}
+
+TEST_F(InterpreterGradientTest, AttentionGradWithDropout) {
+  checkGradients(
+      R"mlir(
+    func.func @forward(%q: tensor<2x5x4x3xf32>, %k: tensor<2x5x2x3xf32>, %v: tensor<2x5x2x3xf32>, %step: tensor<i64>)
+        -> tensor<2x5x4x3xf32> {
+      %o, %lse = loom.attention %q, %k, %v, %step {causal, scale = 0.6 : f64,
+          dropout_rate = 0.3 : f64, dropout_seed = 5 : i64, dropout_key = 2 : i64}
+          : (tensor<2x5x4x3xf32>, tensor<2x5x2x3xf32>, tensor<2x5x2x3xf32>, tensor<i64>)
+          -> (tensor<2x5x4x3xf32>, tensor<2x4x5xf32>)
+      return %o : tensor<2x5x4x3xf32>
+    }
+    func.func @backward(%do: tensor<2x5x4x3xf32>, %q: tensor<2x5x4x3xf32>, %k: tensor<2x5x2x3xf32>, %v: tensor<2x5x2x3xf32>, %step: tensor<i64>)
+        -> (tensor<2x5x4x3xf32>, tensor<2x5x2x3xf32>, tensor<2x5x2x3xf32>) {
+      %o, %lse = loom.attention %q, %k, %v, %step {causal, scale = 0.6 : f64,
+          dropout_rate = 0.3 : f64, dropout_seed = 5 : i64, dropout_key = 2 : i64}
+          : (tensor<2x5x4x3xf32>, tensor<2x5x2x3xf32>, tensor<2x5x2x3xf32>, tensor<i64>)
+          -> (tensor<2x5x4x3xf32>, tensor<2x4x5xf32>)
+      %dq, %dk, %dv = loom.attention_grad %do, %q, %k, %v, %o, %lse, %step {causal, scale = 0.6 : f64,
+          dropout_rate = 0.3 : f64, dropout_seed = 5 : i64, dropout_key = 2 : i64}
+          : (tensor<2x5x4x3xf32>, tensor<2x5x4x3xf32>, tensor<2x5x2x3xf32>,
+             tensor<2x5x2x3xf32>, tensor<2x5x4x3xf32>, tensor<2x4x5xf32>, tensor<i64>)
+          -> (tensor<2x5x4x3xf32>, tensor<2x5x2x3xf32>, tensor<2x5x2x3xf32>)
+      return %dq, %dk, %dv : tensor<2x5x4x3xf32>, tensor<2x5x2x3xf32>, tensor<2x5x2x3xf32>
+    })mlir",
+      {random({2, 5, 4, 3}), random({2, 5, 2, 3}), random({2, 5, 2, 3}),
+       ints({}, {3})},
       {0, 1, 2});
 }
 

@@ -345,6 +345,40 @@ TEST_F(InterpreterTest, SoftmaxByHandAndStableForLargeInputs) {
       kExact);
 }
 
+TEST_F(InterpreterTest, CausalSoftmaxMasksTheUpperTriangle) {
+  func::FuncOp fn = parse(R"mlir(
+    func.func @main(%x: tensor<2x3x3xf32>) -> tensor<2x3x3xf32> {
+      %0 = loom.softmax %x {causal} : tensor<2x3x3xf32>
+      return %0 : tensor<2x3x3xf32>
+    })mlir");
+  // Masked elements (huge on purpose) take no part and come out exactly 0.
+  auto r = run(fn, {floats({2, 3, 3}, {5, 1e9, 1e9, 1, 2, 1e9, 1, 2, 3, //
+                                       0, 7, 7, 1000, 1000, 7, 0, 0, 0})});
+  ASSERT_EQ(r.size(), 1u);
+  double z = M_E + M_E * M_E + M_E * M_E * M_E;
+  std::vector<double> expected = {1,
+                                  0,
+                                  0,
+                                  1 / (1 + M_E),
+                                  M_E / (1 + M_E),
+                                  0,
+                                  M_E / z,
+                                  M_E * M_E / z,
+                                  M_E * M_E * M_E / z,
+                                  1,
+                                  0,
+                                  0,
+                                  0.5,
+                                  0.5,
+                                  0,
+                                  1.0 / 3,
+                                  1.0 / 3,
+                                  1.0 / 3};
+  expectAllNear(r[0].f(), expected, kExact);
+  for (int64_t e : {1, 2, 5, 10, 11, 14})
+    EXPECT_EQ(r[0].f()[e], 0.0) << "at flat index " << e;
+}
+
 TEST_F(InterpreterTest, RopeIsHuggingFaceRotateHalf) {
   func::FuncOp fn = parse(R"mlir(
     func.func @main(%x: tensor<2x3x2x6xf32>) -> tensor<2x3x2x6xf32> {
@@ -375,11 +409,21 @@ TEST_F(InterpreterTest, RopeIsHuggingFaceRotateHalf) {
   expectAllNear(r[0].f(), expected, kExact);
 }
 
+/// Attention dropout in referenceAttention: rate 0 is none.
+struct ReferenceDropout {
+  double rate = 0.0;
+  uint64_t seed = 0, key = 0, step = 0;
+};
+
 /// out = softmax(scale * q k^T + mask) v and its row log-sum-exp, from
-/// explicit loops; query head h reads kv head h / (Hq / Hkv).
+/// explicit loops; query head h reads kv head h / (Hq / Hkv). With
+/// `dropout`, probability (b, h, s, t) is kept (and scaled by 1 / (1 -
+/// rate)) as loom.dropout keeps element (b, h, s, t) of a [B, H, S, T]
+/// tensor.
 void referenceAttention(const Tensor &q, const Tensor &k, const Tensor &v,
                         bool causal, double scale, std::vector<double> &out,
-                        std::vector<double> &lse) {
+                        std::vector<double> &lse,
+                        ReferenceDropout dropout = {}) {
   int64_t B = q.shape()[0], S = q.shape()[1], H = q.shape()[2],
           D = q.shape()[3], T = k.shape()[1], KH = k.shape()[2];
   auto Q = [&](int64_t b, int64_t s, int64_t h, int64_t d) {
@@ -406,10 +450,16 @@ void referenceAttention(const Tensor &q, const Tensor &k, const Tensor &v,
           total += weights[t];
         }
         lse[(b * H + h) * S + s] = std::log(total);
-        for (int64_t t = 0; t < T; ++t)
+        for (int64_t t = 0; t < T; ++t) {
+          double p = weights[t] / total;
+          if (dropout.rate > 0.0)
+            p = loom::dropoutKeeps(dropout.seed, dropout.key, dropout.step,
+                                   ((b * H + h) * S + s) * T + t, dropout.rate)
+                    ? p / (1.0 - dropout.rate)
+                    : 0.0;
           for (int64_t d = 0; d < D; ++d)
-            out[((b * S + s) * H + h) * D + d] +=
-                weights[t] / total * K(v, b, t, kh, d);
+            out[((b * S + s) * H + h) * D + d] += p * K(v, b, t, kh, d);
+        }
       }
     }
 }
@@ -432,6 +482,62 @@ TEST_F(InterpreterTest, CausalGroupedQueryAttentionMatchesExplicitSoftmax) {
   expectAllNear(r[0].f(), out, kExact);
   expectAllNear(r[1].f(), lse, kExact);
   EXPECT_TRUE(r[1].elementType().isF32());
+}
+
+TEST_F(InterpreterTest, AttentionDropoutMatchesExplicitLoops) {
+  func::FuncOp fn = parse(R"mlir(
+    func.func @main(%q: tensor<2x6x4x3xf32>, %k: tensor<2x6x2x3xf32>, %v: tensor<2x6x2x3xf32>, %step: tensor<i64>)
+        -> (tensor<2x6x4x3xf32>, tensor<2x4x6xf32>) {
+      %o, %lse = loom.attention %q, %k, %v, %step {causal, scale = 0.7 : f64,
+          dropout_rate = 0.3 : f64, dropout_seed = 17 : i64, dropout_key = 5 : i64}
+          : (tensor<2x6x4x3xf32>, tensor<2x6x2x3xf32>, tensor<2x6x2x3xf32>, tensor<i64>)
+          -> (tensor<2x6x4x3xf32>, tensor<2x4x6xf32>)
+      return %o, %lse : tensor<2x6x4x3xf32>, tensor<2x4x6xf32>
+    })mlir");
+  Tensor q = random({2, 6, 4, 3}), k = random({2, 6, 2, 3}),
+         v = random({2, 6, 2, 3});
+  std::vector<double> out, lse, undroppedOut, undroppedLse;
+  referenceAttention(q, k, v, /*causal=*/true, 0.7, out, lse,
+                     {.rate = 0.3, .seed = 17, .key = 5, .step = 9});
+  referenceAttention(q, k, v, /*causal=*/true, 0.7, undroppedOut, undroppedLse);
+  auto r = run(fn, {q, k, v, ints({}, {9})});
+  ASSERT_EQ(r.size(), 2u);
+  expectAllNear(r[0].f(), out, kExact);
+  // The log-sum-exp is that of the probabilities before dropout.
+  expectAllNear(r[1].f(), undroppedLse, kExact);
+  // Dropout changed the output (it dropped something).
+  double change = 0;
+  for (size_t e = 0; e < out.size(); ++e)
+    change = std::max(change, std::abs(out[e] - undroppedOut[e]));
+  EXPECT_GT(change, 0.1);
+}
+
+/// The fused op with dropout equals the unfused ops with loom.dropout on the
+/// [B, H, S, T] probabilities: the same mask, element for element.
+TEST_F(InterpreterTest, AttentionDropoutMatchesUnfusedOps) {
+  func::FuncOp fn = parse(R"mlir(
+    func.func @main(%q: tensor<2x5x3x4xf32>, %k: tensor<2x5x3x4xf32>, %v: tensor<2x5x3x4xf32>, %step: tensor<i64>)
+        -> (tensor<2x5x3x4xf32>, tensor<2x5x3x4xf32>) {
+      %o, %lse = loom.attention %q, %k, %v, %step {causal, scale = 0.5 : f64,
+          dropout_rate = 0.4 : f64, dropout_seed = 3 : i64, dropout_key = 11 : i64}
+          : (tensor<2x5x3x4xf32>, tensor<2x5x3x4xf32>, tensor<2x5x3x4xf32>, tensor<i64>)
+          -> (tensor<2x5x3x4xf32>, tensor<2x3x5xf32>)
+      %qt = loom.transpose %q [0, 2, 1, 3] : tensor<2x5x3x4xf32> -> tensor<2x3x5x4xf32>
+      %kt = loom.transpose %k [0, 2, 1, 3] : tensor<2x5x3x4xf32> -> tensor<2x3x5x4xf32>
+      %vt = loom.transpose %v [0, 2, 1, 3] : tensor<2x5x3x4xf32> -> tensor<2x3x5x4xf32>
+      %c = arith.constant dense<0.5> : tensor<f32>
+      %qs = loom.mul %qt, %c : (tensor<2x3x5x4xf32>, tensor<f32>) -> tensor<2x3x5x4xf32>
+      %s = loom.matmul %qs, %kt {transpose_rhs} : (tensor<2x3x5x4xf32>, tensor<2x3x5x4xf32>) -> tensor<2x3x5x5xf32>
+      %p = loom.softmax %s {causal} : tensor<2x3x5x5xf32>
+      %pd = loom.dropout %p, %step {key = 11 : i64, rate = 0.4 : f64, seed = 3 : i64} : tensor<2x3x5x5xf32>, tensor<i64>
+      %ot = loom.matmul %pd, %vt : (tensor<2x3x5x5xf32>, tensor<2x3x5x4xf32>) -> tensor<2x3x5x4xf32>
+      %o2 = loom.transpose %ot [0, 2, 1, 3] : tensor<2x3x5x4xf32> -> tensor<2x5x3x4xf32>
+      return %o, %o2 : tensor<2x5x3x4xf32>, tensor<2x5x3x4xf32>
+    })mlir");
+  auto r = run(fn, {random({2, 5, 3, 4}), random({2, 5, 3, 4}),
+                    random({2, 5, 3, 4}), ints({}, {4})});
+  ASSERT_EQ(r.size(), 2u);
+  expectAllNear(r[0].f(), r[1].f(), kExact);
 }
 
 TEST_F(InterpreterTest, NonCausalAttentionWithLongerKeys) {

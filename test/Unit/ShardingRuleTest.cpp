@@ -128,6 +128,9 @@ const RuleCase kCases[] = {
    "([i, j, k], [i, j, k], [k]) -> ([i, j, k], [k]) {i=2, j=16, k=512} reduction={i, j} whole={k}"},
   {"Softmax", "%x: tensor<2x4x16x16xf32>", "loom.softmax %x : tensor<2x4x16x16xf32>",
    "([i, j, k, l]) -> ([i, j, k, l]) {i=2, j=4, k=16, l=16} whole={l}"},
+  // Causal: the mask compares row and column, both stay whole.
+  {"SoftmaxCausal", "%x: tensor<2x4x16x16xf32>", "loom.softmax %x {causal} : tensor<2x4x16x16xf32>",
+   "([i, j, k, l]) -> ([i, j, k, l]) {i=2, j=4, k=16, l=16} whole={k, l}"},
   {"SoftmaxGrad", "%x: tensor<2x4x16x16xf32>",
    "loom.softmax_grad %x, %x : tensor<2x4x16x16xf32>",
    "([i, j, k, l], [i, j, k, l]) -> ([i, j, k, l]) {i=2, j=4, k=16, l=16} whole={l}"},
@@ -160,6 +163,16 @@ const RuleCase kCases[] = {
    "%q: tensor<2x16x8x64xf32>, %k: tensor<2x16x2x64xf32>, %lse: tensor<2x8x16xf32>",
    "loom.attention_grad %q, %q, %k, %k, %q, %lse {causal, scale = 0.125 : f64} : (tensor<2x16x8x64xf32>, tensor<2x16x8x64xf32>, tensor<2x16x2x64xf32>, tensor<2x16x2x64xf32>, tensor<2x16x8x64xf32>, tensor<2x8x16xf32>) -> (tensor<2x16x8x64xf32>, tensor<2x16x2x64xf32>, tensor<2x16x2x64xf32>)",
    "([i, j, lm, n], [i, j, lm, n], [i, k, l, n], [i, k, l, n], [i, j, lm, n], [i, lm, j]) -> ([i, j, lm, n], [i, k, l, n], [i, k, l, n]) {i=2, j=16, k=16, l=2, m=4, n=64} reduction={m} whole={j, k, n}"},
+  // Attention dropout: the step is 0-d; the mask indexes the global
+  // probabilities, so nothing more stays whole than without dropout.
+  {"AttentionDropoutGQA",
+   "%q: tensor<2x16x8x64xf32>, %k: tensor<2x16x2x64xf32>, %step: tensor<i64>",
+   "loom.attention %q, %k, %k, %step {causal, scale = 0.125 : f64, dropout_rate = 0.1 : f64, dropout_seed = 1 : i64, dropout_key = 3 : i64} : (tensor<2x16x8x64xf32>, tensor<2x16x2x64xf32>, tensor<2x16x2x64xf32>, tensor<i64>) -> (tensor<2x16x8x64xf32>, tensor<2x8x16xf32>)",
+   "([i, j, lm, n], [i, k, l, n], [i, k, l, n], []) -> ([i, j, lm, n], [i, lm, j]) {i=2, j=16, k=16, l=2, m=4, n=64} whole={j, k, n}"},
+  {"AttentionGradDropoutGQA",
+   "%q: tensor<2x16x8x64xf32>, %k: tensor<2x16x2x64xf32>, %lse: tensor<2x8x16xf32>, %step: tensor<i64>",
+   "loom.attention_grad %q, %q, %k, %k, %q, %lse, %step {causal, scale = 0.125 : f64, dropout_rate = 0.1 : f64, dropout_seed = 1 : i64, dropout_key = 3 : i64} : (tensor<2x16x8x64xf32>, tensor<2x16x8x64xf32>, tensor<2x16x2x64xf32>, tensor<2x16x2x64xf32>, tensor<2x16x8x64xf32>, tensor<2x8x16xf32>, tensor<i64>) -> (tensor<2x16x8x64xf32>, tensor<2x16x2x64xf32>, tensor<2x16x2x64xf32>)",
+   "([i, j, lm, n], [i, j, lm, n], [i, k, l, n], [i, k, l, n], [i, j, lm, n], [i, lm, j], []) -> ([i, j, lm, n], [i, k, l, n], [i, k, l, n]) {i=2, j=16, k=16, l=2, m=4, n=64} reduction={m} whole={j, k, n}"},
   // Embedding: a split vocabulary leaves partial sums (vocab-parallel).
   {"Embedding", "%t: tensor<100x32xf32>, %ids: tensor<2x16xi32>",
    "loom.embedding %t, %ids : (tensor<100x32xf32>, tensor<2x16xi32>) -> tensor<2x16x32xf32>",

@@ -14,6 +14,10 @@ Run with /usr/bin/python3; exits non-zero if any check fails.  Checks:
      pair rotation, gelu_new == torch's tanh GELU, causality.
   7. One command-line step on examples/configs/{gpt2,llama}-tiny.json in
      float32 and float64 (loss ~ ln(vocab)).
+  8. Dropout: Philox4x32-10 against Random123's known answers, the kept
+     fraction, and the gradients with dropout at every site (GPT-2: embedding,
+     attention probabilities, residuals; Llama: attention) vs finite
+     differences.
 """
 
 import json
@@ -85,7 +89,7 @@ def pick_entries(name, param, tokens, rng, count=2):
     return [r * param.shape[1] + int(c) for r, c in zip(rows, cols)]
 
 
-def finite_difference(cfg, params, tokens, labels, name, index, h=1e-5):
+def finite_difference(cfg, params, tokens, labels, name, index, h=1e-5, dropout=None):
     """Central difference of the loss w.r.t. one flat entry of one parameter."""
     flat = params[name].data.view(-1)
     original = flat[index].item()
@@ -93,18 +97,18 @@ def finite_difference(cfg, params, tokens, labels, name, index, h=1e-5):
     with torch.no_grad():
         for delta in (h, -h):
             flat[index] = original + delta
-            values.append(ref.loss_fn(cfg, params, tokens, labels).item())
+            values.append(ref.loss_fn(cfg, params, tokens, labels, dropout).item())
         flat[index] = original
     return (values[0] - values[1]) / (2 * h)
 
 
-def gradient_check(title, cfg, params, tokens, labels, seed):
-    """Check 1/2: autograd gradients vs finite differences, all parameters."""
-    loss, grads = ref.forward_backward(cfg, params, tokens, labels)
+def gradient_check(title, cfg, params, tokens, labels, seed, dropout=None):
+    """Check 1/2/8: autograd gradients vs finite differences, all parameters."""
+    loss, grads = ref.forward_backward(cfg, params, tokens, labels, dropout)
     rng, worst, count = np.random.default_rng(seed), 0.0, 0
     for name in params:
         for index in pick_entries(name, params[name], labels if "lm_head" in name else tokens, rng):
-            fd = finite_difference(cfg, params, tokens, labels, name, index)
+            fd = finite_difference(cfg, params, tokens, labels, name, index, dropout=dropout)
             ad = grads[name].view(-1)[index].item()
             err = abs(fd - ad) / (1e-6 + abs(ad))
             worst, count = max(worst, err), count + 1
@@ -343,6 +347,35 @@ def check_examples(tmp):
                f"{grad_diff:.1e}, max |update| {moved:.2e}, {len(names)} params")
 
 
+# --------------------------------------------------------------------------
+# 8: dropout
+# --------------------------------------------------------------------------
+
+
+def check_philox():
+    """Random123's tests/kat_vectors (philox4x32 10), and the dropout bits of
+    counter {step, index} and key {seed, site key} as Loom's DropoutMask.h."""
+    vectors = [((0, 0, 0, 0), 0, 0, (0x6627e8d5, 0xe169c58d, 0xbc57ac4c, 0x9b00dbd8)),
+               ((0xffffffff,) * 4, 0xffffffff, 0xffffffff, (0x408f276d, 0x41c83b0e, 0xa20bc7c6, 0x6d5451fd)),
+               ((0x243f6a88, 0x85a308d3, 0x13198a2e, 0x03707344), 0xa4093822, 0x299f31d0,
+                (0xd16cfe09, 0x94fdcceb, 0x5001e420, 0x24126ea1))]
+    ok = all(tuple(int(w) for w in ref.philox4x32_10(c, k0, k1)) == want for c, k0, k1, want in vectors)
+    keep = ref.dropout_keeps(99, 1, 7, (200, 500), 0.25)
+    kept = keep.double().mean().item()
+    ok = ok and abs(kept - 0.75) < 0.01 and not torch.equal(keep, ref.dropout_keeps(99, 2, 7, (200, 500), 0.25))
+    report(ok, "8 Philox4x32-10 known answers and dropout masks",
+           f"{len(vectors)} vectors, kept fraction {kept:.4f} at rate 0.25")
+
+
+def check_dropout_gradients(tmp):
+    gpt2 = ref.Dropout({"embd": 0.1, "resid": 0.2, "attn": 0.3}, seed=5, step=3)
+    gradient_check("8 gpt2 grads with dropout vs finite differences", *fixture(tmp, GPT2_TINY, 41, "dg"), 4,
+                   dropout=gpt2)
+    llama = ref.Dropout({"attn": 0.3}, seed=5, step=3)
+    gradient_check("8 llama GQA grads with attention dropout vs finite differences",
+                   *fixture(tmp, LLAMA_TINY, 42, "dl"), 5, dropout=llama)
+
+
 def main():
     torch.manual_seed(0)
     with tempfile.TemporaryDirectory() as tmp:
@@ -355,6 +388,8 @@ def main():
         check_gelu()
         check_causality(tmp)
         check_examples(tmp)
+        check_philox()
+        check_dropout_gradients(tmp)
     if FAILURES:
         print(f"{len(FAILURES)} check(s) FAILED: {FAILURES}")
         return 1

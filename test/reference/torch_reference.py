@@ -12,14 +12,19 @@ file, this computes for one micro-batch:
 
 The models are written directly from the Hugging Face definitions, not from
 Loom's code, as plain functions of a {HF parameter name: tensor} dict.
-Dropout is taken as 0: embd_pdrop / resid_pdrop / attn_pdrop /
-attention_dropout in the config are ignored (a deterministic step).
+Dropout (embd_pdrop, resid_pdrop, attn_pdrop; Llama's attention_dropout, or
+the --*-pdrop overrides) draws Loom's counter-based masks, so a step is
+deterministic and equals Loom's: Philox4x32-10 of (step, element index) keyed
+by (seed, site key), sites keyed 0, 1, ... in the order the model runs them
+(see Dropout below). Dropout is applied where HF applies it: the embeddings,
+the attention probabilities, and each residual branch.
 
 Usage:
   /usr/bin/python3 torch_reference.py --config CONFIG.json --weights IN.safetensors
       --tokens DATA.tokens --micro-batch B --seq-len S [--step 0]
       --optimizer adamw|sgd --lr 1e-3 --beta1 0.9 --beta2 0.999 --eps 1e-8
       --weight-decay 0.01 [--dtype float32|float64]
+      [--embd-pdrop P] [--resid-pdrop P] [--attn-pdrop P] [--seed N]
       --out-weights OUT.safetensors --out-json OUT.json [--out-grads G.safetensors]
 """
 
@@ -31,6 +36,7 @@ import os
 import sys
 from collections import OrderedDict
 
+import numpy as np
 import torch
 import torch.nn.functional as F
 
@@ -141,6 +147,80 @@ def param_specs(cfg):
 
 
 # --------------------------------------------------------------------------
+# Dropout: Loom's counter-based masks (include/loom/Interpreter/DropoutMask.h,
+# written again here from Random123's definition of Philox4x32-10)
+# --------------------------------------------------------------------------
+
+_U32 = np.uint64(0xFFFFFFFF)
+
+
+def philox4x32_10(counter, key0, key1):
+    """Random123's philox4x32 with 10 rounds on numpy arrays of 32-bit words
+    (held in uint64, so the 32x32 -> 64-bit products are exact)."""
+    c0, c1, c2, c3 = (np.asarray(w, dtype=np.uint64) & _U32 for w in counter)
+    k0, k1 = np.uint64(key0) & _U32, np.uint64(key1) & _U32
+    for r in range(10):
+        if r > 0:
+            k0 = (k0 + np.uint64(0x9E3779B9)) & _U32
+            k1 = (k1 + np.uint64(0xBB67AE85)) & _U32
+        p0 = np.uint64(0xD2511F53) * c0
+        p1 = np.uint64(0xCD9E8D57) * c2
+        c0, c1, c2, c3 = ((p1 >> np.uint64(32)) ^ c1 ^ k0, p1 & _U32,
+                          (p0 >> np.uint64(32)) ^ c3 ^ k1, p0 & _U32)
+    return c0, c1, c2, c3
+
+
+def dropout_keeps(seed, key, step, shape, rate):
+    """Bool tensor of `shape`: element i (row-major) is kept iff the first word
+    of Philox(counter = {lo step, hi step, lo i, hi i}, key = {lo seed, lo key}),
+    read as a number in [0, 1), is at least `rate`."""
+    index = np.arange(math.prod(shape), dtype=np.uint64)
+    step = np.uint64(step % 2**64)
+    r0 = philox4x32_10((step & _U32, step >> np.uint64(32), index & _U32, index >> np.uint64(32)),
+                       seed % 2**64, key % 2**64)[0]
+    return torch.from_numpy(r0.astype(np.float64) * (1.0 / 4294967296.0) >= rate).reshape(shape)
+
+
+class Dropout:
+    """Dropout rates per site kind ("embd", "resid", "attn"), the seed and
+    Loom's 1-based step. `sites()` gives the function one forward pass calls
+    at each site in order; a site with rate 0 takes no key."""
+
+    def __init__(self, rates, seed, step):
+        self.rates, self.seed, self.step = rates, seed, step
+
+    def sites(self):
+        next_key = [0]
+
+        def drop(x, kind):
+            rate = self.rates.get(kind, 0.0)
+            if rate == 0.0:
+                return x
+            keep = dropout_keeps(self.seed, next_key[0], self.step, tuple(x.shape), rate)
+            next_key[0] += 1
+            return x * (keep.to(x.dtype) * (1.0 / (1.0 - rate)))
+
+        return drop
+
+
+def no_dropout(x, kind):
+    return x
+
+
+def dropout_rates(cfg, embd=None, resid=None, attn=None):
+    """The config's dropout rates (HF defaults) with overrides, as loom-import
+    reads them: GPT-2 has all three, Llama only attention_dropout."""
+    if cfg["model_type"] == "gpt2":
+        rates = {"embd": cfg.get("embd_pdrop", 0.1), "resid": cfg.get("resid_pdrop", 0.1),
+                 "attn": cfg.get("attn_pdrop", 0.1)}
+        overrides = {"embd": embd, "resid": resid, "attn": attn}
+    else:
+        rates, overrides = {"attn": cfg.get("attention_dropout", 0.0)}, {"attn": attn}
+    rates.update({k: v for k, v in overrides.items() if v is not None})
+    return rates
+
+
+# --------------------------------------------------------------------------
 # Weights
 # --------------------------------------------------------------------------
 
@@ -196,13 +276,13 @@ def merge_heads(x):
     return x.transpose(1, 2).reshape(b, s, h * d)
 
 
-def causal_attention(q, k, v):
-    """softmax(q k^T / sqrt(head_dim), causal) v, all [B, H, S, D]."""
+def causal_attention(q, k, v, drop=no_dropout):
+    """dropout(softmax(q k^T / sqrt(head_dim), causal)) v, all [B, H, S, D]."""
     scores = torch.matmul(q, k.transpose(-1, -2)) / math.sqrt(q.shape[-1])
     s = q.shape[-2]
     future = torch.ones(s, s, dtype=torch.bool).triu(1)
     scores = scores.masked_fill(future, float("-inf"))
-    return torch.matmul(torch.softmax(scores, dim=-1), v)
+    return torch.matmul(drop(torch.softmax(scores, dim=-1), "attn"), v)
 
 
 # --------------------------------------------------------------------------
@@ -224,11 +304,11 @@ def gpt2_layer_norm(x, p, name, hp):
     return F.layer_norm(x, (hp["embd"],), p[name + ".weight"], p[name + ".bias"], hp["eps"])
 
 
-def gpt2_attention(x, p, prefix, hp):
+def gpt2_attention(x, p, prefix, hp, drop):
     e, h = hp["embd"], hp["heads"]
     qkv = conv1d(x, p[prefix + "c_attn.weight"], p[prefix + "c_attn.bias"])
     q, k, v = (split_heads(t, h, e // h) for t in qkv.split(e, dim=-1))
-    out = merge_heads(causal_attention(q, k, v))
+    out = merge_heads(causal_attention(q, k, v, drop))
     return conv1d(out, p[prefix + "c_proj.weight"], p[prefix + "c_proj.bias"])
 
 
@@ -237,17 +317,19 @@ def gpt2_mlp(x, p, prefix):
     return conv1d(hidden, p[prefix + "c_proj.weight"], p[prefix + "c_proj.bias"])
 
 
-def gpt2_logits(p, tokens, hp):
+def gpt2_logits(p, tokens, hp, drop=no_dropout):
     """tokens [B, S] -> logits [B, S, vocab]; lm_head is wte (tied)."""
     s = tokens.shape[1]
     if s > hp["positions"]:
         raise ValueError(f"seq_len {s} > n_positions {hp['positions']}")
     wte = p["transformer.wte.weight"]
-    h = F.embedding(tokens, wte) + p["transformer.wpe.weight"][:s]
+    h = drop(F.embedding(tokens, wte) + p["transformer.wpe.weight"][:s], "embd")
     for i in range(hp["layers"]):
         pre = f"transformer.h.{i}."
-        h = h + gpt2_attention(gpt2_layer_norm(h, p, pre + "ln_1", hp), p, pre + "attn.", hp)
-        h = h + gpt2_mlp(gpt2_layer_norm(h, p, pre + "ln_2", hp), p, pre + "mlp.")
+        a = gpt2_attention(gpt2_layer_norm(h, p, pre + "ln_1", hp), p, pre + "attn.", hp, drop)
+        h = h + drop(a, "resid")
+        m = gpt2_mlp(gpt2_layer_norm(h, p, pre + "ln_2", hp), p, pre + "mlp.")
+        h = h + drop(m, "resid")
     h = gpt2_layer_norm(h, p, "transformer.ln_f", hp)
     return torch.matmul(h, wte.t())
 
@@ -286,13 +368,13 @@ def repeat_kv(x, groups):
     return x.repeat_interleave(groups, dim=1)
 
 
-def llama_attention(x, p, prefix, hp, cos, sin):
+def llama_attention(x, p, prefix, hp, cos, sin, drop):
     d, h, kvh = hp["head_dim"], hp["heads"], hp["kv_heads"]
     q = split_heads(F.linear(x, p[prefix + "q_proj.weight"]), h, d)
     k = split_heads(F.linear(x, p[prefix + "k_proj.weight"]), kvh, d)
     v = split_heads(F.linear(x, p[prefix + "v_proj.weight"]), kvh, d)
     q, k = apply_rope(q, cos, sin), apply_rope(k, cos, sin)
-    out = causal_attention(q, repeat_kv(k, h // kvh), repeat_kv(v, h // kvh))
+    out = causal_attention(q, repeat_kv(k, h // kvh), repeat_kv(v, h // kvh), drop)
     return F.linear(merge_heads(out), p[prefix + "o_proj.weight"])
 
 
@@ -301,7 +383,7 @@ def llama_mlp(x, p, prefix):
     return F.linear(gate * F.linear(x, p[prefix + "up_proj.weight"]), p[prefix + "down_proj.weight"])
 
 
-def llama_logits(p, tokens, hp):
+def llama_logits(p, tokens, hp, drop=no_dropout):
     """tokens [B, S] -> logits [B, S, vocab]."""
     embed = p["model.embed_tokens.weight"]
     h = F.embedding(tokens, embed)
@@ -309,7 +391,7 @@ def llama_logits(p, tokens, hp):
     for i in range(hp["layers"]):
         pre = f"model.layers.{i}."
         x = rms_norm(h, p[pre + "input_layernorm.weight"], hp["eps"])
-        h = h + llama_attention(x, p, pre + "self_attn.", hp, cos, sin)
+        h = h + llama_attention(x, p, pre + "self_attn.", hp, cos, sin, drop)
         x = rms_norm(h, p[pre + "post_attention_layernorm.weight"], hp["eps"])
         h = h + llama_mlp(x, p, pre + "mlp.")
     h = rms_norm(h, p["model.norm.weight"], hp["eps"])
@@ -321,27 +403,29 @@ def llama_logits(p, tokens, hp):
 # --------------------------------------------------------------------------
 
 
-def logits_fn(cfg, params, tokens):
+def logits_fn(cfg, params, tokens, dropout=None):
+    """Logits of the model; `dropout` (a Dropout, or None for none) draws
+    fresh site keys from 0 on every call."""
     hp = hparams(cfg)
     model = gpt2_logits if cfg["model_type"] == "gpt2" else llama_logits
-    return model(params, tokens, hp)
+    return model(params, tokens, hp, dropout.sites() if dropout else no_dropout)
 
 
-def loss_fn(cfg, params, tokens, labels):
+def loss_fn(cfg, params, tokens, labels, dropout=None):
     """Mean cross-entropy over all B*S positions (labels already shifted)."""
     vocab = hparams(cfg)["vocab"]
     for name, ids in (("token", tokens), ("label", labels)):
         if int(ids.min()) < 0 or int(ids.max()) >= vocab:
             raise ValueError(f"{name} ids must lie in [0, {vocab})")
-    logits = logits_fn(cfg, params, tokens)
+    logits = logits_fn(cfg, params, tokens, dropout)
     return F.cross_entropy(logits.reshape(-1, vocab), labels.reshape(-1))
 
 
-def forward_backward(cfg, params, tokens, labels):
+def forward_backward(cfg, params, tokens, labels, dropout=None):
     """Returns (loss float, OrderedDict of gradients); also sets .grad."""
     for p in params.values():
         p.grad = None
-    loss = loss_fn(cfg, params, tokens, labels)
+    loss = loss_fn(cfg, params, tokens, labels, dropout)
     loss.backward()
     for p in params.values():
         if p.grad is None:
@@ -375,9 +459,9 @@ def grads_sha256(grads):
     return digest.hexdigest()
 
 
-def train_step(cfg, params, tokens, labels, settings):
+def train_step(cfg, params, tokens, labels, settings, dropout=None):
     """One step in place on `params`; returns (loss, grads)."""
-    loss, grads = forward_backward(cfg, params, tokens, labels)
+    loss, grads = forward_backward(cfg, params, tokens, labels, dropout)
     make_optimizer(params, settings).step()
     return loss, grads
 
@@ -394,7 +478,8 @@ def parse_args(argv=None):
     ap.add_argument("--tokens", required=True, help="Loom LOOMTOKS token file")
     ap.add_argument("--micro-batch", type=int, required=True)
     ap.add_argument("--seq-len", type=int, required=True)
-    ap.add_argument("--step", type=int, default=0, help="selects the batch (optimizer state is fresh)")
+    ap.add_argument("--step", type=int, default=0,
+                    help="selects the batch (optimizer state is fresh); dropout uses Loom's 1-based step + 1")
     ap.add_argument("--optimizer", choices=("adamw", "sgd"), default="adamw")
     ap.add_argument("--lr", type=float, default=1e-3)
     ap.add_argument("--beta1", type=float, default=0.9)
@@ -402,6 +487,10 @@ def parse_args(argv=None):
     ap.add_argument("--eps", type=float, default=1e-8)
     ap.add_argument("--weight-decay", type=float, default=0.01)
     ap.add_argument("--dtype", choices=sorted(DTYPES), default="float32")
+    ap.add_argument("--embd-pdrop", type=float, help="override the config's embd_pdrop")
+    ap.add_argument("--resid-pdrop", type=float, help="override the config's resid_pdrop")
+    ap.add_argument("--attn-pdrop", type=float, help="override attn_pdrop / attention_dropout")
+    ap.add_argument("--seed", type=int, default=0, help="seed of the dropout masks (loom-import --seed)")
     ap.add_argument("--out-weights", required=True, help="updated parameters, F32 safetensors")
     ap.add_argument("--out-json", required=True, help='{"loss", "grad_norm", "grads_sha"}')
     ap.add_argument("--out-grads", help="optional: gradients as F32 safetensors")
@@ -417,7 +506,10 @@ def main(argv=None):
     tokens, labels = (torch.from_numpy(a) for a in
                       batch_for_step(ids, args.step, args.micro_batch, args.seq_len))
     settings = {k: getattr(args, k) for k in ("optimizer", "lr", "beta1", "beta2", "eps", "weight_decay")}
-    loss, grads = train_step(cfg, params, tokens, labels, settings)
+    # loom-run's step s (1-based) trains on batch s - 1 and keys dropout by s.
+    dropout = Dropout(dropout_rates(cfg, args.embd_pdrop, args.resid_pdrop, args.attn_pdrop),
+                      args.seed, args.step + 1)
+    loss, grads = train_step(cfg, params, tokens, labels, settings, dropout)
     result = {"loss": loss, "grad_norm": global_grad_norm(grads), "grads_sha": grads_sha256(grads)}
     write_safetensors(args.out_weights, OrderedDict((n, p.detach()) for n, p in params.items()))
     if args.out_grads:

@@ -52,7 +52,8 @@ cl::opt<double> residPdrop("resid-pdrop", cl::cat(category),
                            cl::desc("Override the config's resid_pdrop"));
 cl::opt<double> attnPdrop("attn-pdrop", cl::cat(category),
                           cl::desc("Override the config's attn_pdrop / "
-                                   "attention_dropout (must end up 0)"));
+                                   "attention_dropout (dropout of the "
+                                   "attention probabilities)"));
 cl::opt<int64_t> seed("seed", cl::init(0), cl::cat(category),
                       cl::desc("Seed of the dropout masks (default 0)"));
 cl::opt<std::string> initWeights(
@@ -106,9 +107,6 @@ int main(int argc, char **argv) {
   options.residDropout = ifGiven(residPdrop);
   options.attnDropout = ifGiven(attnPdrop);
   options.seed = seed;
-  // Counts do not depend on dropout, and the fused attention op has none.
-  if (summary)
-    options.attnDropout = 0.0;
 
   mlir::MLIRContext context;
   auto module = loom::importModel(context, *config, options);

@@ -10,6 +10,7 @@
 #include "passes/Autodiff/Passes.h"
 #include "passes/Optimizer/Passes.h"
 #include "passes/Sharding/Passes.h"
+#include "passes/Transforms/Passes.h"
 
 #include "mlir/IR/DialectRegistry.h"
 #include "mlir/InitAllDialects.h"
@@ -22,6 +23,7 @@ int main(int argc, char **argv) {
   loom::registerLoomAutodiffPasses();
   loom::registerLoomOptimizerPasses();
   loom::registerLoomShardingPasses();
+  loom::registerLoomTransformPasses();
 
   mlir::DialectRegistry registry;
   mlir::registerAllDialects(registry);

@@ -63,8 +63,10 @@ struct ParamSpec {
 llvm::SmallVector<ParamSpec> listParameters(const ModelConfig &config);
 
 /// Builds the module. Fails with a message for options the model cannot
-/// take (a sequence longer than its positions, attention dropout, which the
-/// fused attention op does not implement).
+/// take (a sequence longer than its positions, a dropout probability outside
+/// [0, 1)). Dropout sites (GPT-2: embeddings, then per layer attention,
+/// attention output, MLP output; Llama: attention) get keys 0, 1, ... in the
+/// order the model runs them.
 llvm::Expected<mlir::OwningOpRef<mlir::ModuleOp>>
 importModel(mlir::MLIRContext &context, const ModelConfig &config,
             const ImportOptions &options);

@@ -450,6 +450,24 @@ func.func @softmax_rank0(%x: tensor<f32>) {
 
 // -----
 
+// causal softmax masks a matrix: it needs two dimensions.
+func.func @softmax_causal_rank1(%x: tensor<8xf32>) {
+  // expected-error @+1 {{'loom.softmax' op causal softmax needs rank >= 2}}
+  %0 = loom.softmax %x {causal} : tensor<8xf32>
+  return
+}
+
+// -----
+
+// causal softmax masks a square [S, S] matrix.
+func.func @softmax_causal_square(%x: tensor<2x8x16xf32>) {
+  // expected-error @+1 {{'loom.softmax' op causal softmax needs the last two dimensions equal, got 8 and 16}}
+  %0 = loom.softmax %x {causal} : tensor<2x8x16xf32>
+  return
+}
+
+// -----
+
 // softmax_grad needs a last dimension too.
 func.func @softmax_grad_rank0(%dy: tensor<f32>, %y: tensor<f32>) {
   // expected-error @+1 {{'loom.softmax_grad' op input must have rank >= 1}}
@@ -571,6 +589,60 @@ func.func @attention_lse_type(%q: tensor<2x16x8x32xbf16>, %k: tensor<2x16x2x32xb
 func.func @attention_scale(%q: tensor<2x16x8x32xf32>, %k: tensor<2x16x2x32xf32>, %v: tensor<2x16x2x32xf32>) {
   // expected-error @+1 {{'loom.attention' op scale must be positive}}
   %o, %lse = loom.attention %q, %k, %v {scale = 0.0 : f64} : (tensor<2x16x8x32xf32>, tensor<2x16x2x32xf32>, tensor<2x16x2x32xf32>) -> (tensor<2x16x8x32xf32>, tensor<2x8x16xf32>)
+  return
+}
+
+// -----
+
+// attention dropout needs the step that keys its mask.
+func.func @attention_dropout_no_step(%q: tensor<2x16x4x16xf32>) {
+  // expected-error @+1 {{'loom.attention' op dropout_rate needs a step operand}}
+  %o, %lse = loom.attention %q, %q, %q {causal, scale = 0.25 : f64, dropout_rate = 0.1 : f64, dropout_seed = 1 : i64, dropout_key = 0 : i64} : (tensor<2x16x4x16xf32>, tensor<2x16x4x16xf32>, tensor<2x16x4x16xf32>) -> (tensor<2x16x4x16xf32>, tensor<2x4x16xf32>)
+  return
+}
+
+// -----
+
+// attention takes a step only for dropout.
+func.func @attention_step_no_dropout(%q: tensor<2x16x4x16xf32>, %step: tensor<i64>) {
+  // expected-error @+1 {{'loom.attention' op has a step operand but no dropout_rate}}
+  %o, %lse = loom.attention %q, %q, %q, %step {causal, scale = 0.25 : f64} : (tensor<2x16x4x16xf32>, tensor<2x16x4x16xf32>, tensor<2x16x4x16xf32>, tensor<i64>) -> (tensor<2x16x4x16xf32>, tensor<2x4x16xf32>)
+  return
+}
+
+// -----
+
+// attention dropout's seed and key come with its rate.
+func.func @attention_dropout_no_key(%q: tensor<2x16x4x16xf32>, %step: tensor<i64>) {
+  // expected-error @+1 {{'loom.attention' op dropout_seed and dropout_key go with dropout_rate: all or none}}
+  %o, %lse = loom.attention %q, %q, %q, %step {causal, scale = 0.25 : f64, dropout_rate = 0.1 : f64, dropout_seed = 1 : i64} : (tensor<2x16x4x16xf32>, tensor<2x16x4x16xf32>, tensor<2x16x4x16xf32>, tensor<i64>) -> (tensor<2x16x4x16xf32>, tensor<2x4x16xf32>)
+  return
+}
+
+// -----
+
+// attention dropout's rate is a probability below 1.
+func.func @attention_dropout_rate(%q: tensor<2x16x4x16xf32>, %step: tensor<i64>) {
+  // expected-error @+1 {{'loom.attention' op dropout_rate 1 is not in [0, 1)}}
+  %o, %lse = loom.attention %q, %q, %q, %step {causal, scale = 0.25 : f64, dropout_rate = 1.0 : f64, dropout_seed = 1 : i64, dropout_key = 0 : i64} : (tensor<2x16x4x16xf32>, tensor<2x16x4x16xf32>, tensor<2x16x4x16xf32>, tensor<i64>) -> (tensor<2x16x4x16xf32>, tensor<2x4x16xf32>)
+  return
+}
+
+// -----
+
+// attention_grad checks its dropout like attention: no seed without a rate.
+func.func @attention_grad_dropout_seed(%q: tensor<2x16x4x16xf32>, %lse: tensor<2x4x16xf32>) {
+  // expected-error @+1 {{'loom.attention_grad' op dropout_seed and dropout_key go with dropout_rate: all or none}}
+  %dq, %dk, %dv = loom.attention_grad %q, %q, %q, %q, %q, %lse {causal, scale = 0.25 : f64, dropout_seed = 1 : i64} : (tensor<2x16x4x16xf32>, tensor<2x16x4x16xf32>, tensor<2x16x4x16xf32>, tensor<2x16x4x16xf32>, tensor<2x16x4x16xf32>, tensor<2x4x16xf32>) -> (tensor<2x16x4x16xf32>, tensor<2x16x4x16xf32>, tensor<2x16x4x16xf32>)
+  return
+}
+
+// -----
+
+// attention_grad recomputes the dropout mask from the step.
+func.func @attention_grad_dropout_no_step(%q: tensor<2x16x4x16xf32>, %lse: tensor<2x4x16xf32>) {
+  // expected-error @+1 {{'loom.attention_grad' op dropout_rate needs a step operand}}
+  %dq, %dk, %dv = loom.attention_grad %q, %q, %q, %q, %q, %lse {causal, scale = 0.25 : f64, dropout_rate = 0.1 : f64, dropout_seed = 1 : i64, dropout_key = 0 : i64} : (tensor<2x16x4x16xf32>, tensor<2x16x4x16xf32>, tensor<2x16x4x16xf32>, tensor<2x16x4x16xf32>, tensor<2x16x4x16xf32>, tensor<2x4x16xf32>) -> (tensor<2x16x4x16xf32>, tensor<2x16x4x16xf32>, tensor<2x16x4x16xf32>)
   return
 }
 

@@ -69,6 +69,8 @@ func.func @gpt2_ops(%x: tensor<2x16x64xf32>, %w: tensor<64x256xf32>, %g: tensor<
   %n = loom.layernorm %x, %g, %g {epsilon = 1.0e-05 : f64} : tensor<2x16x64xf32>, tensor<64xf32>
   // CHECK: loom.softmax %{{.+}} : tensor<2x4x16x16xf32>
   %p = loom.softmax %scores : tensor<2x4x16x16xf32>
+  // CHECK: loom.softmax %{{.+}} {causal} : tensor<2x4x16x16xf32>
+  %pc = loom.softmax %scores {causal} : tensor<2x4x16x16xf32>
   // CHECK: %[[E:.+]] = loom.embedding %{{.+}}, %{{.+}} : (tensor<100x64xf32>, tensor<2x16xi32>) -> tensor<2x16x64xf32>
   %e = loom.embedding %wte, %tok : (tensor<100x64xf32>, tensor<2x16xi32>) -> tensor<2x16x64xf32>
   // CHECK: loom.dropout %[[E]], %{{.+}} {key = 3 : i64, rate = 1.000000e-01 : f64, seed = 1234 : i64} : tensor<2x16x64xf32>, tensor<i64>
@@ -78,6 +80,15 @@ func.func @gpt2_ops(%x: tensor<2x16x64xf32>, %w: tensor<64x256xf32>, %g: tensor<
   // CHECK: loom.cross_entropy %[[LOGITS]], %{{.+}} : (tensor<2x16x100xf32>, tensor<2x16xi32>) -> tensor<f32>
   %loss = loom.cross_entropy %logits, %tok : (tensor<2x16x100xf32>, tensor<2x16xi32>) -> tensor<f32>
   return %a, %n, %p, %d, %loss : tensor<2x16x256xf32>, tensor<2x16x64xf32>, tensor<2x4x16x16xf32>, tensor<2x16x64xf32>, tensor<f32>
+}
+
+// CHECK-LABEL: func.func @attention_dropout
+func.func @attention_dropout(%q: tensor<2x16x4x16xf32>, %step: tensor<i64>, %lse: tensor<2x4x16xf32>) {
+  // CHECK: loom.attention %{{.+}}, %{{.+}}, %{{.+}}, %{{.+}} {causal, dropout_key = 2 : i64, dropout_rate = 1.000000e-01 : f64, dropout_seed = 1234 : i64, scale = 2.500000e-01 : f64} : (tensor<2x16x4x16xf32>, tensor<2x16x4x16xf32>, tensor<2x16x4x16xf32>, tensor<i64>) -> (tensor<2x16x4x16xf32>, tensor<2x4x16xf32>)
+  %o, %l = loom.attention %q, %q, %q, %step {causal, scale = 0.25 : f64, dropout_rate = 0.1 : f64, dropout_seed = 1234 : i64, dropout_key = 2 : i64} : (tensor<2x16x4x16xf32>, tensor<2x16x4x16xf32>, tensor<2x16x4x16xf32>, tensor<i64>) -> (tensor<2x16x4x16xf32>, tensor<2x4x16xf32>)
+  // CHECK: loom.attention_grad %{{.+}}, %{{.+}}, %{{.+}}, %{{.+}}, %{{.+}}, %{{.+}}, %{{.+}} {causal, dropout_key = 2 : i64, dropout_rate = 1.000000e-01 : f64, dropout_seed = 1234 : i64, scale = 2.500000e-01 : f64} : (tensor<2x16x4x16xf32>, tensor<2x16x4x16xf32>, tensor<2x16x4x16xf32>, tensor<2x16x4x16xf32>, tensor<2x16x4x16xf32>, tensor<2x4x16xf32>, tensor<i64>) -> (tensor<2x16x4x16xf32>, tensor<2x16x4x16xf32>, tensor<2x16x4x16xf32>)
+  %dq, %dk, %dv = loom.attention_grad %q, %q, %q, %q, %q, %lse, %step {causal, scale = 0.25 : f64, dropout_rate = 0.1 : f64, dropout_seed = 1234 : i64, dropout_key = 2 : i64} : (tensor<2x16x4x16xf32>, tensor<2x16x4x16xf32>, tensor<2x16x4x16xf32>, tensor<2x16x4x16xf32>, tensor<2x16x4x16xf32>, tensor<2x4x16xf32>, tensor<i64>) -> (tensor<2x16x4x16xf32>, tensor<2x16x4x16xf32>, tensor<2x16x4x16xf32>)
+  return
 }
 
 // CHECK-LABEL: func.func @llama_ops

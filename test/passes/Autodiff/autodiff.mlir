@@ -86,6 +86,44 @@ func.func @forward(%q: tensor<1x8x4x16xf32> {loom.name = "q"}, %k: tensor<1x8x2x
 
 // -----
 
+// Attention dropout: attention_grad gets the forward's step and dropout
+// attributes, so it replays the same mask.
+func.func @forward(%q: tensor<1x8x4x16xf32> {loom.name = "q"}, %step: tensor<i64> {loom.name = "step"}) -> tensor<f32> {
+  %o, %lse = loom.attention %q, %q, %q, %step {causal, scale = 0.25 : f64, dropout_rate = 0.1 : f64, dropout_seed = 7 : i64, dropout_key = 4 : i64} : (tensor<1x8x4x16xf32>, tensor<1x8x4x16xf32>, tensor<1x8x4x16xf32>, tensor<i64>) -> (tensor<1x8x4x16xf32>, tensor<1x4x8xf32>)
+  %l = loom.reduce_sum %o [0, 1, 2, 3] : tensor<1x8x4x16xf32> -> tensor<f32>
+  return %l : tensor<f32>
+}
+
+// CHECK-LABEL: func.func @forward_backward
+// CHECK-SAME: -> (tensor<f32>, tensor<1x8x4x16xf32> {loom.grad_of = "q"})
+// CHECK: %[[O:.+]], %[[LSE:.+]] = loom.attention %arg0, %arg0, %arg0, %arg1
+// CHECK: %[[DQ:.+]], %[[DK:.+]], %[[DV:.+]] = loom.attention_grad %{{.+}}, %arg0, %arg0, %arg0, %[[O]], %[[LSE]], %arg1 {causal, dropout_key = 4 : i64, dropout_rate = 1.000000e-01 : f64, dropout_seed = 7 : i64, scale = 2.500000e-01 : f64}
+
+// -----
+
+// A constant operand gets no gradient: multiplying by a constant scale does
+// not keep the other operand for the backward pass.
+func.func @forward(%x: tensor<4x8xf32> {loom.name = "x"}) -> tensor<f32> {
+  %c = arith.constant dense<2.500000e-01> : tensor<f32>
+  %y = loom.mul %x, %c : (tensor<4x8xf32>, tensor<f32>) -> tensor<4x8xf32>
+  %z = loom.div %c, %y : (tensor<f32>, tensor<4x8xf32>) -> tensor<4x8xf32>
+  %l = loom.reduce_sum %z [0, 1] : tensor<4x8xf32> -> tensor<f32>
+  return %l : tensor<f32>
+}
+
+// CHECK-LABEL: func.func @forward_backward
+// CHECK: %[[C:.+]] = arith.constant dense<2.500000e-01> : tensor<f32>
+// CHECK: %[[Y:.+]] = loom.mul %arg0, %[[C]]
+// CHECK: %[[Z:.+]] = loom.div %[[C]], %[[Y]]
+// CHECK: %[[G:.+]] = loom.broadcast
+// CHECK-NEXT: %[[GZ:.+]] = loom.mul %[[G]], %[[Z]]
+// CHECK-NEXT: %[[DIV:.+]] = loom.div %[[GZ]], %[[Y]]
+// CHECK-NEXT: %[[DY:.+]] = loom.neg %[[DIV]]
+// CHECK-NEXT: %[[DX:.+]] = loom.mul %[[DY]], %[[C]]
+// CHECK-NEXT: return %{{.+}}, %[[DX]]
+
+// -----
+
 
 // Mixed precision: the gradient of a bf16 compute copy is cast back to the
 // f32 master weight; an argument the loss ignores gets a zero gradient.
