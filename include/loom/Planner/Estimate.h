@@ -1,0 +1,101 @@
+//===- Estimate.h - Step time and memory of a manual parallel plan -*- C++ -*-//
+//
+// `loom-plan --estimate`: for a model, a cluster and a plan that fixes the
+// data/tensor/pipeline degrees, micro-batch, ZeRO stage, recomputation and
+// pipeline schedule, predicts the step time (compute, exposed
+// communication, pipeline bubble), throughput, MFU and the per-device
+// memory, from the ops of the model's own @forward_backward.
+//
+// Tensor parallelism is Megatron-LM's (column-parallel QKV and MLP-up,
+// row-parallel output projections, vocabulary-parallel embedding): the
+// per-device program is the model with heads, key/value heads, MLP width and
+// vocabulary divided by T, and its collectives are Megatron's (Shoeybi et
+// al. 2019 §3; Korthikanti et al. 2023 §4.2 for sequence parallelism). Ranks
+// are ordered tensor fastest, then data, then pipeline (Megatron's order), so
+// a tensor group of at most a node's devices stays inside the node.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef LOOM_PLANNER_ESTIMATE_H
+#define LOOM_PLANNER_ESTIMATE_H
+
+#include "loom/CostModel/ClusterSpec.h"
+#include "loom/CostModel/MemoryModel.h"
+#include "loom/Import/ModelConfig.h"
+
+#include "mlir/IR/MLIRContext.h"
+#include "llvm/Support/Error.h"
+
+#include <string>
+
+namespace loom::plan {
+
+enum class Schedule { GPipe, OneFOneB };
+llvm::StringRef stringifySchedule(Schedule schedule);
+
+struct ParallelPlan {
+  int64_t dp = 1, tp = 1, pp = 1;
+  /// Sequences per micro-batch on one data-parallel rank.
+  int64_t microBatch = 1;
+  cost::ZeroStage zero = cost::ZeroStage::None;
+  cost::Recompute recompute = cost::Recompute::None;
+  Schedule schedule = Schedule::OneFOneB;
+  bool sequenceParallel = false;
+};
+
+struct TrainingSetup {
+  int64_t globalBatch = 1; ///< sequences per step
+  int64_t seqLen = 0;      ///< 0: the model's maximum
+  bool mixedPrecision = true;
+  cost::OptimizerKind optimizer = cost::OptimizerKind::AdamW;
+  /// Run --loom-decompose-attention (matmul, softmax, dropout, matmul)
+  /// instead of costing the fused attention kernel.
+  bool unfusedAttention = false;
+  cost::ActivationOptions activations;
+};
+
+/// Bytes on one device.
+struct MemoryBreakdown {
+  double params = 0, grads = 0, optimizerStates = 0, activations = 0,
+         temporaries = 0;
+  double peak() const {
+    return params + grads + optimizerStates + activations + temporaries;
+  }
+};
+
+struct Estimate {
+  int64_t numMicroBatches = 0;
+  double stepTime = 0, compute = 0, exposedComm = 0, bubble = 0, optimizer = 0;
+  double tokensPerSecond = 0, mfu = 0;
+  double modelFlopsPerStep = 0;
+  /// The device with the largest peak (a first-stage device under 1F1B).
+  MemoryBreakdown memory;
+  int64_t peakStage = 0;
+  double deviceMemory = 0;
+  bool fits = false;
+  /// Per-layer saved activations on one device for one micro-batch (bytes),
+  /// what Korthikanti et al. tabulate.
+  double activationsPerLayer = 0;
+  /// Parameters of the whole model and of the largest stage's device.
+  double numParams = 0, numParamsPerDevice = 0;
+  /// Adjustments made to the model, e.g. the padded vocabulary.
+  std::string notes;
+};
+
+/// Why `plan` cannot run `config` on `cluster` (degrees that do not match
+/// the device count or divide the model), or an empty string.
+std::string checkPlan(const ModelConfig &config,
+                      const cost::ClusterSpec &cluster,
+                      const ParallelPlan &plan, const TrainingSetup &setup);
+
+/// The estimate; an error for an impossible plan (checkPlan's reason) or a
+/// model the importer refuses.
+llvm::Expected<Estimate> estimatePlan(mlir::MLIRContext &context,
+                                      const ModelConfig &config,
+                                      const cost::ClusterSpec &cluster,
+                                      const ParallelPlan &plan,
+                                      const TrainingSetup &setup);
+
+} // namespace loom::plan
+
+#endif // LOOM_PLANNER_ESTIMATE_H

@@ -1,0 +1,504 @@
+//===- Estimate.cpp - Step time and memory of a manual parallel plan ------===//
+//
+// The model is costed from its own IR: @forward_backward of the per-device
+// program, built twice — without layers (embedding and head only) and with
+// one layer — so one layer's cost is the difference and the whole model's is
+// the embedding, the head and L layers, however deep it is. The same two
+// programs with the full tensor-parallel widths tell which ops Megatron's
+// tensor parallelism leaves replicated (same shapes on every rank): those
+// are the ops sequence parallelism splits along the sequence instead.
+//
+// Sources:
+//  [S19] M. Shoeybi et al., "Megatron-LM", 2019, §3 and Fig. 3/4: two
+//        all-reduces per layer in the forward (g) and two in the backward (f).
+//  [N21] D. Narayanan et al., "Efficient Large-Scale Language Model Training
+//        on GPU Clusters Using Megatron-LM", SC'21: pipeline time (m + p - 1)
+//        stage times, the 1F1B schedule keeping at most p micro-batches in
+//        flight on the first stage, and MFU from model FLOPs.
+//  [K23] V. Korthikanti et al., "Reducing Activation Recomputation in Large
+//        Transformer Models", MLSys'23, §4.2.2: sequence parallelism turns
+//        each all-reduce into an all-gather plus a reduce-scatter.
+//  [Z20] S. Rajbhandari et al., "ZeRO", SC'20, §5 and §7: communication of
+//        the stages (ZeRO-3 gathers parameters in the forward and backward).
+//
+//===----------------------------------------------------------------------===//
+
+#include "loom/Planner/Estimate.h"
+
+#include "loom/CostModel/Collectives.h"
+#include "loom/CostModel/OpCost.h"
+#include "loom/Import/ModelImporter.h"
+#include "passes/Autodiff/Passes.h"
+
+#include "dialects/Loom/LoomOps.h"
+
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/IR/BuiltinOps.h"
+#include "mlir/Pass/PassManager.h"
+#include "llvm/ADT/DenseMap.h"
+#include "llvm/Support/FormatVariadic.h"
+
+#include <algorithm>
+
+using namespace mlir;
+using namespace loom::cost;
+
+namespace loom::plan {
+
+llvm::StringRef stringifySchedule(Schedule schedule) {
+  return schedule == Schedule::GPipe ? "gpipe" : "1f1b";
+}
+
+namespace {
+
+/// Per micro-batch costs of a part of @forward_backward on one device.
+struct PartCost {
+  double forward = 0, backward = 0; ///< seconds
+  /// Of those, the ops tensor parallelism leaves replicated.
+  double forwardReplicated = 0, backwardReplicated = 0;
+  /// Forward seconds of the attention core (rerun by selective recompute).
+  double coreForward = 0;
+  double modelFlops = 0;
+  /// Saved activations (SavedValue) with whether each is replicated.
+  llvm::SmallVector<std::pair<SavedValue, bool>> saved;
+
+  void subtract(const PartCost &other) {
+    forward -= other.forward;
+    backward -= other.backward;
+    forwardReplicated -= other.forwardReplicated;
+    backwardReplicated -= other.backwardReplicated;
+    coreForward -= other.coreForward;
+    modelFlops -= other.modelFlops;
+  }
+  void add(const PartCost &other) {
+    forward += other.forward;
+    backward += other.backward;
+    forwardReplicated += other.forwardReplicated;
+    backwardReplicated += other.backwardReplicated;
+    coreForward += other.coreForward;
+    modelFlops += other.modelFlops;
+  }
+};
+
+/// Saved bytes of `part` under sequence parallelism over `tp` and a
+/// recompute policy other than Full.
+double savedBytes(llvm::ArrayRef<std::pair<SavedValue, bool>> saved,
+                  Recompute recompute, bool sequenceParallel, int64_t tp) {
+  double bytes = 0;
+  for (const auto &[value, replicated] : saved) {
+    if (recompute == Recompute::Selective && value.attentionCore)
+      continue;
+    bytes += value.bytes / (sequenceParallel && replicated ? double(tp) : 1);
+  }
+  return bytes;
+}
+
+struct Program {
+  OwningOpRef<ModuleOp> module;
+  func::FuncOp forwardBackward;
+};
+
+llvm::Expected<Program> buildProgram(MLIRContext &context,
+                                     const ModelConfig &config, int64_t layers,
+                                     const TrainingSetup &setup,
+                                     int64_t microBatch) {
+  ModelConfig c = config;
+  c.numLayers = layers;
+  ImportOptions options;
+  options.microBatch = microBatch;
+  options.seqLen = setup.seqLen;
+  options.precision =
+      setup.mixedPrecision ? loom::Precision::BF16 : loom::Precision::F32;
+  auto module = importModel(context, c, options);
+  if (!module)
+    return module.takeError();
+  PassManager pm(&context);
+  pm.addPass(createLoomAutodiff());
+  if (failed(pm.run(**module)))
+    return llvm::createStringError("--loom-autodiff failed on the model");
+  Program program;
+  program.module = std::move(*module);
+  program.forwardBackward =
+      program.module->lookupSymbol<func::FuncOp>("forward_backward");
+  return program;
+}
+
+/// The ops of @forward that the loss depends on.
+llvm::DenseSet<Operation *> lossSlice(func::FuncOp fn) {
+  llvm::DenseSet<Operation *> forward;
+  llvm::SmallVector<Value> worklist{
+      fn.getBody().front().getTerminator()->getOperand(0)};
+  while (!worklist.empty()) {
+    Operation *op = worklist.pop_back_val().getDefiningOp();
+    if (op && forward.insert(op).second)
+      llvm::append_range(worklist, op->getOperands());
+  }
+  return forward;
+}
+
+/// Costs of one per-device program, split into the embedding (gather and
+/// scatter of the token table) and everything else; `global` is the same
+/// program at full tensor-parallel widths, op for op.
+struct ProgramCost {
+  PartCost embedding, rest;
+  double temporaries = 0;
+};
+
+ProgramCost costProgram(func::FuncOp localFn, func::FuncOp globalFn,
+                        const DeviceSpec &device,
+                        const ActivationOptions &activations, bool tpSplit) {
+  llvm::SmallVector<Operation *> localOps, globalOps;
+  for (Operation &op : localFn.getBody().front())
+    localOps.push_back(&op);
+  for (Operation &op : globalFn.getBody().front())
+    globalOps.push_back(&op);
+  bool aligned = localOps.size() == globalOps.size();
+  llvm::DenseMap<Operation *, bool> replicated;
+  for (size_t i = 0; i < localOps.size(); ++i) {
+    bool same = !tpSplit;
+    if (tpSplit && aligned &&
+        localOps[i]->getName() == globalOps[i]->getName()) {
+      same = true;
+      for (auto [l, g] :
+           llvm::zip(localOps[i]->getResults(), globalOps[i]->getResults()))
+        if (l.getType() != g.getType())
+          same = false;
+    }
+    replicated[localOps[i]] = same;
+  }
+
+  ProgramCost cost;
+  llvm::DenseSet<Operation *> forward = lossSlice(localFn);
+  auto partOf = [&](Operation *op) -> PartCost & {
+    return isa<EmbeddingOp, EmbeddingGradOp>(op) ? cost.embedding : cost.rest;
+  };
+  for (Operation *op : localOps) {
+    OpWork work = getOpWork(op);
+    double seconds = opTime(work, device);
+    PartCost &part = partOf(op);
+    bool isForward = forward.contains(op), isReplicated = replicated[op];
+    (isForward ? part.forward : part.backward) += seconds;
+    if (isReplicated)
+      (isForward ? part.forwardReplicated : part.backwardReplicated) += seconds;
+    if (isForward && op->hasAttr("loom.attention_core"))
+      part.coreForward += seconds;
+    part.modelFlops += work.modelFlops;
+  }
+  llvm::SmallVector<SavedValue> saved =
+      findSavedActivations(localFn, activations);
+  for (const SavedValue &value : saved) {
+    Operation *producer = value.value.getDefiningOp();
+    partOf(producer).saved.push_back({value, replicated[producer]});
+  }
+  cost.temporaries = peakTemporaryBytes(localFn, saved);
+  return cost;
+}
+
+/// Megatron's split of `config` over `tp` ranks: heads, key/value heads, MLP
+/// width and (padded) vocabulary divided, head dimension and hidden kept.
+ModelConfig tensorParallelShard(const ModelConfig &config, int64_t tp) {
+  ModelConfig local = config;
+  local.numHeads /= tp;
+  local.numKVHeads /= tp;
+  local.intermediate /= tp;
+  local.vocab = (config.vocab + tp - 1) / tp;
+  return local;
+}
+
+/// Parameters of layer 0, of the embedding (first stage) and of the head
+/// (last stage: final norm, untied output projection, or the tied copy of
+/// the token table that Megatron keeps there when P > 1).
+struct ParamCounts {
+  double total = 0, layer = 0, embedding = 0, head = 0;
+};
+
+ParamCounts countParams(const ModelConfig &config, bool tiedCopy) {
+  ParamCounts counts;
+  for (const ParamSpec &param : listParameters(config)) {
+    double n = double(param.numElements());
+    llvm::StringRef name = param.name;
+    counts.total += n;
+    if (name.contains(".h.0.") || name.contains(".layers.0."))
+      counts.layer += n;
+    else if (name.contains(".h.") || name.contains(".layers."))
+      continue;
+    else if (name.contains("wte") || name.contains("wpe") ||
+             name.contains("embed_tokens")) {
+      counts.embedding += n;
+      if (tiedCopy && !name.contains("wpe"))
+        counts.head += n;
+    } else
+      counts.head += n;
+  }
+  return counts;
+}
+
+} // namespace
+
+std::string checkPlan(const ModelConfig &config, const ClusterSpec &cluster,
+                      const ParallelPlan &plan, const TrainingSetup &setup) {
+  int64_t devices = plan.dp * plan.tp * plan.pp;
+  if (plan.dp < 1 || plan.tp < 1 || plan.pp < 1 || plan.microBatch < 1)
+    return "every degree and the micro-batch must be at least 1";
+  if (devices != cluster.numDevices())
+    return llvm::formatv("D x T x P = {0} x {1} x {2} = {3}, but the cluster "
+                         "has {4} devices",
+                         plan.dp, plan.tp, plan.pp, devices,
+                         cluster.numDevices());
+  if (config.numHeads % plan.tp != 0)
+    return llvm::formatv("T = {0} does not divide the {1} attention heads",
+                         plan.tp, config.numHeads);
+  if (config.numKVHeads % plan.tp != 0)
+    return llvm::formatv("T = {0} does not divide the {1} key/value heads",
+                         plan.tp, config.numKVHeads);
+  if (config.intermediate % plan.tp != 0)
+    return llvm::formatv("T = {0} does not divide the MLP width {1}", plan.tp,
+                         config.intermediate);
+  if (plan.pp > config.numLayers)
+    return llvm::formatv("P = {0} stages but the model has {1} layers", plan.pp,
+                         config.numLayers);
+  if (setup.globalBatch % (plan.dp * plan.microBatch) != 0)
+    return llvm::formatv("the global batch {0} is not a multiple of D x "
+                         "micro-batch = {1} x {2}",
+                         setup.globalBatch, plan.dp, plan.microBatch);
+  int64_t seq = setup.seqLen ? setup.seqLen : config.maxPositions;
+  if (plan.sequenceParallel && seq % plan.tp != 0)
+    return llvm::formatv("sequence parallelism: T = {0} does not divide the "
+                         "sequence length {1}",
+                         plan.tp, seq);
+  return "";
+}
+
+llvm::Expected<Estimate> estimatePlan(MLIRContext &context,
+                                      const ModelConfig &config,
+                                      const ClusterSpec &cluster,
+                                      const ParallelPlan &plan,
+                                      const TrainingSetup &setup) {
+  if (std::string reason = checkPlan(config, cluster, plan, setup);
+      !reason.empty())
+    return llvm::createStringError(reason);
+  const int64_t d = plan.dp, t = plan.tp, p = plan.pp, b = plan.microBatch;
+  const int64_t seq = setup.seqLen ? setup.seqLen : config.maxPositions;
+  const int64_t m = setup.globalBatch / (d * b);
+  const DeviceSpec &device = cluster.device;
+  Estimate estimate;
+  estimate.numMicroBatches = m;
+  if (config.vocab % t != 0)
+    estimate.notes =
+        llvm::formatv("vocabulary padded from {0} to {1} to "
+                      "split it over T = {2}",
+                      config.vocab, (config.vocab + t - 1) / t * t, t);
+
+  // Cost the per-device programs (and their full-width twins).
+  ModelConfig local = tensorParallelShard(config, t);
+  ProgramCost costs[2];
+  PartCost globalFlops[2];
+  for (int64_t layers : {0, 1}) {
+    auto localProgram = buildProgram(context, local, layers, setup, b);
+    if (!localProgram)
+      return localProgram.takeError();
+    auto globalProgram = buildProgram(context, config, layers, setup, b);
+    if (!globalProgram)
+      return globalProgram.takeError();
+    costs[layers] = costProgram(localProgram->forwardBackward,
+                                globalProgram->forwardBackward, device,
+                                setup.activations, t > 1);
+    ProgramCost full = costProgram(globalProgram->forwardBackward,
+                                   globalProgram->forwardBackward, device,
+                                   setup.activations, false);
+    globalFlops[layers] = full.embedding;
+    globalFlops[layers].add(full.rest);
+  }
+  PartCost embedding = costs[0].embedding, head = costs[0].rest;
+  PartCost layer = costs[1].embedding;
+  layer.add(costs[1].rest);
+  layer.subtract(embedding);
+  layer.subtract(head);
+  // The one-layer program's saved values; the layer's are those beyond the
+  // layer-less program's.
+  llvm::SmallVector<std::pair<SavedValue, bool>> layerSaved =
+      costs[1].rest.saved;
+  llvm::append_range(layerSaved, costs[1].embedding.saved);
+  auto layerKept = [&](Recompute recompute) {
+    double withOutside =
+        savedBytes(layerSaved, recompute, plan.sequenceParallel, t);
+    double outside =
+        savedBytes(embedding.saved, recompute, plan.sequenceParallel, t) +
+        savedBytes(head.saved, recompute, plan.sequenceParallel, t);
+    return withOutside - outside;
+  };
+  double actBytes = setup.mixedPrecision ? 2 : 4;
+  double hiddenBytes = double(b * seq * config.hidden) * actBytes;
+  double layerInput = hiddenBytes / (plan.sequenceParallel ? double(t) : 1);
+  double perLayerKept = plan.recompute == Recompute::Full
+                            ? layerInput
+                            : layerKept(plan.recompute);
+  estimate.activationsPerLayer = perLayerKept;
+
+  // Model FLOPs of the whole step (full widths; recomputation excluded).
+  double flopsPerMicroBatch =
+      globalFlops[0].modelFlops +
+      double(config.numLayers) *
+          (globalFlops[1].modelFlops - globalFlops[0].modelFlops);
+  estimate.modelFlopsPerStep = flopsPerMicroBatch * double(d * m);
+
+  // Collectives of one micro-batch.
+  auto tpGroup = GroupPlacement::strided(t, 1, cluster.devicesPerNode);
+  auto ppGroup = GroupPlacement::strided(2, t * d, cluster.devicesPerNode);
+  auto dpGroup = GroupPlacement::strided(d, t, cluster.devicesPerNode);
+  auto coll = [&](Collective kind, double bytes, const GroupPlacement &g) {
+    return collectiveCost(kind, bytes, g, cluster).seconds;
+  };
+  // [S19]/[K23]: per layer and direction, two all-reduces of the hidden
+  // state, or two all-gathers and two reduce-scatters with SP.
+  double tpPair =
+      t == 1 ? 0
+      : plan.sequenceParallel
+          ? 2 * (coll(Collective::AllGather, hiddenBytes, tpGroup) +
+                 coll(Collective::ReduceScatter, hiddenBytes, tpGroup))
+          : 2 * coll(Collective::AllReduce, hiddenBytes, tpGroup);
+  double tpLayer = 2 * tpPair;
+  if (plan.recompute == Recompute::Full)
+    tpLayer += tpPair; // the rerun forward communicates again
+  // Vocabulary-parallel embedding (forward all-reduce of its output) and
+  // cross-entropy (backward all-reduce of the head's input gradient, and
+  // three all-reduces of [b, s] fp32 statistics).
+  double tpEmbedding =
+      t == 1 ? 0 : coll(Collective::AllReduce, hiddenBytes, tpGroup);
+  double tpHead = t == 1 ? 0
+                         : coll(Collective::AllReduce, hiddenBytes, tpGroup) +
+                               3 * coll(Collective::AllReduce,
+                                        double(b * seq) * 4, tpGroup);
+  double p2p = p == 1 ? 0 : coll(Collective::SendRecv, hiddenBytes, ppGroup);
+
+  StateBytesPerParam perParam =
+      stateBytesPerParam(setup.mixedPrecision, setup.optimizer);
+  ParamCounts params =
+      countParams(local, /*tiedCopy=*/p > 1 && config.tieEmbeddings);
+  estimate.numParams = countParams(config, false).total;
+
+  struct Stage {
+    double seconds = 0, compute = 0, comm = 0, backward = 0, forward = 0;
+    double params = 0, activations = 0;
+  };
+  llvm::SmallVector<Stage> stages(p);
+  for (int64_t i = 0; i < p; ++i) {
+    Stage &stage = stages[i];
+    int64_t layers = config.numLayers / p + (i < config.numLayers % p ? 1 : 0);
+    PartCost work;
+    for (int64_t l = 0; l < layers; ++l)
+      work.add(layer);
+    if (i == 0)
+      work.add(embedding);
+    if (i == p - 1)
+      work.add(head);
+    double spShare = plan.sequenceParallel ? 1.0 - 1.0 / double(t) : 0;
+    double forward = work.forward - spShare * work.forwardReplicated;
+    double backward = work.backward - spShare * work.backwardReplicated;
+    double recompute = plan.recompute == Recompute::Full ? forward
+                       : plan.recompute == Recompute::Selective
+                           ? work.coreForward
+                           : 0;
+    stage.forward = forward;
+    stage.backward = backward + recompute;
+    stage.compute = forward + backward + recompute;
+    stage.comm = double(layers) * tpLayer + (i == 0 ? tpEmbedding : 0) +
+                 (i == p - 1 ? tpHead : 0) + (i < p - 1 ? p2p : 0) +
+                 (i > 0 ? p2p : 0);
+    stage.params = double(layers) * params.layer +
+                   (i == 0 ? params.embedding : 0) +
+                   (i == p - 1 ? params.head : 0);
+    if (plan.zero == ZeroStage::Parameters && d > 1) {
+      // [Z20 §7]: every micro-batch gathers the parameters for its forward
+      // and again for its backward, prefetched behind the compute.
+      double gather =
+          coll(Collective::AllGather, stage.params * perParam.params, dpGroup);
+      stage.comm += exposedTime(gather, stage.forward) +
+                    exposedTime(gather, stage.backward);
+    }
+    stage.seconds = stage.compute + stage.comm;
+    double kept = double(layers) * perLayerKept +
+                  (i == 0 ? savedBytes(embedding.saved, plan.recompute,
+                                       plan.sequenceParallel, t)
+                          : 0) +
+                  (i == p - 1 ? savedBytes(head.saved, plan.recompute,
+                                           plan.sequenceParallel, t)
+                              : 0);
+    // Micro-batches in flight: all of them under GPipe; under 1F1B stage i
+    // holds p - i [N21 §2.2].
+    int64_t inFlight =
+        plan.schedule == Schedule::GPipe ? m : std::min<int64_t>(p - i, m);
+    stage.activations = double(inFlight) * kept;
+    if (plan.recompute == Recompute::Full)
+      stage.activations += layerKept(Recompute::None); // one layer rebuilt
+  }
+
+  // Pipeline [N21 §2.2]: the first micro-batch crosses every stage, the
+  // others follow at the pace of the slowest: sum + (m - 1) * max.
+  size_t slowest = 0;
+  double sum = 0;
+  for (size_t i = 0; i < stages.size(); ++i) {
+    sum += stages[i].seconds;
+    if (stages[i].seconds > stages[slowest].seconds)
+      slowest = i;
+  }
+  const Stage &bottleneck = stages[slowest];
+  double pipeline = sum + double(m - 1) * bottleneck.seconds;
+  estimate.compute = double(m) * bottleneck.compute;
+  estimate.bubble = pipeline - double(m) * bottleneck.seconds;
+
+  // Data parallelism: gradients reduced behind the last backward, updated
+  // parameters gathered after the optimizer (ZeRO-1/2) [Z20 §7].
+  double gradBytes = bottleneck.params * perParam.grads,
+         paramBytes = bottleneck.params * perParam.params;
+  double dpComm = 0;
+  if (d > 1) {
+    double reduce = plan.zero >= ZeroStage::Gradients
+                        ? coll(Collective::ReduceScatter, gradBytes, dpGroup)
+                        : coll(Collective::AllReduce, gradBytes, dpGroup);
+    dpComm = exposedTime(reduce, bottleneck.backward);
+    if (plan.zero == ZeroStage::OptimizerStates ||
+        plan.zero == ZeroStage::Gradients)
+      dpComm += coll(Collective::AllGather, paramBytes, dpGroup);
+  }
+  estimate.exposedComm = double(m) * bottleneck.comm + dpComm;
+
+  // The optimizer streams its states once: read and write them, read the
+  // gradient, write the compute copy of the parameter.
+  double optimizerParams =
+      bottleneck.params / (plan.zero >= ZeroStage::OptimizerStates ? d : 1);
+  OpWork update;
+  update.opClass = OpClass::Bandwidth;
+  update.bytes = optimizerParams *
+                 (2 * perParam.optimizer + perParam.grads + perParam.params);
+  update.flops = 16 * optimizerParams;
+  estimate.optimizer = opTime(update, device);
+
+  estimate.stepTime = pipeline + dpComm + estimate.optimizer;
+  estimate.compute += estimate.optimizer;
+  estimate.tokensPerSecond =
+      double(setup.globalBatch * seq) / estimate.stepTime;
+  MathMode mode = setup.mixedPrecision ? MathMode::BF16 : MathMode::FP32;
+  estimate.mfu = estimate.modelFlopsPerStep /
+                 (estimate.stepTime * double(cluster.numDevices()) *
+                  device.peakFlops(mode));
+
+  // Memory: the stage with the largest peak.
+  double temporaries = costs[1].temporaries;
+  for (int64_t i = 0; i < p; ++i) {
+    ModelStateMemory states =
+        modelStateMemory(stages[i].params, perParam, plan.zero, d);
+    MemoryBreakdown memory{states.params, states.grads, states.optimizerStates,
+                           stages[i].activations, temporaries};
+    if (i == 0 || memory.peak() > estimate.memory.peak()) {
+      estimate.memory = memory;
+      estimate.peakStage = i;
+      estimate.numParamsPerDevice = stages[i].params;
+    }
+  }
+  estimate.deviceMemory = device.memoryBytes;
+  estimate.fits = estimate.memory.peak() <= device.memoryBytes;
+  return estimate;
+}
+
+} // namespace loom::plan
