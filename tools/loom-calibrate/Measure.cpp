@@ -3,12 +3,15 @@
 #include "Measure.h"
 
 #include "llvm/ADT/STLExtras.h"
+#include "llvm/Support/FormatVariadic.h"
+#include "llvm/Support/WithColor.h"
 
 #include <cblas.h>
 
 #include <algorithm>
 #include <cmath>
 #include <functional>
+#include <unistd.h>
 
 namespace loom::calibrate {
 
@@ -103,6 +106,14 @@ Topology Topology::discover(int ranksPerNode) {
   return topology;
 }
 
+bool agree(const Topology &topology, const std::optional<std::string> &error) {
+  int ok = !error;
+  MPI_Bcast(&ok, 1, MPI_INT, 0, MPI_COMM_WORLD);
+  if (topology.rank == 0 && error)
+    llvm::WithColor::error(llvm::errs(), "loom-calibrate") << *error << "\n";
+  return ok;
+}
+
 void Topology::release() {
   if (node != MPI_COMM_NULL)
     MPI_Comm_free(&node);
@@ -146,9 +157,34 @@ double timeTriad(int64_t elements, const TimingOptions &options) {
       [&] { triad(a.data(), b.data(), c.data(), 0.5f, elements); }, options);
 }
 
+int64_t streamingElements(const Topology &topology) {
+  long cache = sysconf(_SC_LEVEL3_CACHE_SIZE);
+  if (cache <= 0)
+    cache = 64 << 20;
+  double elements = 4.0 * cache / (12.0 * topology.localSize);
+  long pages = sysconf(_SC_PHYS_PAGES), pageSize = sysconf(_SC_PAGE_SIZE);
+  if (pages > 0 && pageSize > 0)
+    elements = std::min(elements,
+                        double(pages) * pageSize / topology.localSize / 8 / 12);
+  return std::max<int64_t>(int64_t(1) << 22, int64_t(elements));
+}
+
+double memoryPerRank(const Topology &topology) {
+  long pages = sysconf(_SC_PHYS_PAGES), pageSize = sysconf(_SC_PAGE_SIZE);
+  double mine = std::floor(double(pages) * pageSize / topology.localSize);
+  double least;
+  MPI_Allreduce(&mine, &least, 1, MPI_DOUBLE, MPI_MIN, MPI_COMM_WORLD);
+  return least;
+}
+
 //===----------------------------------------------------------------------===//
 // Collectives
 //===----------------------------------------------------------------------===//
+
+const cost::Collective allCollectives[6] = {
+    cost::Collective::AllReduce,     cost::Collective::AllGather,
+    cost::Collective::ReduceScatter, cost::Collective::AllToAll,
+    cost::Collective::Broadcast,     cost::Collective::SendRecv};
 
 int64_t roundMessage(int64_t bytes, int ranks) {
   int64_t unit = 4 * int64_t(ranks);
@@ -202,6 +238,28 @@ double timeCollective(cost::Collective kind, int64_t bytes, MPI_Comm comm,
     break;
   }
   return timeTogether(MPI_COMM_WORLD, run, options);
+}
+
+//===----------------------------------------------------------------------===//
+// Formatting
+//===----------------------------------------------------------------------===//
+
+std::string formatSeconds(double s) {
+  if (s < 1e-6)
+    return llvm::formatv("{0:F1} ns", s * 1e9).str();
+  if (s < 1e-3)
+    return llvm::formatv("{0:F2} us", s * 1e6).str();
+  if (s < 1)
+    return llvm::formatv("{0:F2} ms", s * 1e3).str();
+  return llvm::formatv("{0:F2} s", s).str();
+}
+
+std::string formatBytes(int64_t bytes) {
+  if (bytes >= (1 << 20) && bytes % (1 << 20) == 0)
+    return llvm::formatv("{0} MiB", bytes >> 20).str();
+  if (bytes >= 1024 && bytes % 1024 == 0)
+    return llvm::formatv("{0} KiB", bytes >> 10).str();
+  return llvm::formatv("{0} B", bytes).str();
 }
 
 } // namespace loom::calibrate

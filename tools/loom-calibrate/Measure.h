@@ -13,10 +13,13 @@
 #include "loom/CostModel/Collectives.h"
 
 #include "llvm/ADT/STLFunctionalExtras.h"
+#include "llvm/ADT/StringRef.h"
 
 #include <mpi.h>
 
 #include <cstdint>
+#include <optional>
+#include <string>
 #include <vector>
 
 namespace loom::calibrate {
@@ -52,6 +55,17 @@ struct Topology {
   void release();
 };
 
+/// Rank 0's verdict on every rank: true when `error` (only rank 0's counts)
+/// is empty; rank 0 prints it.
+bool agree(const Topology &topology, const std::optional<std::string> &error);
+
+struct GemmShape {
+  int64_t m, n, k;
+  double flops() const { return 2.0 * m * n * k; }
+  /// Bytes of A, B and C in fp32, each counted once.
+  double bytes() const { return 4.0 * (m * k + k * n + m * n); }
+};
+
 /// Seconds of a row-major C[m,n] = A[m,k]·B[k,n] with cblas_sgemm on one
 /// thread, on every rank at once.
 double timeGemm(int64_t m, int64_t n, int64_t k, const TimingOptions &options);
@@ -60,6 +74,17 @@ double timeGemm(int64_t m, int64_t n, int64_t k, const TimingOptions &options);
 /// per element moved: two reads and a write, STREAM's count), on every rank
 /// at once.
 double timeTriad(int64_t elements, const TimingOptions &options);
+
+/// Elements of a triad whose three arrays, over all ranks of a node, are
+/// four times the last-level cache (so that it streams from DRAM), using at
+/// most an eighth of a rank's share of memory.
+int64_t streamingElements(const Topology &topology);
+
+/// Physical memory of a node over its ranks, the least over the nodes.
+double memoryPerRank(const Topology &topology);
+
+/// The six collectives, in the order they are measured and printed.
+extern const cost::Collective allCollectives[6];
 
 /// Seconds of one `kind` over `comm` of `bytes` bytes (the size the cost
 /// model's collectiveCost means; a multiple of 4·size). SendRecv exchanges
@@ -72,6 +97,11 @@ double timeCollective(cost::Collective kind, int64_t bytes, MPI_Comm comm,
 /// `bytes` rounded up to a positive multiple of 4·ranks (whole floats for
 /// every rank's share).
 int64_t roundMessage(int64_t bytes, int ranks);
+
+/// "12.35 us"-style text of a time.
+std::string formatSeconds(double seconds);
+/// "8 B", "48 KiB", "2 MiB" (exact multiples only), "3000 B".
+std::string formatBytes(int64_t bytes);
 
 } // namespace loom::calibrate
 
