@@ -21,19 +21,19 @@ enum class ModelType { GPT2, Llama };
 /// One decoder-only transformer, in the names of Hugging Face's configs.
 struct ModelConfig {
   ModelType type;
-  int64_t numLayers;    // n_layer / num_hidden_layers
-  int64_t hidden;       // n_embd / hidden_size
-  int64_t numHeads;     // n_head / num_attention_heads
-  int64_t numKVHeads;   // = numHeads for GPT-2; num_key_value_heads (GQA)
-  int64_t intermediate; // n_inner (default 4 * n_embd) / intermediate_size
-  int64_t vocab;        // vocab_size
-  int64_t maxPositions; // n_positions / max_position_embeddings
-  double normEpsilon;   // layer_norm_epsilon / rms_norm_eps
-  double ropeTheta;     // rope_theta (Llama only)
-  bool tieEmbeddings;   // always for GPT-2; tie_word_embeddings for Llama
-  double embdDropout;   // embd_pdrop (GPT-2 only)
-  double residDropout;  // resid_pdrop (GPT-2 only)
-  double attnDropout;   // attn_pdrop (GPT-2 only)
+  int64_t numLayers;     // n_layer / num_hidden_layers
+  int64_t hidden;        // n_embd / hidden_size
+  int64_t numHeads;      // n_head / num_attention_heads
+  int64_t numKVHeads;    // = numHeads for GPT-2; num_key_value_heads (GQA)
+  int64_t intermediate;  // n_inner (default 4 * n_embd) / intermediate_size
+  int64_t vocab;         // vocab_size
+  int64_t maxPositions;  // n_positions / max_position_embeddings
+  double normEpsilon;    // layer_norm_epsilon / rms_norm_eps
+  double ropeTheta;      // rope_theta (Llama only)
+  bool tieEmbeddings;    // always for GPT-2; tie_word_embeddings for Llama
+  double embdDropout;    // embd_pdrop (GPT-2 only)
+  double residDropout;   // resid_pdrop (GPT-2 only)
+  double attnDropout;    // attn_pdrop (GPT-2 only)
   int64_t headDimension; // head_dim (Llama, default hidden / heads);
                          // n_embd / n_head for GPT-2
 
