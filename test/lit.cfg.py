@@ -5,7 +5,8 @@
 # /usr/bin/python3 imports torch (python3-torch; utils/run-tests.sh
 # installs it). Substitutions: %examples, %reference (the PyTorch reference
 # scripts in test/reference) and %python (/usr/bin/python3: Debian's Python
-# packages install for it, whatever python3 comes first on PATH).
+# packages install for it, whatever python3 comes first on PATH) and
+# %mpirun (mpirun allowed to oversubscribe the cores, and to run as root).
 
 import os
 import shutil
@@ -31,11 +32,18 @@ llvm_config.use_default_substitutions()
 # `not` and `count` at the start of a RUN line are found through PATH.
 llvm_config.with_environment("PATH", config.llvm_tools_dir, append_path=True)
 llvm_config.add_tool_substitutions(
-    ["loom-opt", "loom-import", "loom-run", "loom-tokenize"], [config.loom_tools_dir, config.llvm_tools_dir]
+    ["loom-opt", "loom-import", "loom-run", "loom-tokenize", "loom-calibrate"],
+    [config.loom_tools_dir, config.llvm_tools_dir]
 )
 
 if shutil.which("mpirun"):
     config.available_features.add("mpi")
+# Tests start more ranks than a small machine has cores; containers run
+# them as root, which OpenMPI refuses unless told twice.
+config.substitutions.append(("%mpirun", "mpirun --oversubscribe"))
+if os.geteuid() == 0:
+    config.environment["OMPI_ALLOW_RUN_AS_ROOT"] = "1"
+    config.environment["OMPI_ALLOW_RUN_AS_ROOT_CONFIRM"] = "1"
 
 if config.loom_enable_cuda:
     probe = os.path.join(config.loom_tools_dir, "loom-cuda-probe")

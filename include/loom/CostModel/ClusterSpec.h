@@ -69,6 +69,7 @@ struct ClusterSpec {
   int64_t numDevices() const { return nodes * devicesPerNode; }
   /// Inter-node bandwidth one device gets when every device of its node
   /// sends across nodes at once (rail-optimized DGX: one NIC per GPU).
+  /// Bandwidth 0 when the cluster has no NICs (a single-node spec).
   LinkSpec interNodePerDevice() const;
 };
 
