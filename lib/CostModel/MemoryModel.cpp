@@ -73,9 +73,9 @@ llvm::DenseSet<Operation *> forwardOps(func::FuncOp fn) {
   return forward;
 }
 
-/// Values that depend on the batch: on an integer tensor argument of rank
-/// at least one (the tokens and labels; the step counter is rank 0).
-llvm::DenseSet<Value> dataDependentValues(func::FuncOp fn) {
+} // namespace
+
+llvm::DenseSet<Value> batchDependentValues(func::FuncOp fn) {
   llvm::DenseSet<Value> dependent;
   for (BlockArgument arg : fn.getArguments()) {
     auto type = dyn_cast<RankedTensorType>(arg.getType());
@@ -91,20 +91,16 @@ llvm::DenseSet<Value> dataDependentValues(func::FuncOp fn) {
   return dependent;
 }
 
-constexpr llvm::StringLiteral kAttentionCore = "loom.attention_core";
-
-} // namespace
-
 llvm::SmallVector<SavedValue>
 findSavedActivations(func::FuncOp fn, const ActivationOptions &options) {
   llvm::DenseSet<Operation *> forward = forwardOps(fn);
-  llvm::DenseSet<Value> dependent = dataDependentValues(fn);
+  llvm::DenseSet<Value> dependent = batchDependentValues(fn);
   llvm::SmallVector<SavedValue> saved;
   llvm::DenseSet<Value> seen;
   fn.walk([&](Operation *op) {
     if (!forward.contains(op))
       return;
-    bool core = op->hasAttr(kAttentionCore);
+    bool core = op->hasAttr(kAttentionCoreAttr);
     if (options.storeDropoutMasks)
       if (auto dropout = dyn_cast<DropoutOp>(op))
         if (dropout.getRate().convertToDouble() > 0 &&
@@ -126,7 +122,7 @@ findSavedActivations(func::FuncOp fn, const ActivationOptions &options) {
         continue;
       Operation *producer = root.getDefiningOp();
       saved.push_back({root, bytesOf(root), /*isDropoutMask=*/false,
-                       producer && producer->hasAttr(kAttentionCore)});
+                       producer && producer->hasAttr(kAttentionCoreAttr)});
     }
   });
   return saved;

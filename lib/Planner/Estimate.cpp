@@ -29,6 +29,7 @@
 #include "loom/CostModel/OpCost.h"
 #include "loom/Import/ModelImporter.h"
 #include "passes/Autodiff/Passes.h"
+#include "passes/Transforms/Passes.h"
 
 #include "dialects/Loom/LoomOps.h"
 
@@ -58,6 +59,9 @@ struct PartCost {
   double forwardReplicated = 0, backwardReplicated = 0;
   /// Forward seconds of the attention core (rerun by selective recompute).
   double coreForward = 0;
+  /// Seconds of ops that do not depend on the batch (the bf16 copies of the
+  /// weights): once per step, not per micro-batch.
+  double perStep = 0;
   double modelFlops = 0;
   /// Saved activations (SavedValue) with whether each is replicated.
   llvm::SmallVector<std::pair<SavedValue, bool>> saved;
@@ -68,6 +72,7 @@ struct PartCost {
     forwardReplicated -= other.forwardReplicated;
     backwardReplicated -= other.backwardReplicated;
     coreForward -= other.coreForward;
+    perStep -= other.perStep;
     modelFlops -= other.modelFlops;
   }
   void add(const PartCost &other) {
@@ -76,6 +81,7 @@ struct PartCost {
     forwardReplicated += other.forwardReplicated;
     backwardReplicated += other.backwardReplicated;
     coreForward += other.coreForward;
+    perStep += other.perStep;
     modelFlops += other.modelFlops;
   }
 };
@@ -113,9 +119,12 @@ llvm::Expected<Program> buildProgram(MLIRContext &context,
   if (!module)
     return module.takeError();
   PassManager pm(&context);
+  if (setup.unfusedAttention)
+    pm.addPass(createLoomDecomposeAttention());
   pm.addPass(createLoomAutodiff());
   if (failed(pm.run(**module)))
-    return llvm::createStringError("--loom-autodiff failed on the model");
+    return llvm::createStringError(
+        "differentiating the model (--loom-autodiff) failed");
   Program program;
   program.module = std::move(*module);
   program.forwardBackward =
@@ -158,17 +167,20 @@ ProgramCost costProgram(func::FuncOp localFn, func::FuncOp globalFn,
     bool same = !tpSplit;
     if (tpSplit && aligned &&
         localOps[i]->getName() == globalOps[i]->getName()) {
-      same = true;
-      for (auto [l, g] :
-           llvm::zip(localOps[i]->getResults(), globalOps[i]->getResults()))
-        if (l.getType() != g.getType())
-          same = false;
+      // Same operand and result shapes: the op does the same work on
+      // every rank (a row-parallel matmul has the full result but half
+      // the operands).
+      same = llvm::equal(localOps[i]->getOperandTypes(),
+                         globalOps[i]->getOperandTypes()) &&
+             llvm::equal(localOps[i]->getResultTypes(),
+                         globalOps[i]->getResultTypes());
     }
     replicated[localOps[i]] = same;
   }
 
   ProgramCost cost;
   llvm::DenseSet<Operation *> forward = lossSlice(localFn);
+  llvm::DenseSet<Value> batchDependent = batchDependentValues(localFn);
   auto partOf = [&](Operation *op) -> PartCost & {
     return isa<EmbeddingOp, EmbeddingGradOp>(op) ? cost.embedding : cost.rest;
   };
@@ -176,13 +188,19 @@ ProgramCost costProgram(func::FuncOp localFn, func::FuncOp globalFn,
     OpWork work = getOpWork(op);
     double seconds = opTime(work, device);
     PartCost &part = partOf(op);
+    part.modelFlops += work.modelFlops;
+    if (!llvm::any_of(op->getResults(), [&](Value result) {
+          return batchDependent.contains(result);
+        })) {
+      part.perStep += seconds;
+      continue;
+    }
     bool isForward = forward.contains(op), isReplicated = replicated[op];
     (isForward ? part.forward : part.backward) += seconds;
     if (isReplicated)
       (isForward ? part.forwardReplicated : part.backwardReplicated) += seconds;
-    if (isForward && op->hasAttr("loom.attention_core"))
+    if (isForward && op->hasAttr(kAttentionCoreAttr))
       part.coreForward += seconds;
-    part.modelFlops += work.modelFlops;
   }
   llvm::SmallVector<SavedValue> saved =
       findSavedActivations(localFn, activations);
@@ -379,6 +397,7 @@ llvm::Expected<Estimate> estimatePlan(MLIRContext &context,
 
   struct Stage {
     double seconds = 0, compute = 0, comm = 0, backward = 0, forward = 0;
+    double perStep = 0;
     double params = 0, activations = 0;
   };
   llvm::SmallVector<Stage> stages(p);
@@ -401,6 +420,7 @@ llvm::Expected<Estimate> estimatePlan(MLIRContext &context,
                            : 0;
     stage.forward = forward;
     stage.backward = backward + recompute;
+    stage.perStep = work.perStep;
     stage.compute = forward + backward + recompute;
     stage.comm = double(layers) * tpLayer + (i == 0 ? tpEmbedding : 0) +
                  (i == p - 1 ? tpHead : 0) + (i < p - 1 ? p2p : 0) +
@@ -474,6 +494,7 @@ llvm::Expected<Estimate> estimatePlan(MLIRContext &context,
   update.flops = 16 * optimizerParams;
   estimate.optimizer = opTime(update, device);
 
+  estimate.optimizer += bottleneck.perStep;
   estimate.stepTime = pipeline + dpComm + estimate.optimizer;
   estimate.compute += estimate.optimizer;
   estimate.tokensPerSecond =

@@ -133,6 +133,7 @@ TEST(CollectivesTest, OnlyTheExposedPartCounts) {
 struct GPT {
   int64_t layers, hidden, heads, vocab, seq;
   double residDropout = 0.1;
+  double attnDropout = 0;
 };
 
 ModelConfig gptConfig(const GPT &g) {
@@ -142,8 +143,8 @@ ModelConfig gptConfig(const GPT &g) {
       ", \"n_head\": " + std::to_string(g.heads) +
       ", \"vocab_size\": " + std::to_string(g.vocab) +
       ", \"n_positions\": " + std::to_string(g.seq) +
-      ", \"attn_pdrop\": 0, \"resid_pdrop\": " +
-      std::to_string(g.residDropout) + "}";
+      ", \"attn_pdrop\": " + std::to_string(g.attnDropout) +
+      ", \"resid_pdrop\": " + std::to_string(g.residDropout) + "}";
   llvm::Expected<ModelConfig> config = parseModelConfig(json, "test.json");
   EXPECT_TRUE(static_cast<bool>(config)) << llvm::toString(config.takeError());
   return *config;
@@ -298,6 +299,68 @@ TEST_F(EstimateTest, PipelineBubbleAndMemoryFollowTheSchedule) {
   double ideal = oneF.stepTime - oneF.bubble - oneF.optimizer;
   EXPECT_NEAR(oneF.bubble / ideal, 3.0 / 16, 0.1);
   EXPECT_EQ(oneF.peakStage, 0);
+}
+
+} // namespace
+
+namespace {
+
+/// Table 2 of Korthikanti et al., for the unfused attention of
+/// --loom-decompose-attention with attention dropout.
+TEST_F(EstimateTest, UnfusedAttentionMatchesKorthikantiTable2) {
+  GPT g{2, 1024, 16, 1000, 512, 0.1, 0.1};
+  int64_t b = 2;
+  double s = g.seq, h = g.hidden, a = g.heads, sbh = s * b * h;
+  plan::TrainingSetup setup = korthikantiSetup(g, b);
+  setup.unfusedAttention = true;
+  for (int64_t t : {1, 2, 4}) {
+    ClusterSpec node = testCluster(1);
+    node.devicesPerNode = t;
+    plan::ParallelPlan parallel;
+    parallel.microBatch = b;
+    parallel.tp = t;
+    auto perLayer = [&](bool sequenceParallel, Recompute recompute) {
+      plan::ParallelPlan p = parallel;
+      p.sequenceParallel = sequenceParallel;
+      p.recompute = recompute;
+      return estimate(gptConfig(g), node, p, setup).activationsPerLayer;
+    };
+    // "Tensor parallel (baseline)": sbh(10 + 24/t + 5as/(ht)); with t = 1
+    // the paper's sbh(34 + 5as/h).
+    double expected = sbh * (10 + 24.0 / t + 5 * a * s / (h * t));
+    EXPECT_NEAR(perLayer(false, Recompute::None), expected, 0.02 * expected)
+        << "T = " << t;
+    // "Tensor + sequence parallel": sbh/t·(34 + 5as/h).
+    expected = sbh / t * (34 + 5 * a * s / h);
+    EXPECT_NEAR(perLayer(true, Recompute::None), expected, 0.02 * expected)
+        << "T = " << t;
+    // "Tensor + sequence parallel + selective recompute": 34·sbh/t.
+    expected = 34 * sbh / t;
+    EXPECT_NEAR(perLayer(true, Recompute::Selective), expected, 0.02 * expected)
+        << "T = " << t;
+    // "Tensor parallel + selective recompute": sbh(10 + 24/t).
+    expected = sbh * (10 + 24.0 / t);
+    EXPECT_NEAR(perLayer(false, Recompute::Selective), expected,
+                0.02 * expected)
+        << "T = " << t;
+  }
+}
+
+TEST_F(EstimateTest, LoomRegeneratesDropoutMasks) {
+  GPT g{2, 1024, 16, 1000, 512, 0.1, 0.1};
+  int64_t b = 2;
+  double s = g.seq, h = g.hidden, a = g.heads, sbh = s * b * h;
+  plan::TrainingSetup setup = korthikantiSetup(g, b);
+  setup.unfusedAttention = true;
+  setup.activations.storeDropoutMasks = false;
+  plan::ParallelPlan parallel;
+  parallel.microBatch = b;
+  ClusterSpec one = testCluster(1);
+  one.devicesPerNode = 1;
+  // Without the two sbh and the as²b mask bytes.
+  double expected = sbh * (32 + 4 * a * s / h);
+  EXPECT_NEAR(estimate(gptConfig(g), one, parallel, setup).activationsPerLayer,
+              expected, 0.02 * expected);
 }
 
 } // namespace

@@ -4,7 +4,8 @@
 //             --dp D --tp T --pp P --micro-batch M [--zero 0|1|2|3]
 //             [--recompute none|selective|full] [--schedule gpipe|1f1b]
 //             [--sequence-parallel] [--precision bf16|f32]
-//             [--optimizer adamw|sgd] --estimate [--json]
+//             [--optimizer adamw|sgd] [--unfused-attention]
+//             [--store-dropout-masks] --estimate [--json]
 //
 // Prints, for that manual plan, the predicted step time (compute, exposed
 // communication, pipeline bubble, optimizer), tokens/s, MFU and the memory
@@ -88,6 +89,15 @@ cl::opt<cost::OptimizerKind> optimizer(
     cl::values(clEnumValN(cost::OptimizerKind::AdamW, "adamw",
                           "AdamW (default)"),
                clEnumValN(cost::OptimizerKind::SGD, "sgd", "plain SGD")));
+cl::opt<bool> unfusedAttention(
+    "unfused-attention", cl::cat(category),
+    cl::desc("Cost attention as --loom-decompose-attention leaves it "
+             "(matmul, softmax, dropout, matmul) instead of the fused "
+             "kernel"));
+cl::opt<bool> storeDropoutMasks(
+    "store-dropout-masks", cl::cat(category),
+    cl::desc("Count a 1-byte mask per dropout element as Megatron-LM's "
+             "kernels keep (Loom regenerates masks and keeps none)"));
 cl::opt<bool> estimateFlag("estimate", cl::cat(category),
                            cl::desc("Estimate the plan given by --dp, --tp, "
                                     "--pp and --micro-batch"));
@@ -125,8 +135,8 @@ void printText(const plan::Estimate &e, const plan::ParallelPlan &p,
   os << formatv("step time:   {0:f4} s = compute {1:f4} s + exposed "
                 "communication {2:f4} s + pipeline bubble {3:f4} s\n",
                 e.stepTime, e.compute, e.exposedComm, e.bubble);
-  os << formatv("             (compute includes the optimizer step, {0:f4} "
-                "s)\n",
+  os << formatv("             (compute includes {0:f4} s once per step: the "
+                "optimizer and the weights' compute copies)\n",
                 e.optimizer);
   os << formatv("throughput:  {0:f1} tokens/s, MFU {1:f1}%\n",
                 e.tokensPerSecond, 100 * e.mfu);
@@ -220,6 +230,8 @@ int main(int argc, char **argv) {
   setup.seqLen = seqLen;
   setup.mixedPrecision = mixedPrecision;
   setup.optimizer = optimizer;
+  setup.unfusedAttention = unfusedAttention;
+  setup.activations.storeDropoutMasks = storeDropoutMasks;
 
   mlir::MLIRContext context;
   context.loadDialect<LoomDialect, mlir::func::FuncDialect,

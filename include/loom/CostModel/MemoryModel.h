@@ -14,6 +14,7 @@
 #define LOOM_COSTMODEL_MEMORYMODEL_H
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "llvm/ADT/DenseSet.h"
 #include "llvm/ADT/SmallVector.h"
 
 namespace loom::cost {
@@ -64,6 +65,11 @@ struct ModelStateMemory {
 ModelStateMemory modelStateMemory(double numParams,
                                   const StateBytesPerParam &perParam,
                                   ZeroStage zero, int64_t dataParallel);
+
+/// The values of `fn` that depend on the batch: on an integer tensor
+/// argument of rank at least one (tokens and labels; the step counter is
+/// rank 0).
+llvm::DenseSet<mlir::Value> batchDependentValues(mlir::func::FuncOp fn);
 
 /// One forward value the backward pass reads.
 struct SavedValue {
