@@ -7,9 +7,11 @@
 #   2. loom-opt reports the sharding rule of every op of the first block,
 #      which is what the planner will split;
 #   3. loom-opt --loom-autodiff --loom-optimizer builds @train_step;
-#   4. loom-run --backend=reference trains it (one process, the reference
+#   4. loom-plan --estimate predicts a data-parallel plan over this
+#      machine's cores (the cpu-local cluster preset);
+#   5. loom-run --backend=reference trains it (one process, the reference
 #      interpreter) and prints the falling loss.
-# (Planning and training on several CPU ranks replace step 4 as those
+# (Planning and training on several CPU ranks replace step 5 as those
 # stages land.)
 #
 # usage: utils/run-main-job.sh
@@ -49,6 +51,11 @@ echo "== loom-opt --loom-autodiff --loom-optimizer=\"kind=adamw lr=3e-3 weight-d
 "$build/bin/loom-opt" "$graph" --loom-autodiff \
   --loom-optimizer="kind=adamw lr=3e-3 weight-decay=0" -o "$build/gpt2-tiny.train.mlir"
 echo "$(grep -c ' = loom\.' "$build/gpt2-tiny.train.mlir") loom ops in @forward, @forward_backward and @train_step"
+
+cores=$(nproc)
+echo "== loom-plan --cluster cpu-local --dp $cores --micro-batch 8 --estimate (one data-parallel rank per core)"
+"$build/bin/loom-plan" "$config" --cluster cpu-local --global-batch $((8 * cores)) \
+  --seq 64 --dp "$cores" --micro-batch 8 --mixed-precision=false --estimate
 
 echo "== loom-tokenize examples/data/corpus.txt"
 "$build/bin/loom-tokenize" "$root/examples/data/corpus.txt" -o "$build/corpus.tokens"

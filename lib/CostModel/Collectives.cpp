@@ -193,12 +193,21 @@ CollectiveCost hierarchicalCost(Collective kind, double n, int64_t m, int64_t k,
 
 } // namespace
 
-CollectiveCost collectiveCost(Collective kind, double n,
-                              const GroupPlacement &group,
-                              const ClusterSpec &cluster) {
+double reductionTime(Collective kind, double n, int64_t p,
+                     const DeviceSpec &device) {
+  if (p <= 1 ||
+      (kind != Collective::AllReduce && kind != Collective::ReduceScatter))
+    return 0;
+  // [T05 §2]: γ per byte reduced; a streaming add moves 3 bytes per byte.
+  double reduced = double(p - 1) / double(p) * n;
+  return 3 * reduced / (device.memoryEfficiency * device.memoryBandwidth);
+}
+
+namespace {
+
+CollectiveCost linkCost(Collective kind, double n, const GroupPlacement &group,
+                        const ClusterSpec &cluster) {
   int64_t p = group.size, m = group.perNode, k = group.numNodes();
-  if (p <= 1)
-    return {0, 0, Algorithm::Ring};
   if (k == 1)
     return cheapest(kind, n, p, cluster.intraNode);
   LinkSpec inter = cluster.interNodePerDevice();
@@ -211,6 +220,18 @@ CollectiveCost collectiveCost(Collective kind, double n,
   CollectiveCost hier =
       hierarchicalCost(kind, n, m, k, cluster.intraNode, inter);
   return hier.seconds < flat.seconds ? hier : flat;
+}
+
+} // namespace
+
+CollectiveCost collectiveCost(Collective kind, double n,
+                              const GroupPlacement &group,
+                              const ClusterSpec &cluster) {
+  if (group.size <= 1)
+    return {0, 0, Algorithm::Ring};
+  CollectiveCost cost = linkCost(kind, n, group, cluster);
+  cost.seconds += reductionTime(kind, n, group.size, cluster.device);
+  return cost;
 }
 
 double exposedTime(double collectiveSeconds, double overlappableSeconds) {

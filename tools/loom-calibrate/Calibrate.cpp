@@ -154,8 +154,23 @@ Expected<Calibration> fit(const Measurements &measured,
   std::optional<Fit> memory = fitSlope(measured.largeTriads, launchOverhead);
   if (!memory)
     return fitError("triad times");
+  // The links' α and β come from the time left after the reduction
+  // arithmetic, which the cost model charges to the device's memory
+  // (cost::reductionTime: 3 bytes moved per byte reduced). x1 is the ring's
+  // bytes over the link, of which an all-reduce reduces half and a
+  // reduce-scatter all. At most half a sample is taken away, so noise cannot
+  // make a time negative.
+  double secondsPerByte = memory->theta1;
   std::vector<Sample> joint;
-  for (auto [kind, samples] : llvm::zip(allCollectives, measured.intra)) {
+  for (auto [kind, measuredSamples] :
+       llvm::zip(allCollectives, measured.intra)) {
+    std::vector<Sample> samples = measuredSamples;
+    if (kind == Collective::AllReduce || kind == Collective::ReduceScatter)
+      for (Sample &sample : samples) {
+        double reduced =
+            kind == Collective::AllReduce ? sample.x1 / 2 : sample.x1;
+        sample.t -= std::min(0.5 * sample.t, 3 * reduced * secondsPerByte);
+      }
     result.intraEach.push_back(fitLink(samples));
     if (fitsLink(kind))
       llvm::append_range(joint, samples);

@@ -109,8 +109,15 @@ int fail(const Twine &message) {
   return 1;
 }
 
-std::string gib(double bytes) {
-  return formatv("{0:f2} GiB", bytes / double(1ull << 30)).str();
+/// Bytes in the largest binary unit that keeps at least 1 in front.
+std::string formatBytes(double bytes) {
+  const char *units[] = {"B", "KiB", "MiB", "GiB", "TiB"};
+  int unit = 0;
+  while (unit < 4 && bytes >= 1024) {
+    bytes /= 1024;
+    ++unit;
+  }
+  return formatv("{0:f2} {1}", bytes, units[unit]).str();
 }
 
 void printText(const plan::Estimate &e, const plan::ParallelPlan &p,
@@ -144,10 +151,10 @@ void printText(const plan::Estimate &e, const plan::ParallelPlan &p,
   os << formatv("memory:      stage {0}, per device: parameters {1}, "
                 "gradients {2}, optimizer states {3}, activations {4}, "
                 "temporaries {5}\n",
-                e.peakStage, gib(m.params), gib(m.grads),
-                gib(m.optimizerStates), gib(m.activations), gib(m.temporaries));
-  os << formatv("             peak {0} of {1}: {2}\n", gib(m.peak()),
-                gib(e.deviceMemory), e.fits ? "fits" : "does NOT fit");
+                e.peakStage, formatBytes(m.params), formatBytes(m.grads),
+                formatBytes(m.optimizerStates), formatBytes(m.activations), formatBytes(m.temporaries));
+  os << formatv("             peak {0} of {1}: {2}\n", formatBytes(m.peak()),
+                formatBytes(e.deviceMemory), e.fits ? "fits" : "does NOT fit");
 }
 
 json::Value toJSON(const plan::Estimate &e, const plan::ParallelPlan &p) {

@@ -50,7 +50,8 @@ struct CollectiveCost {
   Algorithm algorithm = Algorithm::Ring;
 };
 
-/// The cheapest form of `kind` over `group`. `bytes` is the size n of the
+/// The cheapest form of `kind` over `group`, plus its reduction
+/// arithmetic (reductionTime). `bytes` is the size n of the
 /// full tensor: the buffer reduced (all-reduce), the gathered result
 /// (all-gather), the input of reduce-scatter, each device's send buffer
 /// (all-to-all), the broadcast or sent message.
@@ -64,6 +65,13 @@ CollectiveCost ringCost(Collective kind, double bytes, int64_t size,
                         const LinkSpec &link);
 CollectiveCost treeCost(Collective kind, double bytes, int64_t size,
                         const LinkSpec &link);
+
+/// Seconds `device` spends combining the data of a reducing collective
+/// (all-reduce, reduce-scatter; 0 for the others): (p-1)/p·n bytes reduced,
+/// each reading two operands and writing one (the γ term of Thakur et al.).
+/// collectiveCost includes it; ringCost and treeCost are the link's part.
+double reductionTime(Collective kind, double bytes, int64_t size,
+                     const DeviceSpec &device);
 
 /// The part of a collective the schedule cannot hide behind `overlappable`
 /// seconds of independent compute.
