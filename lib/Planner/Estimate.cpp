@@ -251,6 +251,175 @@ ParamCounts countParams(const ModelConfig &config, bool tiedCopy) {
   return counts;
 }
 
+/// What the model costs one device per micro-batch, by part.
+struct ModelCosts {
+  PartCost embedding, head, layer;
+  /// Saved values of the one-layer program (embedding, one layer, head).
+  llvm::SmallVector<std::pair<SavedValue, bool>> oneLayerSaved;
+  double temporaries = 0;
+  /// Model FLOPs of one micro-batch through all layers, at full widths.
+  double modelFlops = 0;
+
+  /// Bytes one layer keeps under `recompute` (None or Selective).
+  double layerKept(Recompute recompute, bool sequenceParallel,
+                   int64_t tp) const {
+    return savedBytes(oneLayerSaved, recompute, sequenceParallel, tp) -
+           savedBytes(embedding.saved, recompute, sequenceParallel, tp) -
+           savedBytes(head.saved, recompute, sequenceParallel, tp);
+  }
+};
+
+/// Costs the per-device programs without layers and with one, and their
+/// full-width twins (for the replicated ops and the model FLOPs).
+llvm::Expected<ModelCosts> costModel(MLIRContext &context,
+                                     const ModelConfig &config,
+                                     const DeviceSpec &device,
+                                     const ParallelPlan &plan,
+                                     const TrainingSetup &setup) {
+  ModelConfig local = tensorParallelShard(config, plan.tp);
+  ProgramCost costs[2];
+  double fullFlops[2];
+  for (int64_t layers : {0, 1}) {
+    auto localProgram =
+        buildProgram(context, local, layers, setup, plan.microBatch);
+    if (!localProgram)
+      return localProgram.takeError();
+    auto globalProgram =
+        buildProgram(context, config, layers, setup, plan.microBatch);
+    if (!globalProgram)
+      return globalProgram.takeError();
+    costs[layers] = costProgram(localProgram->forwardBackward,
+                                globalProgram->forwardBackward, device,
+                                setup.activations, plan.tp > 1);
+    ProgramCost full = costProgram(globalProgram->forwardBackward,
+                                   globalProgram->forwardBackward, device,
+                                   setup.activations, false);
+    fullFlops[layers] = full.embedding.modelFlops + full.rest.modelFlops;
+  }
+  ModelCosts model;
+  model.embedding = costs[0].embedding;
+  model.head = costs[0].rest;
+  model.layer = costs[1].embedding;
+  model.layer.add(costs[1].rest);
+  model.layer.subtract(model.embedding);
+  model.layer.subtract(model.head);
+  model.oneLayerSaved = costs[1].rest.saved;
+  llvm::append_range(model.oneLayerSaved, costs[1].embedding.saved);
+  model.temporaries = costs[1].temporaries;
+  model.modelFlops =
+      fullFlops[0] + double(config.numLayers) * (fullFlops[1] - fullFlops[0]);
+  return model;
+}
+
+/// Seconds of communication one micro-batch costs a stage.
+struct MicroBatchComm {
+  double perLayer = 0, embedding = 0, head = 0, sendRecv = 0;
+};
+
+MicroBatchComm microBatchComm(const ClusterSpec &cluster,
+                              const ParallelPlan &plan, double hiddenBytes,
+                              double tokens) {
+  const int64_t t = plan.tp;
+  auto tpGroup = GroupPlacement::strided(t, 1, cluster.devicesPerNode);
+  auto ppGroup =
+      GroupPlacement::strided(2, t * plan.dp, cluster.devicesPerNode);
+  auto coll = [&](Collective kind, double bytes, const GroupPlacement &g) {
+    return collectiveCost(kind, bytes, g, cluster).seconds;
+  };
+  MicroBatchComm comm;
+  if (plan.pp > 1)
+    comm.sendRecv = coll(Collective::SendRecv, hiddenBytes, ppGroup);
+  if (t == 1)
+    return comm;
+  // [S19]/[K23]: per layer and direction, two all-reduces of the hidden
+  // state, or two all-gathers and two reduce-scatters with SP.
+  double pair =
+      plan.sequenceParallel
+          ? 2 * (coll(Collective::AllGather, hiddenBytes, tpGroup) +
+                 coll(Collective::ReduceScatter, hiddenBytes, tpGroup))
+          : 2 * coll(Collective::AllReduce, hiddenBytes, tpGroup);
+  comm.perLayer = 2 * pair;
+  if (plan.recompute == Recompute::Full)
+    comm.perLayer += pair; // the rerun forward communicates again
+  // Vocabulary-parallel embedding (forward all-reduce of its output) and
+  // cross-entropy (backward all-reduce of the head's input gradient, and
+  // three all-reduces of [b, s] fp32 statistics).
+  comm.embedding = coll(Collective::AllReduce, hiddenBytes, tpGroup);
+  comm.head = coll(Collective::AllReduce, hiddenBytes, tpGroup) +
+              3 * coll(Collective::AllReduce, tokens * 4, tpGroup);
+  return comm;
+}
+
+/// One pipeline stage's share: seconds per micro-batch, parameters and
+/// activations on one of its devices.
+struct Stage {
+  double seconds = 0, compute = 0, comm = 0, forward = 0, backward = 0;
+  double perStep = 0;
+  double params = 0, activations = 0;
+};
+
+Stage buildStage(int64_t i, const ModelConfig &config,
+                 const ClusterSpec &cluster, const ParallelPlan &plan,
+                 int64_t numMicroBatches, const ModelCosts &model,
+                 const MicroBatchComm &comm, const ParamCounts &params,
+                 const StateBytesPerParam &perParam, double layerKept) {
+  const int64_t p = plan.pp, t = plan.tp, m = numMicroBatches;
+  const bool first = i == 0, last = i == p - 1;
+  int64_t layers = config.numLayers / p + (i < config.numLayers % p ? 1 : 0);
+  PartCost work;
+  for (int64_t l = 0; l < layers; ++l)
+    work.add(model.layer);
+  if (first)
+    work.add(model.embedding);
+  if (last)
+    work.add(model.head);
+
+  Stage stage;
+  double spShare = plan.sequenceParallel ? 1.0 - 1.0 / double(t) : 0;
+  stage.forward = work.forward - spShare * work.forwardReplicated;
+  double backward = work.backward - spShare * work.backwardReplicated;
+  double recompute = plan.recompute == Recompute::Full        ? stage.forward
+                     : plan.recompute == Recompute::Selective ? work.coreForward
+                                                              : 0;
+  stage.backward = backward + recompute;
+  stage.perStep = work.perStep;
+  stage.compute = stage.forward + stage.backward;
+  stage.comm = double(layers) * comm.perLayer + (first ? comm.embedding : 0) +
+               (last ? comm.head : 0) + (last ? 0 : comm.sendRecv) +
+               (first ? 0 : comm.sendRecv);
+  stage.params = double(layers) * params.layer +
+                 (first ? params.embedding : 0) + (last ? params.head : 0);
+  if (plan.zero == ZeroStage::Parameters && plan.dp > 1) {
+    // [Z20 §7]: every micro-batch gathers the parameters for its forward
+    // and again for its backward, prefetched behind the compute.
+    auto dpGroup = GroupPlacement::strided(plan.dp, t, cluster.devicesPerNode);
+    double gather =
+        collectiveCost(Collective::AllGather, stage.params * perParam.params,
+                       dpGroup, cluster)
+            .seconds;
+    stage.comm += exposedTime(gather, stage.forward) +
+                  exposedTime(gather, stage.backward);
+  }
+  stage.seconds = stage.compute + stage.comm;
+
+  double kept = double(layers) * layerKept +
+                (first ? savedBytes(model.embedding.saved, plan.recompute,
+                                    plan.sequenceParallel, t)
+                       : 0) +
+                (last ? savedBytes(model.head.saved, plan.recompute,
+                                   plan.sequenceParallel, t)
+                      : 0);
+  // Micro-batches in flight: all of them under GPipe; under 1F1B stage i
+  // holds p - i [N21 §2.2].
+  int64_t inFlight =
+      plan.schedule == Schedule::GPipe ? m : std::min<int64_t>(p - i, m);
+  stage.activations = double(inFlight) * kept;
+  if (plan.recompute == Recompute::Full) // one layer rebuilt at a time
+    stage.activations +=
+        model.layerKept(Recompute::None, plan.sequenceParallel, t);
+  return stage;
+}
+
 } // namespace
 
 std::string checkPlan(const ModelConfig &config, const ClusterSpec &cluster,
@@ -307,196 +476,74 @@ llvm::Expected<Estimate> estimatePlan(MLIRContext &context,
                       "split it over T = {2}",
                       config.vocab, (config.vocab + t - 1) / t * t, t);
 
-  // Cost the per-device programs (and their full-width twins).
-  ModelConfig local = tensorParallelShard(config, t);
-  ProgramCost costs[2];
-  PartCost globalFlops[2];
-  for (int64_t layers : {0, 1}) {
-    auto localProgram = buildProgram(context, local, layers, setup, b);
-    if (!localProgram)
-      return localProgram.takeError();
-    auto globalProgram = buildProgram(context, config, layers, setup, b);
-    if (!globalProgram)
-      return globalProgram.takeError();
-    costs[layers] = costProgram(localProgram->forwardBackward,
-                                globalProgram->forwardBackward, device,
-                                setup.activations, t > 1);
-    ProgramCost full = costProgram(globalProgram->forwardBackward,
-                                   globalProgram->forwardBackward, device,
-                                   setup.activations, false);
-    globalFlops[layers] = full.embedding;
-    globalFlops[layers].add(full.rest);
-  }
-  PartCost embedding = costs[0].embedding, head = costs[0].rest;
-  PartCost layer = costs[1].embedding;
-  layer.add(costs[1].rest);
-  layer.subtract(embedding);
-  layer.subtract(head);
-  // The one-layer program's saved values; the layer's are those beyond the
-  // layer-less program's.
-  llvm::SmallVector<std::pair<SavedValue, bool>> layerSaved =
-      costs[1].rest.saved;
-  llvm::append_range(layerSaved, costs[1].embedding.saved);
-  auto layerKept = [&](Recompute recompute) {
-    double withOutside =
-        savedBytes(layerSaved, recompute, plan.sequenceParallel, t);
-    double outside =
-        savedBytes(embedding.saved, recompute, plan.sequenceParallel, t) +
-        savedBytes(head.saved, recompute, plan.sequenceParallel, t);
-    return withOutside - outside;
-  };
-  double actBytes = setup.mixedPrecision ? 2 : 4;
-  double hiddenBytes = double(b * seq * config.hidden) * actBytes;
-  double layerInput = hiddenBytes / (plan.sequenceParallel ? double(t) : 1);
-  double perLayerKept = plan.recompute == Recompute::Full
-                            ? layerInput
-                            : layerKept(plan.recompute);
-  estimate.activationsPerLayer = perLayerKept;
-
-  // Model FLOPs of the whole step (full widths; recomputation excluded).
-  double flopsPerMicroBatch =
-      globalFlops[0].modelFlops +
-      double(config.numLayers) *
-          (globalFlops[1].modelFlops - globalFlops[0].modelFlops);
-  estimate.modelFlopsPerStep = flopsPerMicroBatch * double(d * m);
-
-  // Collectives of one micro-batch.
-  auto tpGroup = GroupPlacement::strided(t, 1, cluster.devicesPerNode);
-  auto ppGroup = GroupPlacement::strided(2, t * d, cluster.devicesPerNode);
-  auto dpGroup = GroupPlacement::strided(d, t, cluster.devicesPerNode);
-  auto coll = [&](Collective kind, double bytes, const GroupPlacement &g) {
-    return collectiveCost(kind, bytes, g, cluster).seconds;
-  };
-  // [S19]/[K23]: per layer and direction, two all-reduces of the hidden
-  // state, or two all-gathers and two reduce-scatters with SP.
-  double tpPair =
-      t == 1 ? 0
-      : plan.sequenceParallel
-          ? 2 * (coll(Collective::AllGather, hiddenBytes, tpGroup) +
-                 coll(Collective::ReduceScatter, hiddenBytes, tpGroup))
-          : 2 * coll(Collective::AllReduce, hiddenBytes, tpGroup);
-  double tpLayer = 2 * tpPair;
-  if (plan.recompute == Recompute::Full)
-    tpLayer += tpPair; // the rerun forward communicates again
-  // Vocabulary-parallel embedding (forward all-reduce of its output) and
-  // cross-entropy (backward all-reduce of the head's input gradient, and
-  // three all-reduces of [b, s] fp32 statistics).
-  double tpEmbedding =
-      t == 1 ? 0 : coll(Collective::AllReduce, hiddenBytes, tpGroup);
-  double tpHead = t == 1 ? 0
-                         : coll(Collective::AllReduce, hiddenBytes, tpGroup) +
-                               3 * coll(Collective::AllReduce,
-                                        double(b * seq) * 4, tpGroup);
-  double p2p = p == 1 ? 0 : coll(Collective::SendRecv, hiddenBytes, ppGroup);
-
+  auto model = costModel(context, config, device, plan, setup);
+  if (!model)
+    return model.takeError();
+  estimate.modelFlopsPerStep = model->modelFlops * double(d * m);
+  double hiddenBytes =
+      double(b * seq * config.hidden) * (setup.mixedPrecision ? 2 : 4);
+  estimate.activationsPerLayer =
+      plan.recompute == Recompute::Full
+          ? hiddenBytes / (plan.sequenceParallel ? double(t) : 1)
+          : model->layerKept(plan.recompute, plan.sequenceParallel, t);
+  MicroBatchComm comm =
+      microBatchComm(cluster, plan, hiddenBytes, double(b * seq));
   StateBytesPerParam perParam =
       stateBytesPerParam(setup.mixedPrecision, setup.optimizer);
-  ParamCounts params =
-      countParams(local, /*tiedCopy=*/p > 1 && config.tieEmbeddings);
+  ParamCounts params = countParams(tensorParallelShard(config, t),
+                                   /*tiedCopy=*/p > 1 && config.tieEmbeddings);
   estimate.numParams = countParams(config, false).total;
-
-  struct Stage {
-    double seconds = 0, compute = 0, comm = 0, backward = 0, forward = 0;
-    double perStep = 0;
-    double params = 0, activations = 0;
-  };
-  llvm::SmallVector<Stage> stages(p);
-  for (int64_t i = 0; i < p; ++i) {
-    Stage &stage = stages[i];
-    int64_t layers = config.numLayers / p + (i < config.numLayers % p ? 1 : 0);
-    PartCost work;
-    for (int64_t l = 0; l < layers; ++l)
-      work.add(layer);
-    if (i == 0)
-      work.add(embedding);
-    if (i == p - 1)
-      work.add(head);
-    double spShare = plan.sequenceParallel ? 1.0 - 1.0 / double(t) : 0;
-    double forward = work.forward - spShare * work.forwardReplicated;
-    double backward = work.backward - spShare * work.backwardReplicated;
-    double recompute = plan.recompute == Recompute::Full ? forward
-                       : plan.recompute == Recompute::Selective
-                           ? work.coreForward
-                           : 0;
-    stage.forward = forward;
-    stage.backward = backward + recompute;
-    stage.perStep = work.perStep;
-    stage.compute = forward + backward + recompute;
-    stage.comm = double(layers) * tpLayer + (i == 0 ? tpEmbedding : 0) +
-                 (i == p - 1 ? tpHead : 0) + (i < p - 1 ? p2p : 0) +
-                 (i > 0 ? p2p : 0);
-    stage.params = double(layers) * params.layer +
-                   (i == 0 ? params.embedding : 0) +
-                   (i == p - 1 ? params.head : 0);
-    if (plan.zero == ZeroStage::Parameters && d > 1) {
-      // [Z20 §7]: every micro-batch gathers the parameters for its forward
-      // and again for its backward, prefetched behind the compute.
-      double gather =
-          coll(Collective::AllGather, stage.params * perParam.params, dpGroup);
-      stage.comm += exposedTime(gather, stage.forward) +
-                    exposedTime(gather, stage.backward);
-    }
-    stage.seconds = stage.compute + stage.comm;
-    double kept = double(layers) * perLayerKept +
-                  (i == 0 ? savedBytes(embedding.saved, plan.recompute,
-                                       plan.sequenceParallel, t)
-                          : 0) +
-                  (i == p - 1 ? savedBytes(head.saved, plan.recompute,
-                                           plan.sequenceParallel, t)
-                              : 0);
-    // Micro-batches in flight: all of them under GPipe; under 1F1B stage i
-    // holds p - i [N21 §2.2].
-    int64_t inFlight =
-        plan.schedule == Schedule::GPipe ? m : std::min<int64_t>(p - i, m);
-    stage.activations = double(inFlight) * kept;
-    if (plan.recompute == Recompute::Full)
-      stage.activations += layerKept(Recompute::None); // one layer rebuilt
-  }
+  llvm::SmallVector<Stage> stages;
+  for (int64_t i = 0; i < p; ++i)
+    stages.push_back(buildStage(i, config, cluster, plan, m, *model, comm,
+                                params, perParam,
+                                estimate.activationsPerLayer));
 
   // Pipeline [N21 §2.2]: the first micro-batch crosses every stage, the
   // others follow at the pace of the slowest: sum + (m - 1) * max.
-  size_t slowest = 0;
+  const Stage *bottleneck = &stages.front();
   double sum = 0;
-  for (size_t i = 0; i < stages.size(); ++i) {
-    sum += stages[i].seconds;
-    if (stages[i].seconds > stages[slowest].seconds)
-      slowest = i;
+  for (const Stage &stage : stages) {
+    sum += stage.seconds;
+    if (stage.seconds > bottleneck->seconds)
+      bottleneck = &stage;
   }
-  const Stage &bottleneck = stages[slowest];
-  double pipeline = sum + double(m - 1) * bottleneck.seconds;
-  estimate.compute = double(m) * bottleneck.compute;
-  estimate.bubble = pipeline - double(m) * bottleneck.seconds;
+  double pipeline = sum + double(m - 1) * bottleneck->seconds;
+  estimate.bubble = pipeline - double(m) * bottleneck->seconds;
 
   // Data parallelism: gradients reduced behind the last backward, updated
   // parameters gathered after the optimizer (ZeRO-1/2) [Z20 §7].
-  double gradBytes = bottleneck.params * perParam.grads,
-         paramBytes = bottleneck.params * perParam.params;
   double dpComm = 0;
   if (d > 1) {
+    auto dpGroup = GroupPlacement::strided(d, t, cluster.devicesPerNode);
+    auto coll = [&](Collective kind, double bytes) {
+      return collectiveCost(kind, bytes, dpGroup, cluster).seconds;
+    };
+    double gradBytes = bottleneck->params * perParam.grads;
     double reduce = plan.zero >= ZeroStage::Gradients
-                        ? coll(Collective::ReduceScatter, gradBytes, dpGroup)
-                        : coll(Collective::AllReduce, gradBytes, dpGroup);
-    dpComm = exposedTime(reduce, bottleneck.backward);
+                        ? coll(Collective::ReduceScatter, gradBytes)
+                        : coll(Collective::AllReduce, gradBytes);
+    dpComm = exposedTime(reduce, bottleneck->backward);
     if (plan.zero == ZeroStage::OptimizerStates ||
         plan.zero == ZeroStage::Gradients)
-      dpComm += coll(Collective::AllGather, paramBytes, dpGroup);
+      dpComm +=
+          coll(Collective::AllGather, bottleneck->params * perParam.params);
   }
-  estimate.exposedComm = double(m) * bottleneck.comm + dpComm;
 
   // The optimizer streams its states once: read and write them, read the
   // gradient, write the compute copy of the parameter.
   double optimizerParams =
-      bottleneck.params / (plan.zero >= ZeroStage::OptimizerStates ? d : 1);
+      bottleneck->params / (plan.zero >= ZeroStage::OptimizerStates ? d : 1);
   OpWork update;
   update.opClass = OpClass::Bandwidth;
   update.bytes = optimizerParams *
                  (2 * perParam.optimizer + perParam.grads + perParam.params);
   update.flops = 16 * optimizerParams;
-  estimate.optimizer = opTime(update, device);
+  estimate.optimizer = opTime(update, device) + bottleneck->perStep;
 
-  estimate.optimizer += bottleneck.perStep;
+  estimate.compute = double(m) * bottleneck->compute + estimate.optimizer;
+  estimate.exposedComm = double(m) * bottleneck->comm + dpComm;
   estimate.stepTime = pipeline + dpComm + estimate.optimizer;
-  estimate.compute += estimate.optimizer;
   estimate.tokensPerSecond =
       double(setup.globalBatch * seq) / estimate.stepTime;
   MathMode mode = setup.mixedPrecision ? MathMode::BF16 : MathMode::FP32;
@@ -505,12 +552,11 @@ llvm::Expected<Estimate> estimatePlan(MLIRContext &context,
                   device.peakFlops(mode));
 
   // Memory: the stage with the largest peak.
-  double temporaries = costs[1].temporaries;
   for (int64_t i = 0; i < p; ++i) {
     ModelStateMemory states =
         modelStateMemory(stages[i].params, perParam, plan.zero, d);
     MemoryBreakdown memory{states.params, states.grads, states.optimizerStates,
-                           stages[i].activations, temporaries};
+                           stages[i].activations, model->temporaries};
     if (i == 0 || memory.peak() > estimate.memory.peak()) {
       estimate.memory = memory;
       estimate.peakStage = i;
