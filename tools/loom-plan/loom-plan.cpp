@@ -152,7 +152,8 @@ void printText(const plan::Estimate &e, const plan::ParallelPlan &p,
                 "gradients {2}, optimizer states {3}, activations {4}, "
                 "temporaries {5}\n",
                 e.peakStage, formatBytes(m.params), formatBytes(m.grads),
-                formatBytes(m.optimizerStates), formatBytes(m.activations), formatBytes(m.temporaries));
+                formatBytes(m.optimizerStates), formatBytes(m.activations),
+                formatBytes(m.temporaries));
   os << formatv("             peak {0} of {1}: {2}\n", formatBytes(m.peak()),
                 formatBytes(e.deviceMemory), e.fits ? "fits" : "does NOT fit");
 }
