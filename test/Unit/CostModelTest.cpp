@@ -17,6 +17,8 @@
 
 #include "dialects/Loom/LoomDialect.h"
 
+#include "TestModels.h"
+
 #include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 
@@ -133,25 +135,11 @@ TEST(CollectivesTest, OnlyTheExposedPartCounts) {
   EXPECT_EQ(exposedTime(5, 3), 2);
 }
 
-struct GPT {
-  int64_t layers, hidden, heads, vocab, seq;
-  double residDropout = 0.1;
-  double attnDropout = 0;
-};
+/// A GPT-2 shape: layers, hidden, heads, vocabulary, sequence length,
+/// residual and attention dropout.
+using GPT = unittest::GPTShape;
 
-ModelConfig gptConfig(const GPT &g) {
-  std::string json =
-      "{\"model_type\": \"gpt2\", \"n_layer\": " + std::to_string(g.layers) +
-      ", \"n_embd\": " + std::to_string(g.hidden) +
-      ", \"n_head\": " + std::to_string(g.heads) +
-      ", \"vocab_size\": " + std::to_string(g.vocab) +
-      ", \"n_positions\": " + std::to_string(g.seq) +
-      ", \"attn_pdrop\": " + std::to_string(g.attnDropout) +
-      ", \"resid_pdrop\": " + std::to_string(g.residDropout) + "}";
-  llvm::Expected<ModelConfig> config = parseModelConfig(json, "test.json");
-  EXPECT_TRUE(static_cast<bool>(config)) << llvm::toString(config.takeError());
-  return *config;
-}
+ModelConfig gptConfig(const GPT &g) { return unittest::gpt2Config(g); }
 
 class EstimateTest : public ::testing::Test {
 protected:
@@ -186,7 +174,7 @@ TEST_F(EstimateTest, ModelFlopsAndParametersMatchTheFormulas) {
         return p;
       }(),
       setup);
-  double B = 8, s = g.seq, l = g.layers, h = g.hidden, V = g.vocab;
+  double B = 8, s = g.positions, l = g.layers, h = g.hidden, V = g.vocab;
   double flops = 72 * B * s * l * h * h * (1 + s / (6 * h) + V / (12 * l * h));
   EXPECT_NEAR(e.modelFlopsPerStep, flops, 0.01 * flops);
   double params = 12 * l * h * h + 13 * l * h + V * h + s * h + 2 * h;
@@ -202,7 +190,7 @@ namespace {
 plan::TrainingSetup korthikantiSetup(const GPT &g, int64_t b) {
   plan::TrainingSetup setup;
   setup.globalBatch = b;
-  setup.seqLen = g.seq;
+  setup.seqLen = g.positions;
   setup.activations.storeDropoutMasks = true;
   return setup;
 }
@@ -216,7 +204,7 @@ TEST_F(EstimateTest, FusedAttentionKeepsOutputAndLogSumExpPerLayer) {
   one.devicesPerNode = 1;
   plan::Estimate e =
       estimate(gptConfig(g), one, parallel, korthikantiSetup(g, b));
-  double s = g.seq, h = g.hidden, a = g.heads;
+  double s = g.positions, h = g.hidden, a = g.heads;
   // 34·s·b·h of the paper's count is what is kept outside the attention
   // core; the fused kernel adds its f32 log-sum-exp [b, a, s] instead of
   // the 5·a·s²·b bytes of scores, probabilities and their mask.
@@ -231,7 +219,7 @@ namespace {
 TEST_F(EstimateTest, TensorAndSequenceParallelActivationsPerLayer) {
   GPT g{2, 1024, 16, 1000, 512};
   int64_t b = 2;
-  double s = g.seq, h = g.hidden, a = g.heads;
+  double s = g.positions, h = g.hidden, a = g.heads;
   for (int64_t t : {2, 4, 8}) {
     ClusterSpec node = testCluster(1);
     node.devicesPerNode = t;
@@ -313,7 +301,7 @@ namespace {
 TEST_F(EstimateTest, UnfusedAttentionMatchesKorthikantiTable2) {
   GPT g{2, 1024, 16, 1000, 512, 0.1, 0.1};
   int64_t b = 2;
-  double s = g.seq, h = g.hidden, a = g.heads, sbh = s * b * h;
+  double s = g.positions, h = g.hidden, a = g.heads, sbh = s * b * h;
   plan::TrainingSetup setup = korthikantiSetup(g, b);
   setup.unfusedAttention = true;
   for (int64_t t : {1, 2, 4}) {
@@ -352,7 +340,7 @@ TEST_F(EstimateTest, UnfusedAttentionMatchesKorthikantiTable2) {
 TEST_F(EstimateTest, LoomRegeneratesDropoutMasks) {
   GPT g{2, 1024, 16, 1000, 512, 0.1, 0.1};
   int64_t b = 2;
-  double s = g.seq, h = g.hidden, a = g.heads, sbh = s * b * h;
+  double s = g.positions, h = g.hidden, a = g.heads, sbh = s * b * h;
   plan::TrainingSetup setup = korthikantiSetup(g, b);
   setup.unfusedAttention = true;
   setup.activations.storeDropoutMasks = false;

@@ -10,6 +10,8 @@
 
 #include "loom/Import/ModelSummary.h"
 
+#include "TestModels.h"
+
 #include "mlir/IR/MLIRContext.h"
 
 #include <gtest/gtest.h>
@@ -18,21 +20,8 @@ using namespace loom;
 
 namespace {
 
-struct GPTShape {
-  int64_t layers, hidden, heads, vocab, positions;
-};
-
-ModelConfig gpt2Config(const GPTShape &s) {
-  std::string json =
-      "{\"model_type\": \"gpt2\", \"n_layer\": " + std::to_string(s.layers) +
-      ", \"n_embd\": " + std::to_string(s.hidden) +
-      ", \"n_head\": " + std::to_string(s.heads) +
-      ", \"vocab_size\": " + std::to_string(s.vocab) +
-      ", \"n_positions\": " + std::to_string(s.positions) + "}";
-  llvm::Expected<ModelConfig> config = parseModelConfig(json, "test.json");
-  EXPECT_TRUE(static_cast<bool>(config)) << llvm::toString(config.takeError());
-  return *config;
-}
+using unittest::gpt2Config;
+using unittest::GPTShape;
 
 class GPTFormulaTest : public ::testing::TestWithParam<GPTShape> {};
 
