@@ -8,6 +8,7 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "loom/AutoShard/Problem.h"
 #include "loom/AutoShard/Resharding.h"
 #include "loom/AutoShard/Strategies.h"
 
@@ -198,6 +199,83 @@ TEST(ReshardingTest, PicksTheCollectiveTheLayoutsNeed) {
   EXPECT_FALSE(planResharding(dataSplit, sharding({{0}, {}, {}}), {3, 16, 128},
                               4, mesh, cluster)
                    .possible);
+}
+
+} // namespace
+
+namespace {
+
+TEST_F(AutoShardTest, ProblemOfAnMLPHasMegatronsFreePath) {
+  std::string text = R"mlir(
+    func.func @mlp(%x: tensor<8x16xf32>, %w1: tensor<16x32xf32>,
+                   %w2: tensor<32x16xf32>) -> tensor<8x16xf32> {
+      %h = loom.matmul %x, %w1 : (tensor<8x16xf32>, tensor<16x32xf32>) -> tensor<8x32xf32>
+      %g = loom.gelu %h : tensor<8x32xf32>
+      %y = loom.matmul %g, %w2 : (tensor<8x32xf32>, tensor<32x16xf32>) -> tensor<8x16xf32>
+      return %y : tensor<8x16xf32>
+    })mlir";
+  module = parseSourceString<ModuleOp>(text, &context);
+  ASSERT_TRUE(module);
+  auto fn = *module->getOps<func::FuncOp>().begin();
+  DeviceMesh mesh{{2}};
+  auto problem =
+      buildShardingProblem(fn, mesh, testCluster(), ProblemOptions{});
+  ASSERT_TRUE(static_cast<bool>(problem))
+      << llvm::toString(problem.takeError());
+  // Three arguments, three ops; five uses.
+  ASSERT_EQ(problem->nodes.size(), 6u);
+  ASSERT_EQ(problem->edges.size(), 5u);
+  // %x may be replicated or split along either dimension.
+  EXPECT_EQ(problem->nodes[0].strategies.size(), 3u);
+  for (const ProblemEdge &edge : problem->edges) {
+    ASSERT_EQ(edge.reshard.size(), problem->nodes[edge.from].strategies.size());
+    ASSERT_EQ(edge.reshard[0].size(),
+              problem->nodes[edge.to].strategies.size());
+    // Replicated in, replicated out: free.
+    EXPECT_EQ(edge.reshard[0][0], 0);
+  }
+  // Column-parallel first matmul (factor k = 32 of ([i, k0], [k0, k]) ...),
+  // gelu split the same way, row-parallel second matmul: no resharding
+  // between them.
+  auto strategyIndex = [&](unsigned node, auto predicate) {
+    const auto &strategies = problem->nodes[node].strategies;
+    for (size_t i = 0; i < strategies.size(); ++i)
+      if (predicate(strategies[i]))
+        return int(i);
+    return -1;
+  };
+  int column = strategyIndex(3, [&](const Strategy &s) {
+    return s.results[0] == sharding({{}, {0}});
+  });
+  int gelu = strategyIndex(4, [&](const Strategy &s) {
+    return s.operands[0] == sharding({{}, {0}});
+  });
+  int row = strategyIndex(5, [&](const Strategy &s) {
+    return s.operands[0] == sharding({{}, {0}}) &&
+           s.results[0] == sharding({{}, {}}, {0});
+  });
+  ASSERT_GE(column, 0);
+  ASSERT_GE(gelu, 0);
+  ASSERT_GE(row, 0);
+  for (const ProblemEdge &edge : problem->edges) {
+    if (edge.from == 3 && edge.to == 4)
+      EXPECT_EQ(edge.reshard[column][gelu], 0);
+    if (edge.from == 4 && edge.to == 5)
+      EXPECT_EQ(edge.reshard[gelu][row], 0);
+  }
+  // The returned partial sum is not loop-carried (no loom.role): no edge
+  // reduces it here; the partitioner reduces results before returning.
+}
+
+TEST(ArgumentShardingsTest, EveryAxisSplitsOneDividingDimensionOrNone) {
+  DeviceMesh mesh{{2, 4}};
+  std::vector<TensorSharding> shardings = argumentShardings({8, 6}, mesh);
+  // Axis 0 (2): none, dim 0, dim 1; axis 1 (4): none, dim 0 (8/2/4 or 8/4),
+  // not dim 1 (6 is not divisible by 4).
+  EXPECT_EQ(shardings.front(), TensorSharding::replicated(2));
+  EXPECT_EQ(shardings.size(), 6u);
+  for (const TensorSharding &s : shardings)
+    EXPECT_FALSE(s.localShape({8, 6}, mesh).empty()) << s.str();
 }
 
 } // namespace

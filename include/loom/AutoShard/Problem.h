@@ -1,0 +1,81 @@
+//===- Problem.h - A function as a strategy-choice problem -------*- C++
+//-*-===//
+//
+// The auto-sharding problem of one function (Alpa, Zheng et al. OSDI'22
+// §4.2), in plain data: a node per op with a sharding rule (its strategies)
+// and per function argument (the layouts it may be stored in), an edge per
+// use with the cost of resharding between every pair of choices, and per
+// choice the compute time and the bytes it keeps on a device. A returned
+// value must come back in its argument's layout (loop-carried training
+// state), which is one more edge. Solved by an ILP (lib/Solver); the pass
+// writes the choice back as `shard` annotations.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef LOOM_AUTOSHARD_PROBLEM_H
+#define LOOM_AUTOSHARD_PROBLEM_H
+
+#include "loom/AutoShard/Resharding.h"
+#include "loom/AutoShard/Strategies.h"
+
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "llvm/Support/Error.h"
+
+#include <vector>
+
+namespace loom::autoshard {
+
+struct ProblemNode {
+  /// The op, or null for a function argument.
+  mlir::Operation *op = nullptr;
+  /// The argument when `op` is null.
+  mlir::BlockArgument arg;
+  std::vector<Strategy> strategies;
+  /// Per strategy: seconds of compute, and bytes kept on one device (an
+  /// argument's own storage plus `argumentOverheadBytesPerElement`; op nodes
+  /// count nothing yet: activations come with the memory model's liveness
+  /// analysis in a later step).
+  std::vector<double> seconds, memory;
+};
+
+struct ProblemEdge {
+  unsigned from, to;
+  /// The value carried (the producer's result or argument).
+  mlir::Value value;
+  /// Which operand of `to` (an op node); for the loop-carried edge into an
+  /// argument node, -1.
+  int operand = -1;
+  /// reshard[i][j]: seconds to go from the producer's strategy i to what the
+  /// consumer's strategy j needs; ReshardPlan::kImpossible when no
+  /// collectives get there.
+  std::vector<std::vector<double>> reshard;
+};
+
+struct ShardingProblem {
+  std::vector<ProblemNode> nodes;
+  std::vector<ProblemEdge> edges;
+};
+
+struct ProblemOptions {
+  /// Bytes per element an argument keeps besides itself, e.g. gradients
+  /// while they are live; 0 counts the argument alone.
+  double argumentOverheadBytesPerElement = 0;
+};
+
+/// Builds the problem of `fn` (one block, no calls: inline first). Errors
+/// name the op that cannot take part (an op of another dialect with tensor
+/// results and no sharding rule, a call).
+llvm::Expected<ShardingProblem>
+buildShardingProblem(mlir::func::FuncOp fn, const DeviceMesh &mesh,
+                     const cost::ClusterSpec &cluster,
+                     const ProblemOptions &options);
+
+/// The layouts an argument of `shape` may take on `mesh`: each axis splits
+/// one dimension (that it divides, after the other axes) or none. The
+/// replicated layout comes first.
+std::vector<TensorSharding> argumentShardings(llvm::ArrayRef<int64_t> shape,
+                                              const DeviceMesh &mesh);
+
+} // namespace loom::autoshard
+
+#endif // LOOM_AUTOSHARD_PROBLEM_H

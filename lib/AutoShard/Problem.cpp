@@ -1,0 +1,177 @@
+//===- Problem.cpp - A function as a strategy-choice problem --------------===//
+
+#include "loom/AutoShard/Problem.h"
+
+#include "dialects/Loom/LoomOps.h"
+
+#include "mlir/IR/BuiltinTypes.h"
+#include "llvm/ADT/DenseMap.h"
+#include "llvm/Support/FormatVariadic.h"
+
+#include <functional>
+
+using namespace mlir;
+
+namespace loom::autoshard {
+namespace {
+
+llvm::ArrayRef<int64_t> shapeOf(Value value) {
+  if (auto type = dyn_cast<RankedTensorType>(value.getType()))
+    return type.getShape();
+  return {};
+}
+
+double elementBytes(Value value) {
+  Type element = getElementTypeOrSelf(value.getType());
+  if (!element.isIntOrFloat())
+    return 0;
+  return std::max(1u, element.getIntOrFloatBitWidth() / 8);
+}
+
+double numElements(llvm::ArrayRef<int64_t> shape) {
+  double n = 1;
+  for (int64_t size : shape)
+    n *= double(size);
+  return n;
+}
+
+llvm::Error opError(Operation *op, const llvm::Twine &message) {
+  std::string location;
+  llvm::raw_string_ostream os(location);
+  op->getLoc().print(os);
+  return llvm::createStringError(llvm::formatv(
+      "{0}: '{1}' {2}", location, op->getName().getStringRef(), message.str()));
+}
+
+/// The argument a returned value carries over to the next step: same
+/// `loom.role` (param, m or v) and `loom.name`, as --loom-optimizer marks
+/// @train_step.
+int loopCarriedArgument(func::FuncOp fn, unsigned result) {
+  auto role = fn.getResultAttrOfType<StringAttr>(result, kRoleAttr);
+  auto name = fn.getResultAttrOfType<StringAttr>(result, kNameAttr);
+  if (!role || !name || role.getValue() == "loss")
+    return -1;
+  for (unsigned i = 0; i < fn.getNumArguments(); ++i)
+    if (fn.getArgAttrOfType<StringAttr>(i, kRoleAttr) == role &&
+        fn.getArgAttrOfType<StringAttr>(i, kNameAttr) == name)
+      return i;
+  return -1;
+}
+
+} // namespace
+
+std::vector<TensorSharding> argumentShardings(llvm::ArrayRef<int64_t> shape,
+                                              const DeviceMesh &mesh) {
+  std::vector<TensorSharding> shardings;
+  TensorSharding current = TensorSharding::replicated(shape.size());
+  std::function<void(int64_t)> assign = [&](int64_t axis) {
+    if (axis == mesh.numAxes()) {
+      if (!current.localShape(shape, mesh).empty())
+        shardings.push_back(current);
+      return;
+    }
+    assign(axis + 1);
+    if (mesh.shape[axis] == 1)
+      return;
+    for (size_t dim = 0; dim < shape.size(); ++dim) {
+      current.dimAxes[dim].push_back(axis);
+      assign(axis + 1);
+      current.dimAxes[dim].pop_back();
+    }
+  };
+  assign(0);
+  return shardings;
+}
+
+llvm::Expected<ShardingProblem>
+buildShardingProblem(func::FuncOp fn, const DeviceMesh &mesh,
+                     const cost::ClusterSpec &cluster,
+                     const ProblemOptions &options) {
+  if (!fn.getBody().hasOneBlock())
+    return opError(fn, "must have one block");
+  ShardingProblem problem;
+  /// Node and result index of each value.
+  llvm::DenseMap<Value, std::pair<unsigned, unsigned>> producer;
+
+  for (BlockArgument arg : fn.getArguments()) {
+    ProblemNode &node = problem.nodes.emplace_back();
+    node.arg = arg;
+    double perElement =
+        elementBytes(arg) + options.argumentOverheadBytesPerElement;
+    for (TensorSharding &sharding : argumentShardings(shapeOf(arg), mesh)) {
+      Strategy strategy;
+      strategy.localShapes.results.push_back(
+          sharding.localShape(shapeOf(arg), mesh));
+      node.memory.push_back(numElements(strategy.localShapes.results.back()) *
+                            perElement);
+      node.seconds.push_back(0);
+      strategy.results.push_back(std::move(sharding));
+      node.strategies.push_back(std::move(strategy));
+    }
+    producer[arg] = {problem.nodes.size() - 1, 0};
+  }
+
+  auto addEdge = [&](Value value, unsigned to, int operand,
+                     auto &&requiredSharding) {
+    auto [from, result] = producer.lookup(value);
+    ProblemEdge edge{from, to, value, operand, {}};
+    const ProblemNode &source = problem.nodes[from];
+    const ProblemNode &target = problem.nodes[to];
+    for (const Strategy &produced : source.strategies) {
+      std::vector<double> &row = edge.reshard.emplace_back();
+      for (const Strategy &consumed : target.strategies)
+        row.push_back(planResharding(produced.results[result],
+                                     requiredSharding(consumed), shapeOf(value),
+                                     elementBytes(value), mesh, cluster)
+                          .cost());
+    }
+    problem.edges.push_back(std::move(edge));
+  };
+
+  for (Operation &op : fn.getBody().front()) {
+    if (auto ret = dyn_cast<func::ReturnOp>(op)) {
+      for (auto [index, value] : llvm::enumerate(ret.getOperands())) {
+        int arg = loopCarriedArgument(fn, index);
+        if (arg >= 0)
+          addEdge(value, arg, -1, [](const Strategy &s) -> const auto & {
+            return s.results[0];
+          });
+      }
+      continue;
+    }
+    if (isa<func::CallOp>(op))
+      return opError(&op, "is a call: inline the function first (--inline)");
+    ProblemNode &node = problem.nodes.emplace_back();
+    node.op = &op;
+    if (auto ruled = dyn_cast<ShardingRuleOpInterface>(op)) {
+      OpShardingRule rule = ruled.getShardingRule();
+      node.strategies = enumerateStrategies(&op, rule, mesh, cluster.device);
+    } else if (op.hasTrait<OpTrait::ConstantLike>() &&
+               op.getNumOperands() == 0) {
+      Strategy replicated;
+      for (Value result : op.getResults())
+        replicated.results.push_back(
+            TensorSharding::replicated(shapeOf(result).size()));
+      node.strategies.push_back(std::move(replicated));
+    } else {
+      return opError(&op, "has no sharding rule");
+    }
+    for (const Strategy &strategy : node.strategies) {
+      node.seconds.push_back(strategy.computeSeconds);
+      node.memory.push_back(0);
+    }
+    unsigned index = problem.nodes.size() - 1;
+    for (OpOperand &use : op.getOpOperands()) {
+      unsigned operand = use.getOperandNumber();
+      addEdge(use.get(), index, operand,
+              [&](const Strategy &s) -> const auto & {
+                return s.operands[operand];
+              });
+    }
+    for (auto [result, value] : llvm::enumerate(op.getResults()))
+      producer[value] = {index, result};
+  }
+  return problem;
+}
+
+} // namespace loom::autoshard
