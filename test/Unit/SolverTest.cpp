@@ -473,21 +473,25 @@ TEST(StrategyGraphTest, DISABLED_ScaleChain) {
       StrategyOptions options;
       options.solve.timeLimitSeconds = 600;
       if (budget) {
-        // Halfway between the least and the most memory any node needs.
+        // A quarter of the way from the least memory to the most.
         double low = 0, high = 0;
         for (int v = 0; v < graph.numNodes(); ++v) {
           const auto &m = graph.node(v).memory;
           low += *std::min_element(m.begin(), m.end());
           high += *std::max_element(m.begin(), m.end());
         }
-        options.memoryBudget = (low + high) / 2;
+        options.memoryBudget = low + (high - low) / 4;
       }
       auto begin = std::chrono::steady_clock::now();
       auto plan = solveStrategyGraph(graph, options);
       double seconds = std::chrono::duration<double>(
                            std::chrono::steady_clock::now() - begin)
                            .count();
-      ASSERT_TRUE(!!plan) << message(plan.takeError());
+      if (!plan) { // ties can make the budget infeasible: print it
+        llvm::outs() << "chain 96x20 " << (tied ? "tied" : "untied") << ": "
+                     << message(plan.takeError()) << "\n";
+        continue;
+      }
       llvm::outs() << llvm::formatv(
           "chain 96x20 {0} {1}: {2} variables, {3} rows, cost {4:F4}, "
           "{5}, {6:F2} s\n",
