@@ -24,7 +24,7 @@ esac
 # --- install what is missing -------------------------------------------------
 packages=(cmake ninja-build ccache python3 g++-12
           clang-22 lld-22 llvm-22-dev llvm-22-tools libmlir-22-dev mlir-22-tools
-          clang-format-22 libgtest-dev pkg-config
+          clang-format-22 libgtest-dev pkg-config coinor-libcbc-dev
           libopenmpi-dev openmpi-bin libopenblas-dev  # loom-calibrate, MPI tests
           python3-numpy python3-torch)  # the PyTorch reference (test/reference)
 missing=()
