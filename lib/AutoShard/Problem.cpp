@@ -131,11 +131,28 @@ buildShardingProblem(func::FuncOp fn, const DeviceMesh &mesh,
   for (Operation &op : fn.getBody().front()) {
     if (auto ret = dyn_cast<func::ReturnOp>(op)) {
       for (auto [index, value] : llvm::enumerate(ret.getOperands())) {
-        int arg = loopCarriedArgument(fn, index);
-        if (arg >= 0)
-          addEdge(value, arg, -1, [](const Strategy &s) -> const auto & {
-            return s.results[0];
+        // Loop-carried state returns in its argument's layout; any other
+        // result in some layout of a whole (not partial) value.
+        int target = loopCarriedArgument(fn, index);
+        if (target < 0) {
+          ProblemNode &node = problem.nodes.emplace_back();
+          node.op = &op;
+          for (TensorSharding &sharding :
+               argumentShardings(shapeOf(value), mesh)) {
+            Strategy strategy;
+            strategy.operands.push_back(std::move(sharding));
+            node.strategies.push_back(std::move(strategy));
+            node.seconds.push_back(0);
+            node.memory.push_back(0);
+          }
+          target = problem.nodes.size() - 1;
+          addEdge(value, target, index, [](const Strategy &s) -> const auto & {
+            return s.operands[0];
           });
+          continue;
+        }
+        addEdge(value, target, -1,
+                [](const Strategy &s) -> const auto & { return s.results[0]; });
       }
       continue;
     }
@@ -172,6 +189,27 @@ buildShardingProblem(func::FuncOp fn, const DeviceMesh &mesh,
       producer[value] = {index, result};
   }
   return problem;
+}
+
+llvm::Expected<solver::StrategyPlan>
+solveShardingProblem(const ShardingProblem &problem,
+                     const solver::StrategyOptions &options) {
+  solver::StrategyGraph graph;
+  for (const ProblemNode &node : problem.nodes) {
+    std::string name;
+    if (node.op)
+      name = node.op->getName().getStringRef().str();
+    else
+      name = "arg" + std::to_string(node.arg.getArgNumber());
+    graph.addNode(name, node.seconds, node.memory);
+  }
+  for (const ProblemEdge &edge : problem.edges) {
+    std::vector<double> matrix;
+    for (const std::vector<double> &row : edge.reshard)
+      llvm::append_range(matrix, row);
+    graph.addEdge(edge.from, edge.to, std::move(matrix));
+  }
+  return solver::solveStrategyGraph(graph, options);
 }
 
 } // namespace loom::autoshard

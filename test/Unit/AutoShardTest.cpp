@@ -222,9 +222,9 @@ TEST_F(AutoShardTest, ProblemOfAnMLPHasMegatronsFreePath) {
       buildShardingProblem(fn, mesh, testCluster(), ProblemOptions{});
   ASSERT_TRUE(static_cast<bool>(problem))
       << llvm::toString(problem.takeError());
-  // Three arguments, three ops; five uses.
-  ASSERT_EQ(problem->nodes.size(), 6u);
-  ASSERT_EQ(problem->edges.size(), 5u);
+  // Three arguments, three ops, the returned value; six uses.
+  ASSERT_EQ(problem->nodes.size(), 7u);
+  ASSERT_EQ(problem->edges.size(), 6u);
   // %x may be replicated or split along either dimension.
   EXPECT_EQ(problem->nodes[0].strategies.size(), 3u);
   for (const ProblemEdge &edge : problem->edges) {
@@ -263,8 +263,64 @@ TEST_F(AutoShardTest, ProblemOfAnMLPHasMegatronsFreePath) {
     if (edge.from == 4 && edge.to == 5)
       EXPECT_EQ(edge.reshard[gelu][row], 0);
   }
-  // The returned partial sum is not loop-carried (no loom.role): no edge
-  // reduces it here; the partitioner reduces results before returning.
+  // The returned value must leave whole: from the row-parallel partial sum
+  // that takes an all-reduce.
+  const ProblemEdge &out = problem->edges.back();
+  ASSERT_EQ(out.to, 6u);
+  EXPECT_GT(out.reshard[row][0], 0);
+}
+
+TEST_F(AutoShardTest, TheSolverPicksDataParallelThenMegatronUnderABudget) {
+  std::string text = R"mlir(
+    func.func @mlp(%x: tensor<64x1024xf32>, %w1: tensor<1024x4096xf32>,
+                   %w2: tensor<4096x1024xf32>) -> tensor<64x1024xf32> {
+      %h = loom.matmul %x, %w1 : (tensor<64x1024xf32>, tensor<1024x4096xf32>) -> tensor<64x4096xf32>
+      %g = loom.gelu %h : tensor<64x4096xf32>
+      %y = loom.matmul %g, %w2 : (tensor<64x4096xf32>, tensor<4096x1024xf32>) -> tensor<64x1024xf32>
+      return %y : tensor<64x1024xf32>
+    })mlir";
+  module = parseSourceString<ModuleOp>(text, &context);
+  ASSERT_TRUE(module);
+  auto fn = *module->getOps<func::FuncOp>().begin();
+  DeviceMesh mesh{{4}};
+  auto problem =
+      buildShardingProblem(fn, mesh, testCluster(), ProblemOptions{});
+  ASSERT_TRUE(static_cast<bool>(problem))
+      << llvm::toString(problem.takeError());
+  auto chosen = [&](const solver::StrategyPlan &plan, unsigned node) {
+    return problem->nodes[node].strategies[plan.strategy[node]];
+  };
+
+  // Unconstrained: split the batch, replicate the weights, communicate
+  // nothing.
+  auto free = solveShardingProblem(*problem);
+  ASSERT_TRUE(static_cast<bool>(free)) << llvm::toString(free.takeError());
+  EXPECT_EQ(chosen(*free, 3).operands[0], sharding({{0}, {}}));
+  EXPECT_EQ(chosen(*free, 3).operands[1], sharding({{}, {}}));
+  EXPECT_EQ(free->reshardCost, 0);
+
+  // 12 MB per device does not hold the two 16 MB weights replicated: the
+  // weights are split Megatron's way, column then row, and the only
+  // communication reduces the output's partial sums: a reduce-scatter, as
+  // the output may leave in any whole layout (with sequence parallelism's
+  // cost, half an all-reduce's bandwidth).
+  solver::StrategyOptions budget;
+  budget.memoryBudget = 12e6;
+  auto megatron = solveShardingProblem(*problem, budget);
+  ASSERT_TRUE(static_cast<bool>(megatron))
+      << llvm::toString(megatron.takeError());
+  EXPECT_EQ(chosen(*megatron, 3).operands[1], sharding({{}, {0}}));
+  EXPECT_EQ(chosen(*megatron, 3).results[0], sharding({{}, {0}}));
+  EXPECT_EQ(chosen(*megatron, 5).operands[1], sharding({{0}, {}}));
+  EXPECT_EQ(chosen(*megatron, 5).results[0], sharding({{}, {}}, {0}));
+  double reduceScatter =
+      cost::collectiveCost(cost::Collective::ReduceScatter, 64 * 1024 * 4.0,
+                           mesh.placement(0, testCluster()), testCluster())
+          .seconds;
+  EXPECT_NEAR(megatron->reshardCost, reduceScatter, 1e-12);
+  EXPECT_FALSE(chosen(*megatron, 6).operands[0].dimAxes[0].empty() &&
+               chosen(*megatron, 6).operands[0].dimAxes[1].empty());
+  EXPECT_LE(megatron->memory, 12e6);
 }
 
 TEST(ArgumentShardingsTest, EveryAxisSplitsOneDividingDimensionOrNone) {

@@ -17,6 +17,7 @@
 
 #include "loom/AutoShard/Resharding.h"
 #include "loom/AutoShard/Strategies.h"
+#include "loom/Solver/StrategyGraph.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "llvm/Support/Error.h"
@@ -26,7 +27,9 @@
 namespace loom::autoshard {
 
 struct ProblemNode {
-  /// The op, or null for a function argument.
+  /// The op (func.return for the node of a returned value, whose strategies
+  /// are the whole layouts it may leave in, as operand 0), or null for a
+  /// function argument.
   mlir::Operation *op = nullptr;
   /// The argument when `op` is null.
   mlir::BlockArgument arg;
@@ -69,6 +72,12 @@ llvm::Expected<ShardingProblem>
 buildShardingProblem(mlir::func::FuncOp fn, const DeviceMesh &mesh,
                      const cost::ClusterSpec &cluster,
                      const ProblemOptions &options);
+
+/// The cheapest choice of one strategy per node (ILP through CBC), within
+/// `options.memoryBudget` bytes per device.
+llvm::Expected<solver::StrategyPlan>
+solveShardingProblem(const ShardingProblem &problem,
+                     const solver::StrategyOptions &options = {});
 
 /// The layouts an argument of `shape` may take on `mesh`: each axis splits
 /// one dimension (that it divides, after the other axes) or none. The
