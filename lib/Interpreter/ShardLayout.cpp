@@ -12,6 +12,7 @@
 #include "loom/Interpreter/MultiRank.h"
 
 #include "llvm/ADT/STLExtras.h"
+#include "llvm/Support/Format.h"
 #include "llvm/Support/raw_ostream.h"
 
 #include <cassert>
@@ -208,8 +209,9 @@ llvm::Expected<Tensor> assembleFromShards(llvm::ArrayRef<Tensor> shardsPerRank,
         llvm::raw_string_ostream os(text);
         os << "the replicas disagree: rank " << rank << " holds ";
         if (first.isFloat())
-          os << shard.f()[e] << " where rank " << writer[target] << " holds "
-             << floats[target];
+          os << llvm::format("%.17g", shard.f()[e]) << " where rank "
+             << writer[target] << " holds "
+             << llvm::format("%.17g", floats[target]);
         else
           os << shard.i()[e] << " where rank " << writer[target] << " holds "
              << ints[target];
