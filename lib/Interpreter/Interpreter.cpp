@@ -335,7 +335,8 @@ llvm::Error verifyForInterpreter(Operation *op) {
   if (succeeded(verify(op)))
     return llvm::Error::success();
   std::string name = "the module";
-  if (auto symbol = op->getAttrOfType<StringAttr>(SymbolTable::getSymbolAttrName()))
+  if (auto symbol =
+          op->getAttrOfType<StringAttr>(SymbolTable::getSymbolAttrName()))
     name = ("@" + symbol.getValue()).str();
   return llvm::createStringError(name + " does not verify:\n" + diagnostics);
 }

@@ -167,8 +167,7 @@ RankOps::exchange(Operation *op, const Tensor &input, const Group &group,
 }
 
 /// Folds `x` into the running reduction `acc`.
-template <typename T>
-static T combine(shard::ReductionKind kind, T acc, T x) {
+template <typename T> static T combine(shard::ReductionKind kind, T acc, T x) {
   switch (kind) {
   case shard::ReductionKind::Max:
     if constexpr (std::is_floating_point_v<T>)
@@ -248,8 +247,8 @@ llvm::Expected<Tensor> RankOps::reduce(Operation *op,
 static llvm::Error checkSplits(Operation *op, const Tensor &t, int64_t dim,
                                int64_t pieces) {
   if (dim < 0 || dim >= t.rank() || t.shape()[dim] % pieces != 0)
-    return opError(op, "cannot split dimension " + llvm::Twine(dim) +
-                           " of a " + shapeString(t.shape()) + " tensor into " +
+    return opError(op, "cannot split dimension " + llvm::Twine(dim) + " of a " +
+                           shapeString(t.shape()) + " tensor into " +
                            llvm::Twine(pieces) + " pieces");
   return llvm::Error::success();
 }
@@ -334,8 +333,8 @@ llvm::Expected<Results> RankOps::runCollective(Operation *op,
             return pieceAlong(input, axis, group->size(), group->index);
           })
           .Case([&](shard::BroadcastOp broadcast) -> Result {
-            llvm::Expected<int64_t> root = memberAt(
-                op, axes, mixedValues(broadcast.getRoot(), dynamic));
+            llvm::Expected<int64_t> root =
+                memberAt(op, axes, mixedValues(broadcast.getRoot(), dynamic));
             if (!root)
               return root.takeError();
             return collective([&](const std::vector<Contribution> &all) {
@@ -359,8 +358,8 @@ llvm::Expected<Results> RankOps::runCollective(Operation *op,
                 /*sameShapes=*/false);
           })
           .Case([&](shard::SendOp send) -> Result {
-            llvm::Expected<int64_t> to = memberAt(
-                op, axes, mixedValues(send.getDestination(), dynamic));
+            llvm::Expected<int64_t> to =
+                memberAt(op, axes, mixedValues(send.getDestination(), dynamic));
             if (!to)
               return to.takeError();
             rendezvous.send(rank, *to, input);

@@ -50,9 +50,9 @@ std::optional<std::string> Rendezvous::deadlock() const {
       text += describeWait(waitOp[r], "waits for every rank at");
       break;
     case State::AtReceive:
-      text += describeWait(waitOp[r], ("waits for rank " +
-                                       std::to_string(waitSource[r]) + " at")
-                                          .c_str());
+      text += describeWait(
+          waitOp[r],
+          ("waits for rank " + std::to_string(waitSource[r]) + " at").c_str());
       break;
     case State::Running:
       break;
@@ -99,8 +99,7 @@ Rendezvous::exchange(int64_t rank, mlir::Operation *op, Tensor input) {
   waitGeneration[rank] = mine;
   waitOp[rank] = op;
   changed.notify_all(); // a rank in deadlock() may need to see this state
-  llvm::Error error =
-      waitUntil(lock, rank, [&] { return generation != mine; });
+  llvm::Error error = waitUntil(lock, rank, [&] { return generation != mine; });
   states[rank] = State::Running;
   if (error)
     return std::move(error);
@@ -121,8 +120,7 @@ llvm::Expected<Tensor> Rendezvous::receive(int64_t rank, int64_t from,
   waitSource[rank] = from;
   waitOp[rank] = op;
   changed.notify_all();
-  llvm::Error error =
-      waitUntil(lock, rank, [&] { return !mailbox.empty(); });
+  llvm::Error error = waitUntil(lock, rank, [&] { return !mailbox.empty(); });
   states[rank] = State::Running;
   if (error)
     return std::move(error);

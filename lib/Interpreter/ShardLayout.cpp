@@ -71,12 +71,15 @@ Tensor concatAlong(llvm::ArrayRef<const Tensor *> parts, int64_t axis) {
   };
   Tensor first = *parts.front();
   if (first.isFloat())
-    return Tensor::floats(first.elementType(), shape,
-                          join([](const Tensor &t) -> const std::vector<double>
-                                   & { return t.f(); }));
+    return Tensor::floats(
+        first.elementType(), shape,
+        join([](const Tensor &t) -> const std::vector<double> & {
+          return t.f();
+        }));
   return Tensor::ints(first.elementType(), shape,
-                      join([](const Tensor &t) -> const std::vector<int64_t>
-                               & { return t.i(); }));
+                      join([](const Tensor &t) -> const std::vector<int64_t> & {
+                        return t.i();
+                      }));
 }
 
 int64_t linearIndexOf(llvm::ArrayRef<int64_t> shape,
@@ -138,10 +141,10 @@ shardPositions(llvm::ArrayRef<int64_t> shape, llvm::ArrayRef<int64_t> gridShape,
     }
     int64_t count = numElementsOf(sizes);
     if (shape[dim] % count != 0)
-      return llvm::createStringError(
-          "dimension " + llvm::Twine(dim) + " of size " +
-          llvm::Twine(shape[dim]) + " does not split into " +
-          llvm::Twine(count) + " shards");
+      return llvm::createStringError("dimension " + llvm::Twine(dim) +
+                                     " of size " + llvm::Twine(shape[dim]) +
+                                     " does not split into " +
+                                     llvm::Twine(count) + " shards");
     positions[dim] = {count, linearIndexOf(sizes, coords)};
   }
   return llvm::Error::success();
@@ -193,14 +196,13 @@ llvm::Expected<Tensor> assembleFromShards(llvm::ArrayRef<Tensor> shardsPerRank,
           shapeString(shard.shape()) + " shard, rank 0 a " +
           shapeString(first.shape()) + " one (or of another kind)");
     llvm::SmallVector<std::pair<int64_t, int64_t>> positions;
-    if (llvm::Error error = shardPositions(globalShape, gridShape, splitAxes,
-                                           rank, positions))
+    if (llvm::Error error =
+            shardPositions(globalShape, gridShape, splitAxes, rank, positions))
       return std::move(error);
     int64_t base = 0;
     for (auto [dim, position] : llvm::enumerate(positions))
       base += position.second * shard.shape()[dim] * strides[dim];
-    std::vector<int64_t> targets =
-        stridedOffsets(shard.shape(), strides, base);
+    std::vector<int64_t> targets = stridedOffsets(shard.shape(), strides, base);
     for (auto [e, target] : llvm::enumerate(targets)) {
       bool agrees = first.isFloat() ? sameValue(floats[target], shard.f()[e])
                                     : ints[target] == shard.i()[e];

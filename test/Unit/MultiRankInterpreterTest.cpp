@@ -102,8 +102,8 @@ protected:
     func::FuncOp fn = parse(source);
     if (!fn)
       return llvm::createStringError("cannot parse");
-    auto grid = fn->getParentOfType<ModuleOp>().lookupSymbol<shard::GridOp>(
-        "g");
+    auto grid =
+        fn->getParentOfType<ModuleOp>().lookupSymbol<shard::GridOp>("g");
     if (!grid)
       return llvm::createStringError("no grid @g");
     // The ranks run on a thread of their own so that a deadlock ends the
@@ -115,8 +115,7 @@ protected:
     };
     auto outcome = std::make_shared<Outcome>();
     std::thread runner([=] {
-      llvm::Expected<RankTensors> result =
-          runRanks(fn, grid, args, precision);
+      llvm::Expected<RankTensors> result = runRanks(fn, grid, args, precision);
       std::lock_guard<std::mutex> lock(outcome->mutex);
       outcome->result.emplace(std::move(result));
       outcome->done.notify_all();
@@ -190,8 +189,7 @@ protected:
   std::string program(const std::string &signature, const std::string &body) {
     std::vector<int64_t> axes(this->axes().begin(), this->axes().end());
     std::string text = "shard.grid @g(shape = " + joined(grid(), "x") +
-                       ")\nfunc.func @main" + signature + " {\n" + body +
-                       "}\n";
+                       ")\nfunc.func @main" + signature + " {\n" + body + "}\n";
     text = replaceAll(text, "GRID_AXES",
                       "grid_axes = [" + joined(axes, ", ") + "]");
     return replaceAll(text, "GG", std::to_string(groupSize()));
@@ -199,10 +197,10 @@ protected:
 };
 
 TEST_P(CollectiveTest, AllReduce) {
-  std::string source = program(
-      "(%x: tensor<2x3xf32>) -> (tensor<2x3xf32>, tensor<2x3xf32>, "
-      "tensor<2x3xf32>, tensor<2x3xf32>, tensor<2x3xf32>)",
-      R"(
+  std::string source =
+      program("(%x: tensor<2x3xf32>) -> (tensor<2x3xf32>, tensor<2x3xf32>, "
+              "tensor<2x3xf32>, tensor<2x3xf32>, tensor<2x3xf32>)",
+              R"(
   %0 = shard.all_reduce %x on @g GRID_AXES : tensor<2x3xf32> -> tensor<2x3xf32>
   %1 = shard.all_reduce %x on @g GRID_AXES reduction = max : tensor<2x3xf32> -> tensor<2x3xf32>
   %2 = shard.all_reduce %x on @g GRID_AXES reduction = min : tensor<2x3xf32> -> tensor<2x3xf32>
@@ -238,9 +236,9 @@ TEST_P(CollectiveTest, AllReduce) {
 }
 
 TEST_P(CollectiveTest, AllGather) {
-  std::string source =
-      program("(%x: tensor<2x3xf32>) -> (tensor<ROWSx3xf32>, tensor<2x3xGGxf32>)",
-              R"(
+  std::string source = program(
+      "(%x: tensor<2x3xf32>) -> (tensor<ROWSx3xf32>, tensor<2x3xGGxf32>)",
+      R"(
   %0 = shard.all_gather %x on @g GRID_AXES gather_axis = 0 : tensor<2x3xf32> -> tensor<ROWSx3xf32>
   %e = loom.reshape %x : tensor<2x3xf32> -> tensor<2x3x1xf32>
   %1 = shard.all_gather %e on @g GRID_AXES gather_axis = 2 : tensor<2x3x1xf32> -> tensor<2x3xGGxf32>
@@ -257,8 +255,8 @@ TEST_P(CollectiveTest, AllGather) {
     for (int64_t m = 0; m < g; ++m)
       for (int64_t e = 0; e < 6; ++e) {
         double x = args[group.members[m]][0].f()[e];
-        rows[m * 6 + e] = x;   // [g*2, 3]: member m's rows follow m-1's
-        last[e * g + m] = x;   // [2, 3, g]: member m at index m of the last
+        rows[m * 6 + e] = x; // [g*2, 3]: member m's rows follow m-1's
+        last[e * g + m] = x; // [2, 3, g]: member m at index m of the last
       }
     SCOPED_TRACE("rank " + std::to_string(r));
     expectAllNear(results[r][0].f(), rows, 0.0);
@@ -268,9 +266,9 @@ TEST_P(CollectiveTest, AllGather) {
 
 TEST_P(CollectiveTest, ReduceScatter) {
   std::string rows = std::to_string(2 * groupSize());
-  std::string source = program("(%x: tensor<" + rows +
-                                   "x3xf32>) -> tensor<2x3xf32>",
-                               R"(
+  std::string source =
+      program("(%x: tensor<" + rows + "x3xf32>) -> tensor<2x3xf32>",
+              R"(
   %0 = shard.reduce_scatter %x on @g GRID_AXES scatter_axis = 0 : tensor<ROWSx3xf32> -> tensor<2x3xf32>
   return %0 : tensor<2x3xf32>
 )");
@@ -323,14 +321,16 @@ TEST_P(CollectiveTest, AllSliceAndBroadcast) {
   for (int16_t a : axes())
     root.push_back(grid()[a] - 1);
   std::string source = program(
-      "(%x: tensor<2x" + cols + "xf32>) -> (tensor<2x3xf32>, tensor<2x" +
-          cols + "xf32>)",
+      "(%x: tensor<2x" + cols + "xf32>) -> (tensor<2x3xf32>, tensor<2x" + cols +
+          "xf32>)",
       "  %0 = shard.all_slice %x on @g GRID_AXES slice_axis = 1 : tensor<2x" +
-          cols + "xf32> -> tensor<2x3xf32>\n  %1 = shard.broadcast %x on @g "
-                 "GRID_AXES root = [" +
-          joined(root, ", ") + "] : (tensor<2x" + cols +
-          "xf32>) -> tensor<2x" + cols + "xf32>\n  return %0, %1 : "
-                                         "tensor<2x3xf32>, tensor<2x" +
+          cols +
+          "xf32> -> tensor<2x3xf32>\n  %1 = shard.broadcast %x on @g "
+          "GRID_AXES root = [" +
+          joined(root, ", ") + "] : (tensor<2x" + cols + "xf32>) -> tensor<2x" +
+          cols +
+          "xf32>\n  return %0, %1 : "
+          "tensor<2x3xf32>, tensor<2x" +
           cols + "xf32>\n");
   RankTensors args = randomPerRank(numRanks(), {2, 3 * groupSize()});
   RankTensors results = runAll(source, args);
@@ -350,8 +350,7 @@ TEST_P(CollectiveTest, AllSliceAndBroadcast) {
 }
 
 TEST_P(CollectiveTest, ProcessIndices) {
-  std::string source = program(
-      "() -> (index, index, index)", R"(
+  std::string source = program("() -> (index, index, index)", R"(
   %0 = shard.process_linear_index on @g : index
   %1 = shard.process_multi_index on @g axes = [AXIS] : index
   %2 = shard.grid_shape @g axes = [AXIS] : index
@@ -669,8 +668,7 @@ func.func @main(%x: tensor<2xf32>) -> tensor<2xf32> {
 }
 )",
                                   randomPerRank(3, {2}));
-  EXPECT_NE(error.find("has 4 devices, got arguments for 3"),
-            std::string::npos)
+  EXPECT_NE(error.find("has 4 devices, got arguments for 3"), std::string::npos)
       << error;
 }
 
