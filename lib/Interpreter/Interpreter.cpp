@@ -2,15 +2,17 @@
 //
 // The driver: it checks the arguments against the function type, walks the
 // function's single block in order, keeps one Tensor per SSA value, runs
-// func.call, func.return and arith.constant itself and every loom op through
-// its kernel, and rounds each float result to its declared element type in
-// the F32 mode.
+// func.call, func.return and arith.constant itself, the ops of its OpHook
+// (the multi-rank interpreter's shard ops) through the hook and every loom
+// op through its kernel, and rounds each float result to its declared
+// element type in the F32 mode. An `index` value (a shard op's process
+// index) is a 0-d integer tensor of element type index.
 //
 //===----------------------------------------------------------------------===//
 
 #include "loom/Interpreter/Interpreter.h"
 
-#include "Kernels.h"
+#include "Driver.h"
 
 #include "dialects/Loom/LoomDialect.h"
 
@@ -135,8 +137,12 @@ static llvm::Error checkArgument(func::FuncOp fn, unsigned index,
   return llvm::Error::success();
 }
 
-/// The tensor of an `arith.constant` with dense float or integer elements.
+/// The tensor of an `arith.constant` with dense float or integer elements,
+/// or of an `index` constant.
 static llvm::Expected<Tensor> constantTensor(arith::ConstantOp op) {
+  if (auto index = dyn_cast<IntegerAttr>(op.getValue());
+      index && isa<IndexType>(op.getType()))
+    return Tensor::ints(op.getType(), {}, {index.getInt()});
   auto elements = dyn_cast<DenseElementsAttr>(op.getValue());
   auto type = dyn_cast<RankedTensorType>(op.getType());
   if (!elements || !type)
@@ -168,7 +174,8 @@ namespace {
 /// Runs the functions of one module in one precision mode.
 class Interpreter {
 public:
-  explicit Interpreter(Precision precision) : precision(precision) {}
+  explicit Interpreter(const DriverOptions &options)
+      : precision(options.precision), options(options) {}
 
   /// Runs `fn` on `args`, checked against its type.
   llvm::Expected<std::vector<Tensor>> call(func::FuncOp fn,
@@ -185,13 +192,29 @@ private:
   void applyType(Tensor &t, Type type) const;
 
   Precision precision;
+  const DriverOptions &options;
   /// The functions being run, to reject recursion (which never ends here).
   SmallVector<Operation *> callStack;
 };
 
 } // namespace
 
+/// Whether `t` has the shape of a value of `type`: a ranked tensor type's,
+/// or a 0-d integer for `index`.
+static bool hasShapeOf(const Tensor &t, Type type) {
+  if (static_cast<int64_t>(t.size()) != t.numElements())
+    return false;
+  if (isa<IndexType>(type))
+    return t.rank() == 0 && !t.isFloat();
+  auto tensorType = dyn_cast<RankedTensorType>(type);
+  return tensorType && t.shape() == tensorType.getShape();
+}
+
 void Interpreter::applyType(Tensor &t, Type type) const {
+  if (isa<IndexType>(type)) {
+    t.setElementType(type);
+    return;
+  }
   Type elementType = cast<RankedTensorType>(type).getElementType();
   t.setElementType(elementType);
   if (precision != Precision::F32 || !t.isFloat() || elementType.isF64())
@@ -225,18 +248,9 @@ llvm::Expected<std::vector<Tensor>> Interpreter::call(func::FuncOp fn,
                                    " has more than one block; the "
                                    "interpreter runs straight-line code");
   // The kernels rely on the invariants the verifiers check.
-  std::string diagnostics;
-  {
-    ScopedDiagnosticHandler handler(fn.getContext(), [&](Diagnostic &diag) {
-      llvm::raw_string_ostream os(diagnostics);
-      printLocation(os, diag.getLocation());
-      os << ": " << diag << "\n";
-      return success();
-    });
-    if (failed(verify(fn)))
-      return llvm::createStringError("@" + fn.getSymName() +
-                                     " does not verify:\n" + diagnostics);
-  }
+  if (options.verify)
+    if (llvm::Error error = verifyForInterpreter(fn))
+      return std::move(error);
   callStack.push_back(fn);
   llvm::Expected<std::vector<Tensor>> results = runBody(fn, args);
   callStack.pop_back();
@@ -267,9 +281,8 @@ Interpreter::runBody(func::FuncOp fn, ArrayRef<Tensor> args) {
       return opError(&op, "internal error: the kernel gave " +
                               llvm::Twine(results->size()) + " results");
     for (auto [result, tensor] : llvm::zip(op.getResults(), *results)) {
-      auto type = dyn_cast<RankedTensorType>(result.getType());
-      if (!type || tensor.shape() != type.getShape() ||
-          static_cast<int64_t>(tensor.size()) != tensor.numElements())
+      Type type = result.getType();
+      if (!hasShapeOf(tensor, type))
         return opError(&op, "internal error: result #" +
                                 llvm::Twine(result.getResultNumber()) +
                                 " has shape " + shapeText(tensor.shape()));
@@ -303,15 +316,42 @@ llvm::Expected<Results> Interpreter::runOp(Operation *op, Operands operands) {
       return tensor.takeError();
     return Results{std::move(*tensor)};
   }
+  if (options.hook && options.hook->handles(op))
+    return options.hook->run(op, operands);
   const Kernel *kernel = allKernels().lookup(op);
   if (!kernel)
     return opError(op, "is not supported by the interpreter");
   return (*kernel)(op, operands);
 }
 
+llvm::Error verifyForInterpreter(Operation *op) {
+  std::string diagnostics;
+  ScopedDiagnosticHandler handler(op->getContext(), [&](Diagnostic &diag) {
+    llvm::raw_string_ostream os(diagnostics);
+    printLocation(os, diag.getLocation());
+    os << ": " << diag << "\n";
+    return success();
+  });
+  if (succeeded(verify(op)))
+    return llvm::Error::success();
+  std::string name = "the module";
+  if (auto symbol =
+          op->getAttrOfType<StringAttr>(SymbolTable::getSymbolAttrName()))
+    name = ("@" + symbol.getValue()).str();
+  return llvm::createStringError(name + " does not verify:\n" + diagnostics);
+}
+
+llvm::Expected<std::vector<Tensor>> runFunction(func::FuncOp fn,
+                                                ArrayRef<Tensor> args,
+                                                const DriverOptions &options) {
+  return Interpreter(options).call(fn, args);
+}
+
 llvm::Expected<std::vector<Tensor>> run(func::FuncOp fn, ArrayRef<Tensor> args,
                                         Precision precision) {
-  return Interpreter(precision).call(fn, args);
+  DriverOptions options;
+  options.precision = precision;
+  return runFunction(fn, args, options);
 }
 
 } // namespace loom::interp

@@ -7,8 +7,10 @@
 //
 // Besides the loom ops it runs `func.return`, `func.call` of a function in
 // the same module and `arith.constant` with dense (or splat) float or
-// integer tensor elements. Anything else is an error naming the op and its
-// location; the interpreter never aborts on bad input.
+// integer tensor elements (or an `index` scalar). Anything else is an error
+// naming the op and its location; the interpreter never aborts on bad input.
+// The shard ops of a partitioned program run in the multi-rank interpreter
+// (MultiRank.h), which shares this one's run loop and kernels.
 //
 //===----------------------------------------------------------------------===//
 

@@ -1,0 +1,91 @@
+//===- MultiRank.h - The reference interpreter on N ranks -------*- C++ -*-===//
+//
+// The second link of Loom's chain of numerical trust (DESIGN.md, principle
+// 4): runs an SPMD function (the per-device program a partitioner writes)
+// on every device of a `shard.grid` at once, one std::thread per rank, with
+// in-process implementations of the upstream `shard` collectives. A
+// partitioned program run here must give what the unpartitioned one gives
+// in interp::run.
+//
+// A rank is a device of the grid; its multi-index is its position in the
+// grid and its rank the row-major linear index of that position. A
+// collective `on @grid grid_axes = [a, b]` acts within the group of devices
+// that share every coordinate outside {a, b}; the members of a group are
+// ordered by the row-major index of their coordinates on (a, b), in the
+// order grid_axes lists them, which is the order in which all_gather
+// concatenates and reduce_scatter, all_to_all and all_slice split.
+//
+// Supported shard ops: all_reduce, reduce (the result everywhere),
+// reduce_scatter (reductions sum, max, min, product, average and, on
+// integers, bitwise_and/or/xor; the input is converted to the result's
+// element type first), all_gather, gather (the result everywhere),
+// all_to_all, all_slice, broadcast, scatter, send, recv (with a source),
+// process_multi_index, process_linear_index and grid_shape, with static or
+// dynamic (index operand) roots, sources and destinations. Every other op
+// runs exactly as in interp::run, with the same kernels and run loop.
+//
+// Reductions combine the members' values in member order in double (int64
+// for integers), whatever the order in which the threads arrive, so a run
+// is bit-reproducible. The ranks execute the same straight-line code, so
+// every collective is a rendezvous of all ranks (a generation-counted
+// barrier over a mutex and a condition variable); send is buffered and
+// recv waits for the matching send. An error on one rank (an unsupported
+// op, collective inputs whose shapes differ between members, ranks that
+// wait for each other forever, a rank that returns while others wait)
+// aborts every rank: runRanks returns the first error, which names the
+// rank, the op and its location.
+//
+// Out of scope for now: ops whose values depend on global indices draw
+// them by local index: loom.dropout and attention dropout draw their masks
+// at the index of the element in the rank's local tensor, so a partitioned
+// program with dropout differs from the unpartitioned one.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef LOOM_INTERPRETER_MULTIRANK_H
+#define LOOM_INTERPRETER_MULTIRANK_H
+
+#include "loom/Interpreter/Interpreter.h"
+
+#include "mlir/Dialect/Shard/IR/ShardOps.h"
+
+#include <vector>
+
+namespace loom::interp {
+
+/// How a tensor is laid out over a grid, as a `shard.sharding`'s
+/// `split_axes` say it: entry d lists the grid axes that split tensor
+/// dimension d, major first (dimensions past the end are not split). A grid
+/// axis that splits no dimension replicates the tensor along it.
+using SplitAxes = llvm::ArrayRef<llvm::SmallVector<int16_t>>;
+
+/// The multi-index of `rank` in a grid of `gridShape` (row-major).
+llvm::SmallVector<int64_t> gridMultiIndex(llvm::ArrayRef<int64_t> gridShape,
+                                          int64_t rank);
+
+/// The shard of `global` that `rank` holds when `global` is split as
+/// `splitAxes` says over a grid of `gridShape`. Every split dimension must
+/// divide evenly by the number of its shards.
+llvm::Expected<Tensor> shardOfRank(const Tensor &global,
+                                   llvm::ArrayRef<int64_t> gridShape,
+                                   SplitAxes splitAxes, int64_t rank);
+
+/// The global tensor whose shards (shardOfRank) are `shardsPerRank`, one per
+/// rank of a grid of `gridShape`. Copies that the sharding replicates must
+/// agree exactly; an error names the first rank and element that differ.
+llvm::Expected<Tensor> assembleFromShards(llvm::ArrayRef<Tensor> shardsPerRank,
+                                          llvm::ArrayRef<int64_t> gridShape,
+                                          SplitAxes splitAxes);
+
+/// Runs the SPMD function `fn` on every device of `grid` (which must have a
+/// static shape), rank r on `argsPerRank[r]` (checked like interp::run's
+/// arguments), and returns each rank's results, indexed by rank. Every
+/// shard op of `fn` must run on `grid`. The module holding `fn` is verified
+/// once before the ranks start.
+llvm::Expected<std::vector<std::vector<Tensor>>>
+runRanks(mlir::func::FuncOp fn, mlir::shard::GridOp grid,
+         llvm::ArrayRef<std::vector<Tensor>> argsPerRank, Precision precision);
+
+} // namespace loom::interp
+
+#endif // LOOM_INTERPRETER_MULTIRANK_H
