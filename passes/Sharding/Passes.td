@@ -23,4 +23,53 @@ def LoomPrintShardingRules : Pass<"loom-print-sharding-rules"> {
   }];
 }
 
+def LoomAutoShard : Pass<"loom-auto-shard", "mlir::ModuleOp"> {
+  let summary = "Choose a sharding of every value by an ILP over the ops' strategies";
+  let description = [{
+    Builds the auto-sharding problem of function `func` on a logical device
+    mesh (Alpa's intra-operator formulation; lib/AutoShard, lib/Solver):
+    every op's strategies come from its sharding rule, every argument may
+    be stored replicated or split, every use costs the collectives that turn
+    its producer's layout into what its consumer needs (all-reduce,
+    reduce-scatter, all-to-all, all-gather, slice) on the cluster's links,
+    and returned training state (`loom.role` param/m/v) comes back in its
+    argument's layout. CBC picks one strategy per op minimizing compute plus
+    communication under the per-device memory budget (arguments' storage).
+    Data parallelism, ZeRO (state split over the data axis), Megatron's
+    tensor parallelism and sequence parallelism are all strategies; none is
+    special-cased.
+
+    The choice is written with upstream `shard` ops: a `shard.grid @mesh`,
+    and after every argument and op result a `shard.sharding` and a
+    `shard.shard` giving its layout; an operand that must arrive in another
+    layout gets a `shard.shard ... annotate_for_users` before its consumer.
+    A value holding partial sums carries `loom.partial_axes` (the mesh axes
+    it is partial over) on its `shard.shard`, which upstream lacks.
+
+    ```mlir
+    shard.grid @mesh(shape = 2x4)
+    %sharding = shard.sharding @mesh split_axes = [[0], [], [1]] : !shard.sharding
+    %h = shard.shard %0 to %sharding : tensor<8x16x128xf32>
+    ```
+
+    Options: `func` (default `forward_backward`), `mesh` (axis sizes such as
+    `2x4`, their product the devices), `cluster` (as loom-plan's
+    `--cluster`), `memory-budget` (bytes per device; 0: the device's
+    memory). Errors: an op without a sharding rule, a call (inline first),
+    a mesh that does not match the cluster, a budget no choice meets (with
+    the least memory any choice needs).
+  }];
+  let options = [
+    Option<"funcName", "func", "std::string", "\"forward_backward\"",
+           "The function to shard">,
+    Option<"meshShape", "mesh", "std::string", "\"\"",
+           "Mesh axis sizes, e.g. 2x4">,
+    Option<"clusterName", "cluster", "std::string", "\"cpu-local\"",
+           "Cluster spec: a preset or a file, optionally :NODES">,
+    Option<"memoryBudget", "memory-budget", "double", "0",
+           "Bytes per device (0: the device's memory)">,
+  ];
+  let dependentDialects = ["mlir::shard::ShardDialect"];
+}
+
 #endif // LOOM_PASSES_SHARDING_PASSES_TD

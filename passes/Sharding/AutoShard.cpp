@@ -1,0 +1,173 @@
+//===- AutoShard.cpp - Choose every value's sharding by an ILP ------------===//
+//
+// Implements --loom-auto-shard: adapts a function to lib/AutoShard's
+// problem, solves it (lib/Solver, CBC), and writes the choice back as
+// `shard` annotations.
+//
+//===----------------------------------------------------------------------===//
+
+#include "passes/Sharding/Passes.h"
+
+#include "loom/AutoShard/Problem.h"
+
+#include "dialects/Loom/LoomOps.h"
+
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/Dialect/Shard/IR/ShardOps.h"
+#include "mlir/IR/Builders.h"
+#include "llvm/ADT/StringExtras.h"
+
+#define DEBUG_TYPE "loom-auto-shard"
+
+namespace loom {
+#define GEN_PASS_DEF_LOOMAUTOSHARD
+#include "passes/Sharding/Passes.h.inc"
+} // namespace loom
+
+using namespace mlir;
+using namespace loom::autoshard;
+
+namespace loom {
+namespace {
+
+constexpr llvm::StringLiteral kGridName = "mesh";
+constexpr llvm::StringLiteral kPartialAxesAttr = "loom.partial_axes";
+
+/// `2x4` to {2, 4}; empty on a malformed shape.
+llvm::SmallVector<int64_t, 3> parseMeshShape(llvm::StringRef text) {
+  llvm::SmallVector<int64_t, 3> shape;
+  llvm::SmallVector<llvm::StringRef> parts;
+  text.split(parts, 'x');
+  for (llvm::StringRef part : parts) {
+    int64_t size;
+    if (part.getAsInteger(10, size) || size < 1)
+      return {};
+    shape.push_back(size);
+  }
+  return shape;
+}
+
+/// Inserts a `shard.sharding` and a `shard.shard` of `value` at the
+/// builder's point.
+shard::ShardOp annotate(OpBuilder &b, Location loc, Value value,
+                        const TensorSharding &sharding, bool forUsers) {
+  llvm::SmallVector<shard::GridAxesAttr> splitAxes;
+  for (const auto &axes : sharding.dimAxes) {
+    llvm::SmallVector<int16_t> axes16(axes.begin(), axes.end());
+    splitAxes.push_back(shard::GridAxesAttr::get(b.getContext(), axes16));
+  }
+  if (splitAxes.empty()) // upstream wants at least one sub-array
+    splitAxes.push_back(shard::GridAxesAttr::get(b.getContext(), {}));
+  auto shardingOp = shard::ShardingOp::create(b, loc, kGridName, splitAxes);
+  auto shardOp = shard::ShardOp::create(b, loc, value, shardingOp.getResult(),
+                                        forUsers ? b.getUnitAttr() : nullptr);
+  if (!sharding.partialAxes.empty())
+    shardOp->setAttr(kPartialAxesAttr,
+                     b.getDenseI64ArrayAttr(sharding.partialAxes));
+  return shardOp;
+}
+
+struct AutoShardPass : impl::LoomAutoShardBase<AutoShardPass> {
+  using LoomAutoShardBase::LoomAutoShardBase;
+
+  void runOnOperation() override {
+    ModuleOp module = getOperation();
+    auto fn = module.lookupSymbol<func::FuncOp>(funcName);
+    if (!fn) {
+      module.emitError() << "--loom-auto-shard: no function @" << funcName;
+      return signalPassFailure();
+    }
+    DeviceMesh mesh{parseMeshShape(meshShape)};
+    if (mesh.shape.empty()) {
+      fn.emitError() << "--loom-auto-shard: mesh=\"" << meshShape
+                     << "\" is not a list of axis sizes such as 2x4";
+      return signalPassFailure();
+    }
+    auto cluster = cost::resolveClusterSpec(clusterName);
+    if (!cluster) {
+      fn.emitError() << "--loom-auto-shard: "
+                     << llvm::toString(cluster.takeError());
+      return signalPassFailure();
+    }
+    if (mesh.numDevices() != cluster->numDevices()) {
+      fn.emitError() << "--loom-auto-shard: the mesh " << meshShape << " has "
+                     << mesh.numDevices() << " devices, the cluster '"
+                     << cluster->name << "' " << cluster->numDevices();
+      return signalPassFailure();
+    }
+    auto problem = buildShardingProblem(fn, mesh, *cluster, ProblemOptions{});
+    if (!problem) {
+      fn.emitError() << "--loom-auto-shard: "
+                     << llvm::toString(problem.takeError());
+      return signalPassFailure();
+    }
+    solver::StrategyOptions options;
+    options.memoryBudget =
+        memoryBudget > 0 ? double(memoryBudget) : cluster->device.memoryBytes;
+    auto plan = solveShardingProblem(*problem, options);
+    if (!plan) {
+      fn.emitError() << "--loom-auto-shard: "
+                     << llvm::toString(plan.takeError());
+      return signalPassFailure();
+    }
+    writeBack(module, fn, *problem, *plan, mesh);
+  }
+
+  void writeBack(ModuleOp module, func::FuncOp fn,
+                 const ShardingProblem &problem,
+                 const solver::StrategyPlan &plan, const DeviceMesh &mesh) {
+    OpBuilder b(module.getContext());
+    if (!module.lookupSymbol(kGridName)) {
+      b.setInsertionPointToStart(module.getBody());
+      shard::GridOp::create(b, module.getLoc(), kGridName, mesh.shape);
+    }
+    // Arguments' annotations open the body, in argument order.
+    b.setInsertionPointToStart(&fn.getBody().front());
+    for (auto [index, node] : llvm::enumerate(problem.nodes)) {
+      const Strategy &chosen = node.strategies[plan.strategy[index]];
+      if (!node.op) {
+        Value arg = node.arg;
+        auto shardOp = annotate(b, arg.getLoc(), arg, chosen.results[0],
+                                /*forUsers=*/false);
+        arg.replaceAllUsesExcept(shardOp.getResult(), shardOp);
+        b.setInsertionPointAfter(shardOp);
+        continue;
+      }
+      if (isa<func::ReturnOp>(node.op))
+        continue;
+      b.setInsertionPointAfter(node.op);
+      for (auto [result, sharding] :
+           llvm::zip(node.op->getResults(), chosen.results)) {
+        if (!isa<RankedTensorType>(result.getType()))
+          continue;
+        auto shardOp = annotate(b, node.op->getLoc(), result, sharding,
+                                /*forUsers=*/false);
+        result.replaceAllUsesExcept(shardOp.getResult(), shardOp);
+        b.setInsertionPointAfter(shardOp);
+      }
+    }
+    // Operands that must arrive in another layout than they left in.
+    for (const ProblemEdge &edge : problem.edges) {
+      const ProblemNode &to = problem.nodes[edge.to];
+      if (!to.op || edge.operand < 0)
+        continue;
+      const Strategy &producer =
+          problem.nodes[edge.from].strategies[plan.strategy[edge.from]];
+      const Strategy &consumer = to.strategies[plan.strategy[edge.to]];
+      if (edge.reshard[plan.strategy[edge.from]][plan.strategy[edge.to]] == 0 &&
+          llvm::any_of(producer.results, [&](const TensorSharding &s) {
+            return s == consumer.operands[edge.operand];
+          }))
+        continue;
+      Value current = to.op->getOperand(edge.operand);
+      b.setInsertionPoint(to.op);
+      auto shardOp =
+          annotate(b, to.op->getLoc(), current, consumer.operands[edge.operand],
+                   /*forUsers=*/true);
+      to.op->setOperand(edge.operand, shardOp.getResult());
+    }
+  }
+};
+
+} // namespace
+} // namespace loom
