@@ -2,7 +2,8 @@
 # Installs the Debian packages Loom needs (only those missing), configures,
 # builds, and runs every test through ctest: each lit file and each
 # GoogleTest case is one ctest test; GPU tests report "skipped" without a
-# GPU. Ends with one summary line: "tests: N passed, N failed, N skipped".
+# GPU, and disabled GoogleTests (benchmarks run by hand) count as skipped.
+# Ends with one summary line: "tests: N passed, N failed, N skipped".
 #
 # usage: utils/run-tests.sh [--build-only]
 #   --build-only   install and build, run no test (used by run-main-job.sh)
@@ -61,8 +62,9 @@ count() {
   local lines
   lines=$(grep -E "Test +#[0-9]+: $1" "$build/ctest.log" || true)
   echo "$(grep -c ' Passed ' <<<"$lines") passed," \
-       "$(grep -cE '\*\*\*(Failed|Exception|Timeout)|Not Run' <<<"$lines") failed," \
-       "$(grep -c 'Skipped' <<<"$lines") skipped"
+       "$(grep -E '\*\*\*(Failed|Exception|Timeout)|Not Run' <<<"$lines" \
+            | grep -vc 'Not Run (Disabled)') failed," \
+       "$(grep -cE 'Skipped|Not Run \(Disabled\)' <<<"$lines") skipped"
 }
 for kind in lit unit format; do
   echo "$kind: $(count "$kind/")"
