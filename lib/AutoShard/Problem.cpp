@@ -21,20 +21,6 @@ llvm::ArrayRef<int64_t> shapeOf(Value value) {
   return {};
 }
 
-double elementBytes(Value value) {
-  Type element = getElementTypeOrSelf(value.getType());
-  if (!element.isIntOrFloat())
-    return 0;
-  return std::max(1u, element.getIntOrFloatBitWidth() / 8);
-}
-
-double numElements(llvm::ArrayRef<int64_t> shape) {
-  double n = 1;
-  for (int64_t size : shape)
-    n *= double(size);
-  return n;
-}
-
 llvm::Error opError(Operation *op, const llvm::Twine &message) {
   std::string location;
   llvm::raw_string_ostream os(location);
@@ -96,14 +82,14 @@ buildShardingProblem(func::FuncOp fn, const DeviceMesh &mesh,
   for (BlockArgument arg : fn.getArguments()) {
     ProblemNode &node = problem.nodes.emplace_back();
     node.arg = arg;
-    double perElement =
-        elementBytes(arg) + options.argumentOverheadBytesPerElement;
+    double perElement = cost::elementBytes(arg.getType()) +
+                        options.argumentOverheadBytesPerElement;
     for (TensorSharding &sharding : argumentShardings(shapeOf(arg), mesh)) {
       Strategy strategy;
       strategy.localShapes.results.push_back(
           sharding.localShape(shapeOf(arg), mesh));
-      node.memory.push_back(numElements(strategy.localShapes.results.back()) *
-                            perElement);
+      node.memory.push_back(
+          cost::numElements(strategy.localShapes.results.back()) * perElement);
       node.seconds.push_back(0);
       strategy.results.push_back(std::move(sharding));
       node.strategies.push_back(std::move(strategy));
@@ -122,7 +108,8 @@ buildShardingProblem(func::FuncOp fn, const DeviceMesh &mesh,
       for (const Strategy &consumed : target.strategies)
         row.push_back(planResharding(produced.results[result],
                                      requiredSharding(consumed), shapeOf(value),
-                                     elementBytes(value), mesh, cluster)
+                                     cost::elementBytes(value.getType()), mesh,
+                                     cluster)
                           .cost());
     }
     problem.edges.push_back(std::move(edge));

@@ -2,6 +2,8 @@
 
 #include "loom/AutoShard/Resharding.h"
 
+#include "loom/CostModel/OpCost.h"
+
 #include "llvm/ADT/STLExtras.h"
 
 namespace loom::autoshard {
@@ -23,13 +25,6 @@ llvm::StringRef stringifyReshardKind(ReshardKind kind) {
 }
 
 namespace {
-
-double product(llvm::ArrayRef<int64_t> shape) {
-  double result = 1;
-  for (int64_t size : shape)
-    result *= double(size);
-  return result;
-}
 
 /// Whether `axis` splits `dim` of both shardings at the same position
 /// among the dimension's axes (then the shards already match).
@@ -54,7 +49,7 @@ ReshardPlan planResharding(const TensorSharding &from, const TensorSharding &to,
     return plan;
   }
   // Bytes one device holds as the steps go.
-  double local = product(from.localShape(shape, mesh)) * elementBytes;
+  double local = cost::numElements(from.localShape(shape, mesh)) * elementBytes;
   auto add = [&](ReshardKind kind, int64_t axis, int64_t dim,
                  cost::Collective collective, double bytes) {
     double seconds =

@@ -2,6 +2,8 @@
 
 #include "loom/CostModel/MemoryModel.h"
 
+#include "loom/CostModel/OpCost.h"
+
 #include "dialects/Loom/LoomOps.h"
 
 #include "llvm/ADT/DenseMap.h"
@@ -12,6 +14,18 @@
 using namespace mlir;
 
 namespace loom::cost {
+
+llvm::StringRef stringifyRecompute(Recompute recompute) {
+  switch (recompute) {
+  case Recompute::None:
+    return "none";
+  case Recompute::Selective:
+    return "selective";
+  case Recompute::Full:
+    return "full";
+  }
+  return "?";
+}
 
 StateBytesPerParam stateBytesPerParam(bool mixedPrecision,
                                       OptimizerKind optimizer) {
@@ -44,10 +58,7 @@ namespace {
 
 double bytesOf(Value value) {
   auto type = dyn_cast<RankedTensorType>(value.getType());
-  if (!type)
-    return 0;
-  double bits = type.getElementType().getIntOrFloatBitWidth();
-  return double(type.getNumElements()) * std::max(8.0, bits) / 8;
+  return type ? numElements(type.getShape()) * elementBytes(type) : 0;
 }
 
 /// The value whose storage `value` uses: reshapes are views.
@@ -57,7 +68,8 @@ Value storageRoot(Value value) {
   return value;
 }
 
-/// The ops the loss (result 0 of the return) depends on.
+} // namespace
+
 llvm::DenseSet<Operation *> forwardOps(func::FuncOp fn) {
   llvm::DenseSet<Operation *> forward;
   Operation *terminator = fn.getBody().front().getTerminator();
@@ -72,8 +84,6 @@ llvm::DenseSet<Operation *> forwardOps(func::FuncOp fn) {
   }
   return forward;
 }
-
-} // namespace
 
 llvm::DenseSet<Value> batchDependentValues(func::FuncOp fn) {
   llvm::DenseSet<Value> dependent;

@@ -19,6 +19,7 @@
 #include "dialects/Loom/LoomOps.h"
 
 #include "mlir/IR/BuiltinTypes.h"
+#include "mlir/IR/TypeUtilities.h"
 #include "llvm/ADT/TypeSwitch.h"
 
 #include <algorithm>
@@ -34,12 +35,6 @@ double product(llvm::ArrayRef<int64_t> shape, size_t begin = 0,
   for (size_t i = begin; i < std::min(end, shape.size()); ++i)
     result *= double(shape[i]);
   return result;
-}
-
-double elementBytes(Type type) {
-  auto tensor = dyn_cast<ShapedType>(type);
-  Type element = tensor ? tensor.getElementType() : type;
-  return std::max<double>(1, element.getIntOrFloatBitWidth() / 8.0);
 }
 
 MathMode mathModeOf(Type type) {
@@ -107,6 +102,15 @@ double attentionProductFlops(const OpShapes &shapes) {
 }
 
 } // namespace
+
+double elementBytes(Type type) {
+  Type element = getElementTypeOrSelf(type);
+  if (!element.isIntOrFloat())
+    return 0;
+  return std::max(1u, element.getIntOrFloatBitWidth() / 8);
+}
+
+double numElements(llvm::ArrayRef<int64_t> shape) { return product(shape); }
 
 OpShapes OpShapes::of(Operation *op) {
   OpShapes shapes;

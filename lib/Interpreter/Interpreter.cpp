@@ -86,7 +86,7 @@ static const KernelTable &allKernels() {
   return table;
 }
 
-static std::string shapeText(ArrayRef<int64_t> shape) {
+std::string shapeString(ArrayRef<int64_t> shape) {
   if (shape.empty())
     return "scalar";
   std::string text;
@@ -122,8 +122,8 @@ static llvm::Error checkArgument(func::FuncOp fn, unsigned index,
                 " elements, got " + (arg.isFloat() ? "float" : "integer") +
                 " ones");
   if (arg.shape() != type.getShape())
-    return fail("expected shape " + shapeText(type.getShape()) + ", got " +
-                shapeText(arg.shape()));
+    return fail("expected shape " + shapeString(type.getShape()) + ", got " +
+                shapeString(arg.shape()));
   if (static_cast<int64_t>(arg.size()) != arg.numElements())
     return fail("holds " + llvm::Twine(arg.size()) + " values for " +
                 llvm::Twine(arg.numElements()) + " elements");
@@ -285,7 +285,7 @@ Interpreter::runBody(func::FuncOp fn, ArrayRef<Tensor> args) {
       if (!hasShapeOf(tensor, type))
         return opError(&op, "internal error: result #" +
                                 llvm::Twine(result.getResultNumber()) +
-                                " has shape " + shapeText(tensor.shape()));
+                                " has shape " + shapeString(tensor.shape()));
       applyType(tensor, type);
       values[result] = std::move(tensor);
     }

@@ -65,6 +65,8 @@ llvm::Error opError(mlir::Operation *op, const llvm::Twine &message);
 
 /// The shape of a value of ranked tensor type.
 llvm::ArrayRef<int64_t> shapeOf(mlir::Value value);
+/// "2x3", or "scalar" for a 0-d shape (for messages).
+std::string shapeString(llvm::ArrayRef<int64_t> shape);
 /// The element type of a value of ranked tensor type.
 mlir::Type elementTypeOf(mlir::Value value);
 

@@ -90,15 +90,6 @@ int64_t linearIndexOf(llvm::ArrayRef<int64_t> shape,
   return linear;
 }
 
-std::string shapeString(llvm::ArrayRef<int64_t> shape) {
-  if (shape.empty())
-    return "scalar";
-  std::string text;
-  llvm::raw_string_ostream os(text);
-  llvm::interleave(shape, os, "x");
-  return text;
-}
-
 //===----------------------------------------------------------------------===//
 // Shards of a global tensor
 //===----------------------------------------------------------------------===//

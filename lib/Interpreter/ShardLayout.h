@@ -26,9 +26,6 @@ Tensor concatAlong(llvm::ArrayRef<const Tensor *> parts, int64_t axis);
 int64_t linearIndexOf(llvm::ArrayRef<int64_t> shape,
                       llvm::ArrayRef<int64_t> index);
 
-/// "2x3", or "scalar" for a 0-d shape.
-std::string shapeString(llvm::ArrayRef<int64_t> shape);
-
 } // namespace loom::interp
 
 #endif // LOOM_LIB_INTERPRETER_SHARDLAYOUT_H

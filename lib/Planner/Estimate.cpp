@@ -132,19 +132,6 @@ llvm::Expected<Program> buildProgram(MLIRContext &context,
   return program;
 }
 
-/// The ops of @forward that the loss depends on.
-llvm::DenseSet<Operation *> lossSlice(func::FuncOp fn) {
-  llvm::DenseSet<Operation *> forward;
-  llvm::SmallVector<Value> worklist{
-      fn.getBody().front().getTerminator()->getOperand(0)};
-  while (!worklist.empty()) {
-    Operation *op = worklist.pop_back_val().getDefiningOp();
-    if (op && forward.insert(op).second)
-      llvm::append_range(worklist, op->getOperands());
-  }
-  return forward;
-}
-
 /// Costs of one per-device program, split into the embedding (gather and
 /// scatter of the token table) and everything else; `global` is the same
 /// program at full tensor-parallel widths, op for op.
@@ -179,7 +166,7 @@ ProgramCost costProgram(func::FuncOp localFn, func::FuncOp globalFn,
   }
 
   ProgramCost cost;
-  llvm::DenseSet<Operation *> forward = lossSlice(localFn);
+  llvm::DenseSet<Operation *> forward = forwardOps(localFn);
   llvm::DenseSet<Value> batchDependent = batchDependentValues(localFn);
   auto partOf = [&](Operation *op) -> PartCost & {
     return isa<EmbeddingOp, EmbeddingGradOp>(op) ? cost.embedding : cost.rest;
@@ -291,10 +278,9 @@ llvm::Expected<ModelCosts> costModel(MLIRContext &context,
     costs[layers] = costProgram(localProgram->forwardBackward,
                                 globalProgram->forwardBackward, device,
                                 setup.activations, plan.tp > 1);
-    ProgramCost full = costProgram(globalProgram->forwardBackward,
-                                   globalProgram->forwardBackward, device,
-                                   setup.activations, false);
-    fullFlops[layers] = full.embedding.modelFlops + full.rest.modelFlops;
+    fullFlops[layers] = 0;
+    for (Operation &op : globalProgram->forwardBackward.getBody().front())
+      fullFlops[layers] += getOpWork(&op).modelFlops;
   }
   ModelCosts model;
   model.embedding = costs[0].embedding;

@@ -151,19 +151,21 @@ struct AutoShardPass : impl::LoomAutoShardBase<AutoShardPass> {
       const ProblemNode &to = problem.nodes[edge.to];
       if (!to.op || edge.operand < 0)
         continue;
-      const Strategy &producer =
-          problem.nodes[edge.from].strategies[plan.strategy[edge.from]];
-      const Strategy &consumer = to.strategies[plan.strategy[edge.to]];
-      if (edge.reshard[plan.strategy[edge.from]][plan.strategy[edge.to]] == 0 &&
-          llvm::any_of(producer.results, [&](const TensorSharding &s) {
-            return s == consumer.operands[edge.operand];
-          }))
+      // The layout the carried value left its producer (or argument) in.
+      unsigned result = isa<OpResult>(edge.value)
+                            ? cast<OpResult>(edge.value).getResultNumber()
+                            : 0;
+      const TensorSharding &produced = problem.nodes[edge.from]
+                                           .strategies[plan.strategy[edge.from]]
+                                           .results[result];
+      const TensorSharding &required =
+          to.strategies[plan.strategy[edge.to]].operands[edge.operand];
+      if (produced == required)
         continue;
       Value current = to.op->getOperand(edge.operand);
       b.setInsertionPoint(to.op);
-      auto shardOp =
-          annotate(b, to.op->getLoc(), current, consumer.operands[edge.operand],
-                   /*forUsers=*/true);
+      auto shardOp = annotate(b, to.op->getLoc(), current, required,
+                              /*forUsers=*/true);
       to.op->setOperand(edge.operand, shardOp.getResult());
     }
   }

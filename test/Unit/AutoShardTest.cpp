@@ -14,6 +14,8 @@
 
 #include "dialects/Loom/LoomOps.h"
 
+#include "TestModels.h"
+
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/BuiltinOps.h"
 #include "mlir/Parser/Parser.h"
@@ -26,20 +28,7 @@ using namespace loom::autoshard;
 
 namespace {
 
-cost::ClusterSpec testCluster() {
-  cost::ClusterSpec spec;
-  spec.name = "test";
-  spec.devicesPerNode = 8;
-  spec.device.peakFlopsFP32 = spec.device.peakFlopsTF32 = 20e12;
-  spec.device.peakFlopsBF16 = spec.device.peakFlopsFP16 = 300e12;
-  spec.device.memoryBandwidth = 2e12;
-  spec.device.memoryBytes = 80e9;
-  spec.device.memoryEfficiency = spec.device.gemmEfficiency = 0.8;
-  spec.device.gemmHalfWork = 1e9;
-  spec.device.launchOverhead = 4e-6;
-  spec.intraNode = {"nvlink", 300e9, 3e-6};
-  return spec;
-}
+using unittest::testCluster;
 
 class AutoShardTest : public ::testing::Test {
 protected:

@@ -29,30 +29,7 @@ using namespace loom::cost;
 
 namespace {
 
-/// A DGX-A100-like node, spelled out so the test does not depend on the
-/// presets' exact numbers.
-ClusterSpec testCluster(int64_t nodes) {
-  ClusterSpec spec;
-  spec.name = "test";
-  spec.nodes = nodes;
-  spec.devicesPerNode = 8;
-  spec.device.name = "test-gpu";
-  spec.device.peakFlopsFP32 = 19.5e12;
-  spec.device.peakFlopsTF32 = 156e12;
-  spec.device.peakFlopsBF16 = spec.device.peakFlopsFP16 = 312e12;
-  spec.device.memoryBytes = 80.0 * (1ull << 30);
-  spec.device.memoryBandwidth = 2.0e12;
-  spec.device.launchOverhead = 4e-6;
-  spec.device.gemmEfficiency = 0.8;
-  spec.device.gemmHalfWork = 1e9;
-  spec.device.memoryEfficiency = 0.8;
-  spec.intraNode = {"nvswitch", 300e9, 3e-6};
-  spec.nicsPerNode = 8;
-  spec.nicBandwidth = 25e9;
-  spec.interNodeLatency = 8e-6;
-  spec.interNodeName = "ib";
-  return spec;
-}
+using unittest::testCluster;
 
 TEST(ZeroMemoryTest, MatchesThePapersFigure) {
   StateBytesPerParam adam = stateBytesPerParam(true, OptimizerKind::AdamW);

@@ -1,8 +1,9 @@
-//===- TestModels.h - GPT-2 configs of given shapes for unit tests --------===//
+//===- TestModels.h - Model configs and a cluster for unit tests ----------===//
 
 #ifndef LOOM_TEST_UNIT_TESTMODELS_H
 #define LOOM_TEST_UNIT_TESTMODELS_H
 
+#include "loom/CostModel/ClusterSpec.h"
 #include "loom/Import/ModelConfig.h"
 
 #include <gtest/gtest.h>
@@ -31,6 +32,31 @@ inline ModelConfig gpt2Config(const GPTShape &s) {
   llvm::Expected<ModelConfig> config = parseModelConfig(json, "test.json");
   EXPECT_TRUE(static_cast<bool>(config)) << llvm::toString(config.takeError());
   return config ? *config : ModelConfig{};
+}
+
+/// A DGX-A100-like node, spelled out so the test does not depend on the
+/// presets' exact numbers.
+inline cost::ClusterSpec testCluster(int64_t nodes = 1) {
+  cost::ClusterSpec spec;
+  spec.name = "test";
+  spec.nodes = nodes;
+  spec.devicesPerNode = 8;
+  spec.device.name = "test-gpu";
+  spec.device.peakFlopsFP32 = 19.5e12;
+  spec.device.peakFlopsTF32 = 156e12;
+  spec.device.peakFlopsBF16 = spec.device.peakFlopsFP16 = 312e12;
+  spec.device.memoryBytes = 80.0 * (1ull << 30);
+  spec.device.memoryBandwidth = 2.0e12;
+  spec.device.launchOverhead = 4e-6;
+  spec.device.gemmEfficiency = 0.8;
+  spec.device.gemmHalfWork = 1e9;
+  spec.device.memoryEfficiency = 0.8;
+  spec.intraNode = {"nvswitch", 300e9, 3e-6};
+  spec.nicsPerNode = 8;
+  spec.nicBandwidth = 25e9;
+  spec.interNodeLatency = 8e-6;
+  spec.interNodeName = "ib";
+  return spec;
 }
 
 } // namespace loom::unittest

@@ -156,20 +156,24 @@ Expected<Calibration> fit(const Measurements &measured,
     return fitError("triad times");
   // The links' α and β come from the time left after the reduction
   // arithmetic, which the cost model charges to the device's memory
-  // (cost::reductionTime: 3 bytes moved per byte reduced). x1 is the ring's
-  // bytes over the link, of which an all-reduce reduces half and a
-  // reduce-scatter all. At most half a sample is taken away, so noise cannot
-  // make a time negative.
-  double secondsPerByte = memory->theta1;
+  // (cost::reductionTime). x1 is the ring's (p-1)/p·n bytes over the link,
+  // twice for an all-reduce. At most half a sample is taken away, so noise
+  // cannot make a time negative.
+  cost::DeviceSpec measuredMemory;
+  measuredMemory.memoryBandwidth = 1 / memory->theta1;
+  measuredMemory.memoryEfficiency = 1;
+  const int64_t p = topology.localSize;
   std::vector<Sample> joint;
   for (auto [kind, measuredSamples] :
        llvm::zip(allCollectives, measured.intra)) {
     std::vector<Sample> samples = measuredSamples;
-    if (kind == Collective::AllReduce || kind == Collective::ReduceScatter)
+    if (p > 1)
       for (Sample &sample : samples) {
-        double reduced =
+        double share =
             kind == Collective::AllReduce ? sample.x1 / 2 : sample.x1;
-        sample.t -= std::min(0.5 * sample.t, 3 * reduced * secondsPerByte);
+        double n = share * double(p) / double(p - 1);
+        sample.t -= std::min(0.5 * sample.t,
+                             cost::reductionTime(kind, n, p, measuredMemory));
       }
     result.intraEach.push_back(fitLink(samples));
     if (fitsLink(kind))

@@ -126,10 +126,7 @@ void printText(const plan::Estimate &e, const plan::ParallelPlan &p,
                 "micro-batches, {5}, ZeRO-{6}, recompute {7}{8}\n",
                 p.dp, p.tp, p.pp, p.microBatch, e.numMicroBatches,
                 plan::stringifySchedule(p.schedule), int(p.zero),
-                recompute.getValue() == cost::Recompute::None ? "none"
-                : recompute.getValue() == cost::Recompute::Selective
-                    ? "selective"
-                    : "full",
+                cost::stringifyRecompute(p.recompute),
                 p.sequenceParallel ? ", sequence parallel" : "");
   os << formatv("cluster:     {0}: {1} nodes x {2} devices ({3})\n",
                 cluster.name, cluster.nodes, cluster.devicesPerNode,
@@ -170,10 +167,7 @@ json::Value toJSON(const plan::Estimate &e, const plan::ParallelPlan &p) {
                     {"schedule", plan::stringifySchedule(p.schedule)},
                     {"zero", int(p.zero)},
                     {"sequence_parallel", p.sequenceParallel},
-                    {"recompute", p.recompute == cost::Recompute::None ? "none"
-                                  : p.recompute == cost::Recompute::Selective
-                                      ? "selective"
-                                      : "full"}}},
+                    {"recompute", cost::stringifyRecompute(p.recompute)}}},
       {"step_time_s", e.stepTime},
       {"compute_s", e.compute},
       {"exposed_comm_s", e.exposedComm},

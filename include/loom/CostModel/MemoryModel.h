@@ -42,6 +42,9 @@ enum class Recompute {
   Full,
 };
 
+/// "none", "selective" or "full" (loom-plan's spelling).
+llvm::StringRef stringifyRecompute(Recompute recompute);
+
 /// Bytes per parameter of each model state.
 struct StateBytesPerParam {
   double params = 0, grads = 0, optimizer = 0;
@@ -65,6 +68,10 @@ struct ModelStateMemory {
 ModelStateMemory modelStateMemory(double numParams,
                                   const StateBytesPerParam &perParam,
                                   ZeroStage zero, int64_t dataParallel);
+
+/// The forward ops of @forward_backward: those its loss (result 0) depends
+/// on. Everything else is the backward.
+llvm::DenseSet<mlir::Operation *> forwardOps(mlir::func::FuncOp fn);
 
 /// The values of `fn` that depend on the batch: on an integer tensor
 /// argument of rank at least one (tokens and labels; the step counter is

@@ -50,6 +50,12 @@ struct OpShapes {
   static OpShapes of(mlir::Operation *op);
 };
 
+/// Bytes of one element of `type` (a tensor's element type, or a scalar),
+/// at least 1; 0 for types without a bit width (index, tokens).
+double elementBytes(mlir::Type type);
+/// Elements of a tensor of `shape` (1 for a 0-d tensor).
+double numElements(llvm::ArrayRef<int64_t> shape);
+
 /// The work of `op` at `shapes` (its local shapes on one device).
 OpWork getOpWork(mlir::Operation *op, const OpShapes &shapes);
 inline OpWork getOpWork(mlir::Operation *op) {
