@@ -176,7 +176,8 @@ def Loom_CrossEntropyGradOp : Loom_Op<"cross_entropy_grad",
   let summary = "gradient of `cross_entropy`";
   let description = [{
     `dlogits[t] = dloss * (softmax(logits[t]) - onehot(labels[t])) / T`,
-    where `T` is the number of tokens.
+    where `T` is the number of tokens, or `token_count` when present (as on
+    `cross_entropy`).
 
     ```mlir
     %dlogits = loom.cross_entropy_grad %dloss, %logits, %labels
@@ -185,7 +186,8 @@ def Loom_CrossEntropyGradOp : Loom_Op<"cross_entropy_grad",
     ```
   }];
   let arguments = (ins Loom_ScalarF32:$dloss, Loom_FloatTensor:$logits,
-                       Loom_IndexTensor:$labels);
+                       Loom_IndexTensor:$labels,
+                       OptionalAttr<I64Attr>:$token_count);
   let results = (outs Loom_FloatTensor:$dlogits);
   let assemblyFormat = "$dloss `,` $logits `,` $labels attr-dict `:` "
                        "functional-type(operands, results)";

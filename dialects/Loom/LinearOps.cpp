@@ -57,7 +57,10 @@ OpShardingRule EmbeddingOp::getShardingRule() {
   OpShardingRule rule;
   ArrayRef<int64_t> table = getTable().getType().getShape();
   ArrayRef<int64_t> ids = getIds().getType().getShape();
-  int64_t vocab = rule.addFactor(table[0]);
+  // A device holding rows [r, r + V/n) of a split table would need r to
+  // look ids up (Megatron's vocabulary-parallel embedding); no op takes a
+  // device's offset yet, so the vocabulary stays whole.
+  int64_t vocab = rule.addFactor(table[0], /*whole=*/true);
   int64_t dim = rule.addFactor(table[1]);
   SmallVector<int64_t> tokens = rule.addFactors(ids);
   TensorMapping result = OpShardingRule::alignLeft(ids, tokens);
@@ -83,7 +86,8 @@ LogicalResult EmbeddingGradOp::verify() {
 OpShardingRule EmbeddingGradOp::getShardingRule() {
   OpShardingRule rule;
   ArrayRef<int64_t> ids = getIds().getType().getShape();
-  int64_t vocab = rule.addFactor(getType().getDimSize(0));
+  // Whole vocabulary, as for `embedding`.
+  int64_t vocab = rule.addFactor(getType().getDimSize(0), /*whole=*/true);
   int64_t dim = rule.addFactor(getType().getDimSize(1));
   SmallVector<int64_t> tokens = rule.addFactors(ids);
   TensorMapping dy = OpShardingRule::alignLeft(ids, tokens);
@@ -94,9 +98,24 @@ OpShardingRule EmbeddingGradOp::getShardingRule() {
   return rule;
 }
 
+/// `token_count` divides a sum over at least the tokens of `labels`.
+static LogicalResult verifyTokenCount(Operation *op, Type labels,
+                                      std::optional<uint64_t> count) {
+  if (!count)
+    return success();
+  int64_t local = cast<RankedTensorType>(labels).getNumElements();
+  if (static_cast<int64_t>(*count) < local)
+    return op->emitOpError()
+           << "token_count " << static_cast<int64_t>(*count)
+           << " is less than the " << local << " tokens of the labels";
+  return success();
+}
+
 LogicalResult CrossEntropyOp::verify() {
-  return verifyLabels(getLogits().getType(), getLabels().getType(),
-                      [&] { return emitOpError(); });
+  if (failed(verifyLabels(getLogits().getType(), getLabels().getType(),
+                          [&] { return emitOpError(); })))
+    return failure();
+  return verifyTokenCount(*this, getLabels().getType(), getTokenCount());
 }
 
 /// The tokens of `logits` and `labels`, plus a whole vocabulary factor.
@@ -123,8 +142,10 @@ OpShardingRule CrossEntropyOp::getShardingRule() {
 }
 
 LogicalResult CrossEntropyGradOp::verify() {
-  return verifyLabels(getLogits().getType(), getLabels().getType(),
-                      [&] { return emitOpError(); });
+  if (failed(verifyLabels(getLogits().getType(), getLabels().getType(),
+                          [&] { return emitOpError(); })))
+    return failure();
+  return verifyTokenCount(*this, getLabels().getType(), getTokenCount());
 }
 
 OpShardingRule CrossEntropyGradOp::getShardingRule() {

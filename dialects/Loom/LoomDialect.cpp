@@ -10,6 +10,7 @@
 
 #include "mlir/IR/Builders.h"
 #include "mlir/IR/OpImplementation.h"
+#include "mlir/Transforms/InliningUtils.h"
 
 using namespace mlir;
 using namespace loom;
@@ -17,11 +18,25 @@ using namespace loom;
 #include "dialects/Loom/LoomDialect.cpp.inc"
 #include "dialects/Loom/ShardingRuleInterface.cpp.inc"
 
+namespace {
+/// Every loom op is a pure function of its operands (dropout masks too:
+/// they are keyed by seed, step and site), so calls into loom code may be
+/// inlined anywhere: --inline folds @forward_backward into @train_step
+/// before the step is sharded as one function.
+struct LoomInlinerInterface : DialectInlinerInterface {
+  using DialectInlinerInterface::DialectInlinerInterface;
+  bool isLegalToInline(Operation *, Region *, bool, IRMapping &) const final {
+    return true;
+  }
+};
+} // namespace
+
 void LoomDialect::initialize() {
   addOperations<
 #define GET_OP_LIST
 #include "dialects/Loom/LoomOps.cpp.inc"
       >();
+  addInterfaces<LoomInlinerInterface>();
 }
 
 #define GET_OP_CLASSES

@@ -247,12 +247,18 @@ def Loom_CrossEntropyOp : Loom_Op<"cross_entropy"> {
     result is the f32 scalar `mean over T of (logsumexp(logits[t]) -
     logits[t, labels[t]])`, i.e. `torch.nn.functional.cross_entropy`.
 
+    `token_count`, when present, is the `T` the sum is divided by instead of
+    the number of labels: `--loom-partition` sets it to the global number of
+    tokens when the tokens are split over devices, so that each device's
+    result is its partial sum of the global mean.
+
     ```mlir
     %loss = loom.cross_entropy %logits, %labels
         : (tensor<2x16x50257xf32>, tensor<2x16xi32>) -> tensor<f32>
     ```
   }];
-  let arguments = (ins Loom_FloatTensor:$logits, Loom_IndexTensor:$labels);
+  let arguments = (ins Loom_FloatTensor:$logits, Loom_IndexTensor:$labels,
+                       OptionalAttr<I64Attr>:$token_count);
   let results = (outs Loom_ScalarF32:$loss);
   let assemblyFormat =
       "$logits `,` $labels attr-dict `:` functional-type(operands, results)";
@@ -260,7 +266,7 @@ def Loom_CrossEntropyOp : Loom_Op<"cross_entropy"> {
     OpBuilder<(ins "::mlir::Value":$logits, "::mlir::Value":$labels), [{
       build($_builder, $_state,
             ::mlir::RankedTensorType::get({}, $_builder.getF32Type()),
-            logits, labels);
+            logits, labels, /*token_count=*/nullptr);
     }]>
   ];
 }

@@ -38,6 +38,11 @@ bool TensorSharding::isPartial(int64_t axis) const {
   return llvm::is_contained(partialAxes, axis);
 }
 
+bool TensorSharding::divides(llvm::ArrayRef<int64_t> shape,
+                             const DeviceMesh &mesh) const {
+  return shape.empty() || !localShape(shape, mesh).empty();
+}
+
 llvm::SmallVector<int64_t, 4>
 TensorSharding::localShape(llvm::ArrayRef<int64_t> shape,
                            const DeviceMesh &mesh) const {

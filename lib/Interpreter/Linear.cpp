@@ -122,19 +122,21 @@ static double logSumExp(const double *row, int64_t size) {
   return max + std::log(sum);
 }
 
-/// The mean over tokens of logsumexp(logits[t]) - logits[t, labels[t]].
+/// The mean over tokens of logsumexp(logits[t]) - logits[t, labels[t]]
+/// (the sum over `token_count` when set).
 static llvm::Expected<Results>
 crossEntropy(CrossEntropyOp op, const Tensor &logits, const Tensor &labels) {
   int64_t vocab = logits.shape().back();
   if (llvm::Error error = checkIds(op, labels, vocab, "label"))
     return std::move(error);
   int64_t tokens = labels.numElements();
+  double denominator = op.getTokenCount() ? *op.getTokenCount() : tokens;
   double total = 0.0;
   for (int64_t t = 0; t < tokens; ++t) {
     const double *row = logits.f().data() + t * vocab;
     total += logSumExp(row, vocab) - row[labels.i()[t]];
   }
-  return Results{floatsLike(op, {total / static_cast<double>(tokens)})};
+  return Results{floatsLike(op, {total / denominator})};
 }
 
 /// dlogits[t] = dloss * (softmax(logits[t]) - onehot(labels[t])) / T.
@@ -146,7 +148,8 @@ static llvm::Expected<Results> crossEntropyGrad(CrossEntropyGradOp op,
   if (llvm::Error error = checkIds(op, labels, vocab, "label"))
     return std::move(error);
   int64_t tokens = labels.numElements();
-  double scale = dloss.f().front() / static_cast<double>(tokens);
+  double scale = dloss.f().front() /
+                 double(op.getTokenCount() ? *op.getTokenCount() : tokens);
   std::vector<double> dlogits(logits.f().size());
   for (int64_t t = 0; t < tokens; ++t) {
     const double *row = logits.f().data() + t * vocab;

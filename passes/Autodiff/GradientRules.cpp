@@ -316,7 +316,8 @@ LogicalResult fusedGradients(OpBuilder &b, Operation *op,
       })
       .Case([&](CrossEntropyOp c) {
         out[0] = CrossEntropyGradOp::create(b, loc, c.getLogits().getType(), g,
-                                            c.getLogits(), c.getLabels());
+                                            c.getLogits(), c.getLabels(),
+                                            c.getTokenCountAttr());
         return success();
       })
       .Case([&](DropoutOp d) {

@@ -158,8 +158,11 @@ struct AutoShardPass : impl::LoomAutoShardBase<AutoShardPass> {
       const TensorSharding &produced = problem.nodes[edge.from]
                                            .strategies[plan.strategy[edge.from]]
                                            .results[result];
+      // A returned value's node has one operand, the value, whichever
+      // operand of the return it is.
       const TensorSharding &required =
-          to.strategies[plan.strategy[edge.to]].operands[edge.operand];
+          to.strategies[plan.strategy[edge.to]]
+              .operands[isa<func::ReturnOp>(to.op) ? 0 : edge.operand];
       if (produced == required)
         continue;
       Value current = to.op->getOperand(edge.operand);

@@ -72,4 +72,60 @@ def LoomAutoShard : Pass<"loom-auto-shard", "mlir::ModuleOp"> {
   let dependentDialects = ["mlir::shard::ShardDialect"];
 }
 
+def LoomPartition : Pass<"loom-partition", "mlir::ModuleOp"> {
+  let summary = "Rewrite an annotated function into the per-device SPMD program";
+  let description = [{
+    Reads the layout of every value of function `func` from its `shard.shard`
+    annotations (as `--loom-auto-shard` writes them, or a user: a
+    `shard.shard` without `annotate_for_users` gives its operand's layout,
+    one with it the layout its users need; `loom.partial_axes` marks partial
+    sums; unannotated values are replicated) and rewrites the function into
+    the program one device of the `shard.grid` runs:
+
+    - arguments and results take their local types and carry
+      `loom.split_axes = [[0], [], [1]]` (the mesh axes splitting each
+      dimension, major first);
+    - every op runs on local shapes with the strategy of its sharding rule
+      that its layouts describe (a reshape, a slice or a matmul keep their
+      attributes; a cross-entropy over split tokens gets the global
+      `token_count`);
+    - where a value meets a consumer that needs another layout, `shard`
+      collectives convert it, one mesh axis at a time: partial sums are
+      reduced (`all_reduce`, or `reduce_scatter` when the target splits
+      that axis: an all-reduce followed by a slice is never emitted), a
+      split moving to another dimension is one `all_to_all`, splits to undo
+      are `all_gather`s (minor axis first), new splits are `all_slice`s
+      (local, no communication). A partial sum is reduced where it is first
+      needed whole, and once however many users need it;
+    - gradient all-reduces (those feeding optimizer updates) over the same
+      mesh axes are bucketed: flattened, concatenated, all-reduced in one
+      collective of at most `bucket-bytes`, and split again, placed after
+      the last gradient of the bucket is computed.
+
+    ```mlir
+    // Megatron's row-parallel matmul: the partial product is reduced where
+    // a replicated consumer needs it.
+    %y = loom.matmul %h, %w : (tensor<8x64xf32>, tensor<64x32xf32>) -> tensor<8x32xf32>
+    %r = shard.all_reduce %y on @mesh grid_axes = [1] : tensor<8x32xf32> -> tensor<8x32xf32>
+    ```
+
+    The multi-rank reference interpreter runs the result (the partitioner's
+    oracle; see the equivalence tests). Errors: no function or no grid, a
+    call (inline first), an op without a sharding rule, a layout that does
+    not divide a dimension (naming the op, the dimension and the mesh axis),
+    a partial argument, contradictory annotations, and dropout of a split
+    tensor (its mask is drawn by global element index: not supported yet).
+
+    Options: `func` (default `forward_backward`), `bucket-bytes` (default
+    25 MiB, PyTorch DDP's; 0 disables bucketing).
+  }];
+  let options = [
+    Option<"funcName", "func", "std::string", "\"forward_backward\"",
+           "The function to partition">,
+    Option<"bucketBytes", "bucket-bytes", "double", "26214400",
+           "Largest gradient all-reduce bucket in bytes (0: no bucketing)">,
+  ];
+  let dependentDialects = ["mlir::shard::ShardDialect", "loom::LoomDialect"];
+}
+
 #endif // LOOM_PASSES_SHARDING_PASSES_TD

@@ -173,10 +173,11 @@ const RuleCase kCases[] = {
    "%q: tensor<2x16x8x64xf32>, %k: tensor<2x16x2x64xf32>, %lse: tensor<2x8x16xf32>, %step: tensor<i64>",
    "loom.attention_grad %q, %q, %k, %k, %q, %lse, %step {causal, scale = 0.125 : f64, dropout_rate = 0.1 : f64, dropout_seed = 1 : i64, dropout_key = 3 : i64} : (tensor<2x16x8x64xf32>, tensor<2x16x8x64xf32>, tensor<2x16x2x64xf32>, tensor<2x16x2x64xf32>, tensor<2x16x8x64xf32>, tensor<2x8x16xf32>, tensor<i64>) -> (tensor<2x16x8x64xf32>, tensor<2x16x2x64xf32>, tensor<2x16x2x64xf32>)",
    "([i, j, lm, n], [i, j, lm, n], [i, k, l, n], [i, k, l, n], [i, j, lm, n], [i, lm, j], []) -> ([i, j, lm, n], [i, k, l, n], [i, k, l, n]) {i=2, j=16, k=16, l=2, m=4, n=64} reduction={m} whole={j, k, n}"},
-  // Embedding: a split vocabulary leaves partial sums (vocab-parallel).
+  // Embedding: the vocabulary stays whole (a split table would need the
+  // device's row offset).
   {"Embedding", "%t: tensor<100x32xf32>, %ids: tensor<2x16xi32>",
    "loom.embedding %t, %ids : (tensor<100x32xf32>, tensor<2x16xi32>) -> tensor<2x16x32xf32>",
-   "([i, j], [k, l]) -> ([k, l, j]) {i=100, j=32, k=2, l=16} reduction={i}"},
+   "([i, j], [k, l]) -> ([k, l, j]) {i=100, j=32, k=2, l=16} whole={i}"},
   // The gradient of a maximum needs the whole reduced group.
   {"ReduceMaxGrad", "%dy: tensor<4xf32>, %x: tensor<4x8xf32>",
    "loom.reduce_max_grad %dy, %x [1] : tensor<4xf32>, tensor<4x8xf32>",
@@ -186,7 +187,7 @@ const RuleCase kCases[] = {
    "([1, j], [i, j]) -> ([i, j]) {i=4, j=8} whole={i}"},
   {"EmbeddingGrad", "%dy: tensor<2x16x32xf32>, %ids: tensor<2x16xi64>",
    "loom.embedding_grad %dy, %ids : (tensor<2x16x32xf32>, tensor<2x16xi64>) -> tensor<100x32xf32>",
-   "([k, l, j], [k, l]) -> ([i, j]) {i=100, j=32, k=2, l=16} reduction={k, l}"},
+   "([k, l, j], [k, l]) -> ([i, j]) {i=100, j=32, k=2, l=16} reduction={k, l} whole={i}"},
   // Cross-entropy: tokens are summed into the loss, the vocabulary is whole.
   {"CrossEntropy", "%x: tensor<2x16x100xf32>, %y: tensor<2x16xi32>",
    "loom.cross_entropy %x, %y : (tensor<2x16x100xf32>, tensor<2x16xi32>) -> tensor<f32>",

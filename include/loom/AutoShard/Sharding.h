@@ -50,8 +50,12 @@ struct TensorSharding {
   /// The dimension `axis` splits, or -1.
   int64_t dimOfAxis(int64_t axis) const;
   bool isPartial(int64_t axis) const;
+  /// Whether every axis divides its dimension of `shape` (after the axes
+  /// before it).
+  bool divides(llvm::ArrayRef<int64_t> shape, const DeviceMesh &mesh) const;
   /// The shape each device holds of a tensor of `shape`; an empty vector
-  /// when an axis does not divide its dimension.
+  /// when an axis does not divide its dimension (check `divides` first for a
+  /// 0-d tensor).
   llvm::SmallVector<int64_t, 4> localShape(llvm::ArrayRef<int64_t> shape,
                                            const DeviceMesh &mesh) const;
   /// `[{0}, {}, {1}] partial={0}`-style text for tables and tests.

@@ -1,0 +1,675 @@
+//===- Partition.cpp - Annotated program to per-device SPMD program -------===//
+//
+// Implements --loom-partition: reads the layout of every value from the
+// `shard.shard` annotations (--loom-auto-shard's or a user's), and rewrites
+// the function into the program one device runs: local shapes, and `shard`
+// collectives wherever a value must change layout. Each op runs the
+// strategy of its sharding rule that its operands' and results' layouts
+// describe (the cheapest one to reach when they describe none exactly).
+// Finally, gradient all-reduces that feed the optimizer are bucketed.
+//
+//===----------------------------------------------------------------------===//
+
+#include "passes/Sharding/Passes.h"
+
+#include "loom/AutoShard/Resharding.h"
+#include "loom/AutoShard/Strategies.h"
+#include "loom/CostModel/ClusterSpec.h"
+
+#include "dialects/Loom/LoomOps.h"
+
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/Dialect/Shard/IR/ShardOps.h"
+#include "mlir/IR/Builders.h"
+#include "mlir/IR/IRMapping.h"
+#include "llvm/ADT/DenseMap.h"
+#include "llvm/ADT/MapVector.h"
+
+#define DEBUG_TYPE "loom-partition"
+
+namespace loom {
+#define GEN_PASS_DEF_LOOMPARTITION
+#include "passes/Sharding/Passes.h.inc"
+} // namespace loom
+
+using namespace mlir;
+using namespace loom::autoshard;
+
+namespace loom {
+namespace {
+
+constexpr llvm::StringLiteral kPartialAxesAttr = "loom.partial_axes";
+constexpr llvm::StringLiteral kSplitAxesAttr = "loom.split_axes";
+
+RankedTensorType tensorType(Value value) {
+  return dyn_cast<RankedTensorType>(value.getType());
+}
+
+/// The layout a `shard.shard` gives its result.
+FailureOr<TensorSharding> shardingOf(shard::ShardOp op, int64_t rank,
+                                     llvm::StringRef gridName,
+                                     const DeviceMesh &mesh) {
+  auto shardingOp = op.getSharding().getDefiningOp<shard::ShardingOp>();
+  if (!shardingOp)
+    return op.emitError() << "--loom-partition: the sharding must come from a "
+                             "shard.sharding op";
+  if (shardingOp.getGrid() != gridName)
+    return op.emitError() << "--loom-partition: annotation on @"
+                          << shardingOp.getGrid() << ", expected @" << gridName;
+  if (!shardingOp.getStaticHaloSizes().empty() ||
+      !shardingOp.getStaticShardedDimsOffsets().empty() ||
+      !shardingOp.getDynamicHaloSizes().empty() ||
+      !shardingOp.getDynamicShardedDimsOffsets().empty())
+    return shardingOp.emitError()
+           << "--loom-partition: halos and uneven shard offsets are not "
+              "supported";
+  TensorSharding sharding = TensorSharding::replicated(rank);
+  auto split = shardingOp.getSplitAxes().getAxes();
+  for (auto [dim, axes] : llvm::enumerate(split)) {
+    if (axes.empty())
+      continue;
+    if (static_cast<int64_t>(dim) >= rank)
+      return shardingOp.emitError()
+             << "--loom-partition: split_axes has " << split.size()
+             << " entries for a tensor of rank " << rank;
+    for (int16_t axis : axes.asArrayRef())
+      sharding.dimAxes[dim].push_back(axis);
+  }
+  if (auto partial = op->getAttrOfType<DenseI64ArrayAttr>(kPartialAxesAttr))
+    llvm::append_range(sharding.partialAxes, partial.asArrayRef());
+  // Every mesh axis at most once, and in range.
+  llvm::SmallVector<bool, 4> used(mesh.numAxes(), false);
+  auto checkAxis = [&](int64_t axis) -> LogicalResult {
+    if (axis < 0 || axis >= mesh.numAxes() || used[axis])
+      return op.emitError()
+             << "--loom-partition: mesh axis " << axis
+             << " is out of range or used twice in " << sharding.str();
+    used[axis] = true;
+    return success();
+  };
+  for (const auto &axes : sharding.dimAxes)
+    for (int64_t axis : axes)
+      if (failed(checkAxis(axis)))
+        return failure();
+  for (int64_t axis : sharding.partialAxes)
+    if (failed(checkAxis(axis)))
+      return failure();
+  return sharding;
+}
+
+/// `[[0], [], [1]]`: the split axes of each dimension.
+ArrayAttr splitAxesAttr(Builder &b, const TensorSharding &sharding) {
+  llvm::SmallVector<Attribute> dims;
+  for (const auto &axes : sharding.dimAxes) {
+    llvm::SmallVector<Attribute> entries;
+    for (int64_t axis : axes)
+      entries.push_back(b.getI64IntegerAttr(axis));
+    dims.push_back(b.getArrayAttr(entries));
+  }
+  return b.getArrayAttr(dims);
+}
+
+/// Rewrites one function; see the file comment.
+class Partitioner {
+public:
+  Partitioner(func::FuncOp fn, shard::GridOp grid,
+              const cost::ClusterSpec &cluster)
+      : fn(fn), gridName(grid.getSymName()), cluster(cluster),
+        b(fn.getContext()) {
+    mesh.shape.assign(grid.getShape().begin(), grid.getShape().end());
+  }
+
+  LogicalResult run();
+
+private:
+  LogicalResult readLayouts();
+  LogicalResult partitionOp(Operation &op);
+  LogicalResult partitionReturn(func::ReturnOp ret);
+  /// The layout of an original value (replicated when unannotated).
+  TensorSharding layoutOf(Value value) const;
+  /// `local` (in layout `from`) converted to `to`; null after a diagnostic.
+  Value reshard(Value local, const TensorSharding &from,
+                const TensorSharding &to, RankedTensorType global,
+                Location loc);
+  /// Checks that `sharding` divides `type` on the mesh.
+  LogicalResult checkDivides(const TensorSharding &sharding,
+                             RankedTensorType type, Operation *op,
+                             llvm::StringRef what);
+  RankedTensorType localType(RankedTensorType global,
+                             const TensorSharding &sharding) const {
+    return global.clone(sharding.localShape(global.getShape(), mesh));
+  }
+
+  func::FuncOp fn;
+  llvm::StringRef gridName;
+  DeviceMesh mesh;
+  const cost::ClusterSpec &cluster;
+  OpBuilder b;
+  /// Original value -> its layout.
+  llvm::DenseMap<Value, TensorSharding> layouts;
+  /// Original value -> the local value holding it (in layoutOf(value)).
+  IRMapping local;
+  /// How partial results of each new op combine.
+  llvm::DenseMap<Value, shard::ReductionKind> partialKind;
+  /// (local value, target layout) -> converted value, so that a partial sum
+  /// used twice is reduced once.
+  std::map<std::pair<void *, std::string>, Value> converted;
+  Block *newBody = nullptr;
+};
+
+TensorSharding Partitioner::layoutOf(Value value) const {
+  auto it = layouts.find(value);
+  if (it != layouts.end())
+    return it->second;
+  auto type = tensorType(value);
+  return TensorSharding::replicated(type ? type.getRank() : 0);
+}
+
+LogicalResult Partitioner::checkDivides(const TensorSharding &sharding,
+                                        RankedTensorType type, Operation *op,
+                                        llvm::StringRef what) {
+  llvm::SmallVector<int64_t, 4> shape(type.getShape());
+  for (auto [dim, axes] : llvm::enumerate(sharding.dimAxes))
+    for (int64_t axis : axes) {
+      if (shape[dim] % mesh.shape[axis] != 0)
+        return op->emitError()
+               << "--loom-partition: dimension " << dim << " of " << what
+               << " (" << type << ") has " << shape[dim]
+               << " elements per device before mesh axis " << axis
+               << ", which does not divide by its " << mesh.shape[axis]
+               << " devices";
+      shape[dim] /= mesh.shape[axis];
+    }
+  return success();
+}
+
+LogicalResult Partitioner::readLayouts() {
+  auto record = [&](Value value, const TensorSharding &sharding,
+                    Operation *at) -> LogicalResult {
+    auto [it, inserted] = layouts.try_emplace(value, sharding);
+    if (!inserted && !(it->second == sharding))
+      return at->emitError()
+             << "--loom-partition: a second annotation gives " << sharding.str()
+             << " to a value already " << it->second.str();
+    return success();
+  };
+  for (Operation &op : fn.getBody().front()) {
+    auto shardOp = dyn_cast<shard::ShardOp>(op);
+    if (!shardOp)
+      continue;
+    auto type = tensorType(shardOp.getSrc());
+    if (!type)
+      return shardOp.emitError() << "--loom-partition: annotates a non-tensor";
+    FailureOr<TensorSharding> sharding =
+        shardingOf(shardOp, type.getRank(), gridName, mesh);
+    if (failed(sharding) ||
+        failed(checkDivides(*sharding, type, shardOp, "the annotated value")))
+      return failure();
+    if (failed(record(shardOp.getResult(), *sharding, shardOp)))
+      return failure();
+    // Without annotate_for_users, the annotation is the layout of the value
+    // itself (its producer leaves it so).
+    if (!shardOp.getAnnotateForUsers() &&
+        failed(record(shardOp.getSrc(), *sharding, shardOp)))
+      return failure();
+  }
+  return success();
+}
+
+Value Partitioner::reshard(Value value, const TensorSharding &from,
+                           const TensorSharding &to, RankedTensorType global,
+                           Location loc) {
+  if (from == to)
+    return value;
+  auto key = std::make_pair(value.getAsOpaquePointer(), to.str());
+  if (auto it = converted.find(key); it != converted.end())
+    return it->second;
+  for (int64_t axis : to.partialAxes)
+    if (!from.isPartial(axis)) {
+      emitError(loc) << "--loom-partition: cannot make a whole value "
+                     << from.str() << " partial " << to.str();
+      return nullptr;
+    }
+  TensorSharding current = from;
+  auto grid = [&](int64_t axis) {
+    return llvm::SmallVector<int16_t, 1>{static_cast<int16_t>(axis)};
+  };
+  auto divides = [&](int64_t dim, int64_t axis) {
+    return current.localShape(global.getShape(), mesh)[dim] %
+               mesh.shape[axis] ==
+           0;
+  };
+  // Whether appending `axis` to dimension `dim` of the current layout
+  // moves it towards `to` (its axes so far are a prefix of the target's).
+  auto appendsTowardTarget = [&](int64_t dim, int64_t axis) {
+    const auto &have = current.dimAxes[dim], &want = to.dimAxes[dim];
+    return have.size() < want.size() &&
+           llvm::equal(have, llvm::ArrayRef(want).take_front(have.size())) &&
+           want[have.size()] == axis && divides(dim, axis);
+  };
+
+  // 1. Partial sums: reduce, scattering at once where the target splits.
+  for (int64_t axis : llvm::SmallVector<int64_t, 2>(from.partialAxes)) {
+    if (to.isPartial(axis))
+      continue;
+    shard::ReductionKind kind =
+        partialKind.lookup_or(value, shard::ReductionKind::Sum);
+    llvm::erase(current.partialAxes, axis);
+    int64_t dim = to.dimOfAxis(axis);
+    if (dim >= 0 && appendsTowardTarget(dim, axis)) {
+      current.dimAxes[dim].push_back(axis);
+      value = shard::ReduceScatterOp::create(b, loc, localType(global, current),
+                                             gridName, grid(axis), value, kind,
+                                             llvm::APInt(64, dim));
+    } else {
+      value = shard::AllReduceOp::create(b, loc, value.getType(), gridName,
+                                         grid(axis), value, kind);
+    }
+  }
+  // 2. Splits to undo, minor axis first; an axis the target wants at the
+  //    end of another dimension moves there in one all-to-all.
+  bool changed = true;
+  while (changed) {
+    changed = false;
+    for (int64_t dim = 0; dim < global.getRank(); ++dim) {
+      auto &axes = current.dimAxes[dim];
+      const auto &want = to.dimAxes[dim];
+      size_t common = 0;
+      while (common < axes.size() && common < want.size() &&
+             axes[common] == want[common])
+        ++common;
+      if (axes.size() == common)
+        continue;
+      int64_t axis = axes.back();
+      axes.pop_back();
+      int64_t target = -1;
+      for (int64_t other = 0; other < global.getRank() && target < 0; ++other)
+        if (other != dim && appendsTowardTarget(other, axis))
+          target = other;
+      if (target >= 0) {
+        current.dimAxes[target].push_back(axis);
+        value = shard::AllToAllOp::create(
+            b, loc, localType(global, current), gridName, grid(axis), value,
+            llvm::APInt(64, target), llvm::APInt(64, dim));
+      } else {
+        value = shard::AllGatherOp::create(b, loc, localType(global, current),
+                                           gridName, grid(axis), value,
+                                           llvm::APInt(64, dim));
+      }
+      changed = true;
+    }
+  }
+  // 3. Splits the target adds: each device keeps its slice.
+  for (int64_t dim = 0; dim < global.getRank(); ++dim)
+    for (size_t i = current.dimAxes[dim].size(); i < to.dimAxes[dim].size();
+         ++i) {
+      int64_t axis = to.dimAxes[dim][i];
+      current.dimAxes[dim].push_back(axis);
+      value = shard::AllSliceOp::create(b, loc, localType(global, current),
+                                        gridName, grid(axis), value,
+                                        llvm::APInt(64, dim));
+    }
+  assert(current == to && "resharding did not reach its target");
+  converted[key] = value;
+  return value;
+}
+
+/// The strategy of `op` that its layouts describe: the one whose operand
+/// and result layouts cost least to reach (zero when they match).
+const Strategy *pickStrategy(llvm::ArrayRef<Strategy> strategies,
+                             llvm::ArrayRef<TensorSharding> operands,
+                             llvm::ArrayRef<TensorSharding> results,
+                             Operation *op, const DeviceMesh &mesh,
+                             const cost::ClusterSpec &cluster) {
+  const Strategy *best = nullptr;
+  double bestCost = ReshardPlan::kImpossible;
+  for (const Strategy &strategy : strategies) {
+    double total = 0;
+    for (auto [i, value] : llvm::enumerate(op->getOperands()))
+      if (auto type = tensorType(value))
+        total += planResharding(operands[i], strategy.operands[i],
+                                type.getShape(), 1.0, mesh, cluster)
+                     .cost();
+    for (auto [i, value] : llvm::enumerate(op->getResults()))
+      if (auto type = tensorType(value))
+        total += planResharding(strategy.results[i], results[i],
+                                type.getShape(), 1.0, mesh, cluster)
+                     .cost();
+    if (!best || total < bestCost) {
+      best = &strategy;
+      bestCost = total;
+    }
+    if (total == 0)
+      break;
+  }
+  return bestCost < ReshardPlan::kImpossible ? best : nullptr;
+}
+
+LogicalResult Partitioner::partitionOp(Operation &op) {
+  // Annotations become conversions (none when the layout already matches).
+  if (auto shardOp = dyn_cast<shard::ShardOp>(op)) {
+    Value converted =
+        reshard(local.lookup(shardOp.getSrc()), layoutOf(shardOp.getSrc()),
+                layoutOf(shardOp.getResult()), tensorType(shardOp.getSrc()),
+                op.getLoc());
+    if (!converted)
+      return failure();
+    local.map(shardOp.getResult(), converted);
+    return success();
+  }
+  if (isa<shard::ShardingOp>(op))
+    return success();
+  if (isa<func::CallOp>(op))
+    return op.emitError() << "--loom-partition: inline calls first (--inline)";
+
+  llvm::SmallVector<TensorSharding, 4> operandLayouts, resultLayouts;
+  for (Value operand : op.getOperands())
+    operandLayouts.push_back(layoutOf(operand));
+  for (Value result : op.getResults())
+    resultLayouts.push_back(layoutOf(result));
+
+  Strategy replicated;
+  const Strategy *strategy = &replicated;
+  std::vector<Strategy> strategies;
+  shard::ReductionKind kind = shard::ReductionKind::Sum;
+  if (auto ruled = dyn_cast<ShardingRuleOpInterface>(op)) {
+    OpShardingRule rule = ruled.getShardingRule();
+    kind = rule.getReductionKind();
+    strategies = enumerateStrategies(&op, rule, mesh, cluster.device);
+    strategy = pickStrategy(strategies, operandLayouts, resultLayouts, &op,
+                            mesh, cluster);
+    if (!strategy)
+      return op.emitError() << "--loom-partition: no strategy of the op's "
+                               "sharding rule can meet its layouts";
+  } else if (op.hasTrait<OpTrait::ConstantLike>() && op.getNumOperands() == 0) {
+    for (Value result : op.getResults())
+      replicated.results.push_back(TensorSharding::replicated(
+          tensorType(result) ? tensorType(result).getRank() : 0));
+  } else {
+    return op.emitError() << "--loom-partition: '" << op.getName()
+                          << "' has no sharding rule";
+  }
+
+  // A mask drawn by the index of an element would be drawn by its local
+  // index on a device.
+  auto splitsAnything = [](llvm::ArrayRef<TensorSharding> layouts) {
+    return llvm::any_of(layouts, [](const TensorSharding &layout) {
+      return llvm::any_of(layout.dimAxes,
+                          [](const auto &axes) { return !axes.empty(); });
+    });
+  };
+  bool dropout =
+      isa<DropoutOp, DropoutGradOp>(op) ||
+      ((isa<AttentionOp, AttentionGradOp>(op)) && op.getAttr("dropout_rate"));
+  if (dropout && splitsAnything(strategy->operands))
+    return op.emitError()
+           << "--loom-partition: dropout of a split tensor is not supported "
+              "yet (its mask is drawn by global element index)";
+
+  b.setInsertionPointToEnd(newBody);
+  IRMapping operands;
+  for (auto [i, operand] : llvm::enumerate(op.getOperands())) {
+    Value value = local.lookup(operand);
+    if (auto type = tensorType(operand)) {
+      if (failed(checkDivides(strategy->operands[i], type, &op,
+                              "operand " + std::to_string(i))))
+        return failure();
+      value = reshard(value, operandLayouts[i], strategy->operands[i], type,
+                      op.getLoc());
+      if (!value)
+        return failure();
+    }
+    operands.map(operand, value);
+  }
+  Operation *clone = b.clone(op, operands);
+  for (auto [i, result] : llvm::enumerate(clone->getResults()))
+    if (auto type = tensorType(result)) {
+      if (failed(checkDivides(strategy->results[i], type, &op,
+                              "result " + std::to_string(i))))
+        return failure();
+      result.setType(localType(type, strategy->results[i]));
+      if (!strategy->results[i].partialAxes.empty())
+        partialKind[result] = kind;
+    }
+  // The mean over a split set of tokens divides by the global count.
+  if (isa<CrossEntropyOp, CrossEntropyGradOp>(op) &&
+      !clone->getAttr("token_count")) {
+    Value labels =
+        isa<CrossEntropyOp>(op) ? op.getOperand(1) : op.getOperand(2);
+    clone->setAttr("token_count",
+                   b.getI64IntegerAttr(tensorType(labels).getNumElements()));
+  }
+  for (auto [i, result] : llvm::enumerate(op.getResults())) {
+    Value value = clone->getResult(i);
+    if (auto type = tensorType(result)) {
+      value = reshard(value, strategy->results[i], resultLayouts[i], type,
+                      op.getLoc());
+      if (!value)
+        return failure();
+    }
+    local.map(result, value);
+  }
+  return success();
+}
+
+LogicalResult Partitioner::partitionReturn(func::ReturnOp ret) {
+  b.setInsertionPointToEnd(newBody);
+  llvm::SmallVector<Value> values;
+  for (auto [i, operand] : llvm::enumerate(ret.getOperands())) {
+    TensorSharding layout = layoutOf(operand);
+    Value value = local.lookup(operand);
+    if (!layout.partialAxes.empty()) {
+      TensorSharding whole = layout;
+      whole.partialAxes.clear();
+      value = reshard(value, layout, whole, tensorType(operand), ret.getLoc());
+      if (!value)
+        return failure();
+      layout = whole;
+    }
+    fn.setResultAttr(i, kSplitAxesAttr, splitAxesAttr(b, layout));
+    values.push_back(value);
+  }
+  func::ReturnOp::create(b, ret.getLoc(), values);
+  return success();
+}
+
+LogicalResult Partitioner::run() {
+  if (!fn.getBody().hasOneBlock())
+    return fn.emitError() << "--loom-partition: @" << fn.getSymName()
+                          << " must have one block";
+  if (failed(readLayouts()))
+    return failure();
+  Block &oldBody = fn.getBody().front();
+  newBody = new Block();
+  fn.getBody().push_back(newBody);
+  for (BlockArgument arg : oldBody.getArguments()) {
+    Type type = arg.getType();
+    if (auto tensor = tensorType(arg)) {
+      TensorSharding layout = layoutOf(arg);
+      if (!layout.partialAxes.empty())
+        return fn.emitError()
+               << "--loom-partition: argument " << arg.getArgNumber()
+               << " cannot hold partial sums";
+      if (failed(
+              checkDivides(layout, tensor, fn,
+                           "argument " + std::to_string(arg.getArgNumber()))))
+        return failure();
+      type = localType(tensor, layout);
+      fn.setArgAttr(arg.getArgNumber(), kSplitAxesAttr,
+                    splitAxesAttr(b, layout));
+    }
+    local.map(arg, newBody->addArgument(type, arg.getLoc()));
+  }
+  for (Operation &op : oldBody) {
+    LogicalResult result = isa<func::ReturnOp>(op)
+                               ? partitionReturn(cast<func::ReturnOp>(op))
+                               : partitionOp(op);
+    if (failed(result))
+      return failure();
+  }
+  oldBody.dropAllDefinedValueUses();
+  oldBody.erase();
+  fn.setFunctionType(
+      b.getFunctionType(newBody->getArgumentTypes(),
+                        newBody->getTerminator()->getOperandTypes()));
+  return success();
+}
+
+//===----------------------------------------------------------------------===//
+// Gradient bucketing
+//===----------------------------------------------------------------------===//
+
+/// An all-reduce whose result only feeds optimizer updates: a gradient's.
+bool isGradientAllReduce(shard::AllReduceOp op) {
+  return op.getReduction() == shard::ReductionKind::Sum && !op->use_empty() &&
+         llvm::all_of(op->getUsers(), [](Operation *user) {
+           return isa<AdamWUpdateOp, SGDUpdateOp>(user);
+         });
+}
+
+/// Replaces `bucket` (all-reduces over the same axes) by one all-reduce of
+/// their flattened concatenation, built at `b`'s insertion point.
+void fuseBucket(llvm::ArrayRef<shard::AllReduceOp> bucket, OpBuilder &b) {
+  shard::AllReduceOp front = bucket.front();
+  Location loc = front.getLoc();
+  llvm::SmallVector<Value> flat;
+  for (shard::AllReduceOp op : bucket) {
+    auto type = cast<RankedTensorType>(op.getInput().getType());
+    flat.push_back(ReshapeOp::create(
+        b, loc, op.getInput(), llvm::ArrayRef<int64_t>{type.getNumElements()}));
+  }
+  Value joined = ConcatOp::create(b, loc, flat, 0);
+  Value reduced = shard::AllReduceOp::create(
+      b, loc, joined.getType(), front.getGrid(), front.getGridAxes(), joined,
+      shard::ReductionKind::Sum);
+  int64_t offset = 0;
+  for (shard::AllReduceOp op : bucket) {
+    auto type = cast<RankedTensorType>(op.getType());
+    int64_t n = type.getNumElements();
+    Value piece = SliceOp::create(
+        b, loc, RankedTensorType::get({n}, type.getElementType()), reduced,
+        b.getDenseI64ArrayAttr({offset}));
+    offset += n;
+    op.replaceAllUsesWith(
+        ReshapeOp::create(b, loc, piece, type.getShape()).getResult());
+    op.erase();
+  }
+}
+
+/// Groups the gradient all-reduces of `block` (same axes and element type,
+/// in program order) into buckets of at most `bucketBytes` and fuses each.
+/// A bucket is placed after the last of its gradients is computed, so it
+/// must come before the first optimizer update that reads any of them.
+void bucketGradientAllReduces(Block &block, double bucketBytes) {
+  llvm::DenseMap<Operation *, int64_t> position;
+  int64_t index = 0;
+  for (Operation &op : block)
+    position[&op] = index++;
+  auto defined = [&](Value value) -> int64_t {
+    Operation *def = value.getDefiningOp();
+    return def ? position[def] : -1;
+  };
+  auto firstUse = [&](shard::AllReduceOp op) {
+    int64_t first = std::numeric_limits<int64_t>::max();
+    for (Operation *user : op->getUsers())
+      first = std::min(first, position[user]);
+    return first;
+  };
+
+  struct Bucket {
+    llvm::SmallVector<shard::AllReduceOp> ops;
+    int64_t lastDefined = -1, firstUse = 0;
+    double bytes = 0;
+  };
+  llvm::SmallVector<Bucket> buckets;
+  llvm::MapVector<std::pair<Attribute, Type>, Bucket> open;
+  for (Operation &op : block) {
+    auto reduce = dyn_cast<shard::AllReduceOp>(op);
+    if (!reduce || !isGradientAllReduce(reduce))
+      continue;
+    auto type = cast<RankedTensorType>(reduce.getType());
+    if (type != reduce.getInput().getType())
+      continue;
+    double bytes = type.getNumElements() *
+                   type.getElementType().getIntOrFloatBitWidth() / 8.0;
+    auto key = std::make_pair(Attribute(reduce.getGridAxesAttr()),
+                              type.getElementType());
+    Bucket &bucket = open[key];
+    int64_t def = defined(reduce.getInput()), use = firstUse(reduce);
+    bool fits =
+        bucket.ops.empty() ||
+        (bucket.bytes + bytes <= bucketBytes &&
+         std::max(bucket.lastDefined, def) < std::min(bucket.firstUse, use) &&
+         bucket.ops.front().getGrid() == reduce.getGrid());
+    if (!fits) {
+      buckets.push_back(std::move(bucket));
+      bucket = Bucket{};
+    }
+    if (bucket.ops.empty())
+      bucket.firstUse = use;
+    bucket.ops.push_back(reduce);
+    bucket.lastDefined = std::max(bucket.lastDefined, def);
+    bucket.firstUse = std::min(bucket.firstUse, use);
+    bucket.bytes += bytes;
+  }
+  for (auto &entry : open)
+    buckets.push_back(std::move(entry.second));
+  for (Bucket &bucket : buckets) {
+    if (bucket.ops.size() < 2)
+      continue;
+    // After the last gradient is computed (or at the top of the block).
+    Operation *after = nullptr;
+    for (shard::AllReduceOp op : bucket.ops)
+      if (Operation *def = op.getInput().getDefiningOp())
+        if (!after || position[def] > position[after])
+          after = def;
+    OpBuilder b(block.getParentOp()->getContext());
+    if (after)
+      b.setInsertionPointAfter(after);
+    else
+      b.setInsertionPointToStart(&block);
+    fuseBucket(bucket.ops, b);
+  }
+}
+
+struct PartitionPass : impl::LoomPartitionBase<PartitionPass> {
+  using LoomPartitionBase::LoomPartitionBase;
+
+  void runOnOperation() override {
+    ModuleOp module = getOperation();
+    auto fn = module.lookupSymbol<func::FuncOp>(funcName);
+    if (!fn) {
+      module.emitError() << "--loom-partition: no function @" << funcName;
+      return signalPassFailure();
+    }
+    shard::GridOp grid;
+    module.walk([&](shard::GridOp op) {
+      if (!grid)
+        grid = op;
+    });
+    if (!grid) {
+      fn.emitError() << "--loom-partition: the module has no shard.grid "
+                        "(run --loom-auto-shard first)";
+      return signalPassFailure();
+    }
+    if (llvm::any_of(grid.getShape(), [](int64_t size) {
+          return ShapedType::isDynamic(size);
+        })) {
+      grid.emitError() << "--loom-partition: the grid must have a static shape";
+      return signalPassFailure();
+    }
+    auto cluster = cost::resolveClusterSpec("cpu-local");
+    if (!cluster) {
+      fn.emitError() << llvm::toString(cluster.takeError());
+      return signalPassFailure();
+    }
+    Partitioner partitioner(fn, grid, *cluster);
+    if (failed(partitioner.run()))
+      return signalPassFailure();
+    if (bucketBytes > 0)
+      bucketGradientAllReduces(fn.getBody().front(), bucketBytes);
+  }
+};
+
+} // namespace
+} // namespace loom
