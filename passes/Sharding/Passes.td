@@ -52,12 +52,25 @@ def LoomAutoShard : Pass<"loom-auto-shard", "mlir::ModuleOp"> {
     %h = shard.shard %0 to %sharding : tensor<8x16x128xf32>
     ```
 
+    Users may pin layouts: an argument attribute `loom.split_axes = [[0],
+    [], [1]]` (one list of mesh axes per dimension, major first, trailing
+    dimensions optional), or a `shard.shard %v to %s` in the input (on an
+    argument or an op result, without `annotate_for_users` or
+    `loom.partial_axes`), fixes that value's layout: its node keeps only the
+    strategies that leave it so, and the user's attribute and `shard` ops
+    give way to the pass's own annotations. A pin no strategy meets (a split
+    that does not divide its dimension, a layout the op cannot produce) is a
+    warning at the value, and the plan goes on without it. Pins name axes of
+    the `mesh` option.
+
     Options: `func` (default `forward_backward`), `mesh` (axis sizes such as
     `2x4`, their product the devices), `cluster` (as loom-plan's
     `--cluster`), `memory-budget` (bytes per device; 0: the device's
     memory). Errors: an op without a sharding rule, a call (inline first),
-    a mesh that does not match the cluster, a budget no choice meets (with
-    the least memory any choice needs).
+    a mesh that does not match the cluster or an existing `shard.grid
+    @mesh`, a budget no choice meets (with the least memory any choice
+    needs), a malformed pin (an axis out of the mesh or used twice, two
+    different pins of one value, partial sums, `annotate_for_users`).
   }];
   let options = [
     Option<"funcName", "func", "std::string", "\"forward_backward\"",
