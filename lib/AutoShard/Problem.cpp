@@ -92,7 +92,7 @@ std::vector<TensorSharding> argumentShardings(llvm::ArrayRef<int64_t> shape,
   TensorSharding current = TensorSharding::replicated(shape.size());
   std::function<void(int64_t)> assign = [&](int64_t axis) {
     if (axis == mesh.numAxes()) {
-      if (!current.localShape(shape, mesh).empty())
+      if (current.divides(shape, mesh))
         shardings.push_back(current);
       return;
     }

@@ -245,11 +245,10 @@ struct ExplainShardingPass
       TensorSharding required = requiredLayout(operand);
       TensorSharding produced = producedLayout(operand);
       operandText.push_back(required.str());
-      auto shape = required.localShape(type.getShape(), mesh);
-      if (shape.empty())
-        divides = false;
+      if (required.divides(type.getShape(), mesh))
+        local.operands[index] = required.localShape(type.getShape(), mesh);
       else
-        local.operands[index] = shape;
+        divides = false;
       if (!(produced == required))
         collectives.push_back(explainResharding(index, operand, produced,
                                                 required, row.communication));
@@ -264,11 +263,10 @@ struct ExplainShardingPass
       }
       TensorSharding produced = producedLayout(result);
       resultText.push_back(produced.str());
-      auto shape = produced.localShape(type.getShape(), mesh);
-      if (shape.empty())
-        divides = false;
+      if (produced.divides(type.getShape(), mesh))
+        local.results[index] = produced.localShape(type.getShape(), mesh);
       else
-        local.results[index] = shape;
+        divides = false;
       results.push_back(std::move(produced));
     }
     row.operands = llvm::join(operandText, ", ");

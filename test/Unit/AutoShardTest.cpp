@@ -440,3 +440,23 @@ TEST_F(AutoShardTest, PinsRestrictStrategiesOrSayWhyNot) {
 }
 
 } // namespace
+
+namespace {
+
+// A 0-d tensor (a loss, a step counter) is always laid out whole: it may
+// be stored replicated, and its partial sums are all-reduced.
+TEST(ScalarShardingTest, ZeroDimensionalTensorsAreReplicatedOrPartial) {
+  DeviceMesh mesh{{4}};
+  EXPECT_TRUE(TensorSharding::replicated(0).divides({}, mesh));
+  std::vector<TensorSharding> shardings = argumentShardings({}, mesh);
+  ASSERT_EQ(shardings.size(), 1u);
+  EXPECT_EQ(shardings[0], TensorSharding::replicated(0));
+  ReshardPlan plan =
+      planResharding(sharding({}, {0}), TensorSharding::replicated(0), {}, 4,
+                     mesh, testCluster());
+  ASSERT_TRUE(plan.possible);
+  ASSERT_EQ(plan.steps.size(), 1u);
+  EXPECT_EQ(plan.steps[0].kind, ReshardKind::AllReduce);
+}
+
+} // namespace

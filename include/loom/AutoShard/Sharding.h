@@ -60,6 +60,11 @@ struct TensorSharding {
   /// when an axis does not divide its dimension.
   llvm::SmallVector<int64_t, 4> localShape(llvm::ArrayRef<int64_t> shape,
                                            const DeviceMesh &mesh) const;
+  /// Whether every dimension's axes divide it (always, for a 0-d tensor,
+  /// whose local shape is empty either way).
+  bool divides(llvm::ArrayRef<int64_t> shape, const DeviceMesh &mesh) const {
+    return shape.empty() || !localShape(shape, mesh).empty();
+  }
   /// `[{0}, {}, {1}] partial={0}`-style text for tables and tests.
   std::string str() const;
 
