@@ -44,6 +44,51 @@ int loopCarriedArgument(func::FuncOp fn, unsigned result) {
   return -1;
 }
 
+/// Keeps the strategies of node `index` where `keep` is true, and the
+/// matching rows and columns of its edges' resharding costs.
+void keepStrategies(ShardingProblem &problem, unsigned index,
+                    llvm::ArrayRef<bool> keep) {
+  auto filter = [&](auto &items) {
+    size_t kept = 0;
+    for (size_t i = 0; i < items.size(); ++i) {
+      if (!keep[i])
+        continue;
+      // Self-move-assignment would empty a vector.
+      if (kept != i)
+        items[kept] = std::move(items[i]);
+      ++kept;
+    }
+    items.resize(kept);
+  };
+  ProblemNode &node = problem.nodes[index];
+  filter(node.strategies);
+  filter(node.seconds);
+  filter(node.memory);
+  for (ProblemEdge &edge : problem.edges) {
+    if (edge.from == index)
+      filter(edge.reshard);
+    if (edge.to == index)
+      for (std::vector<double> &row : edge.reshard)
+        filter(row);
+  }
+}
+
+/// Why `sharding` cannot lay out a tensor of `shape`, or "" if it can.
+std::string indivisibility(const TensorSharding &sharding,
+                           llvm::ArrayRef<int64_t> shape,
+                           const DeviceMesh &mesh) {
+  for (auto [dim, axes] : llvm::enumerate(sharding.dimAxes)) {
+    int64_t devices = 1;
+    for (int64_t axis : axes)
+      devices *= mesh.shape[axis];
+    if (shape[dim] % devices != 0)
+      return llvm::formatv("dimension {0} of size {1} does not divide over "
+                           "{2} devices",
+                           dim, shape[dim], devices);
+  }
+  return "";
+}
+
 } // namespace
 
 std::vector<TensorSharding> argumentShardings(llvm::ArrayRef<int64_t> shape,
@@ -176,6 +221,48 @@ buildShardingProblem(func::FuncOp fn, const DeviceMesh &mesh,
       producer[value] = {index, result};
   }
   return problem;
+}
+
+std::vector<UnmetPin> applyPins(ShardingProblem &problem,
+                                llvm::ArrayRef<ShardingPin> pins,
+                                const DeviceMesh &mesh) {
+  std::vector<UnmetPin> unmet;
+  for (auto [index, pin] : llvm::enumerate(pins)) {
+    // A size-1 mesh axis splits nothing, and strategies never name one.
+    TensorSharding wanted = pin.sharding;
+    for (auto &axes : wanted.dimAxes)
+      llvm::erase_if(axes, [&](int64_t axis) { return mesh.shape[axis] == 1; });
+    std::string reason = indivisibility(wanted, shapeOf(pin.value), mesh);
+    if (!reason.empty()) {
+      unmet.push_back({index, reason});
+      continue;
+    }
+    auto result = dyn_cast<OpResult>(pin.value);
+    auto node = llvm::find_if(problem.nodes, [&](const ProblemNode &node) {
+      return result ? node.op == result.getOwner()
+                    : (!node.op && node.arg == pin.value);
+    });
+    if (node == problem.nodes.end()) {
+      unmet.push_back({index, "the value is not part of the problem"});
+      continue;
+    }
+    unsigned resultNumber = result ? result.getResultNumber() : 0;
+    llvm::SmallVector<bool> keep;
+    for (const Strategy &strategy : node->strategies)
+      keep.push_back(strategy.results[resultNumber] == wanted);
+    if (llvm::none_of(keep, [](bool kept) { return kept; })) {
+      unmet.push_back(
+          {index,
+           result ? llvm::formatv("'{0}' has no strategy that leaves "
+                                  "result {1} in this layout",
+                                  result.getOwner()->getName(), resultNumber)
+                        .str()
+                  : "an argument cannot take this layout"});
+      continue;
+    }
+    keepStrategies(problem, node - problem.nodes.begin(), keep);
+  }
+  return unmet;
 }
 
 llvm::Expected<solver::StrategyPlan>

@@ -31,7 +31,6 @@ namespace loom {
 namespace {
 
 constexpr llvm::StringLiteral kGridName = "mesh";
-constexpr llvm::StringLiteral kPartialAxesAttr = "loom.partial_axes";
 
 /// `2x4` to {2, 4}; empty on a malformed shape.
 llvm::SmallVector<int64_t, 3> parseMeshShape(llvm::StringRef text) {
@@ -67,6 +66,103 @@ shard::ShardOp annotate(OpBuilder &b, Location loc, Value value,
   return shardOp;
 }
 
+/// How a diagnostic names a pinned value.
+std::string describe(Value value) {
+  if (auto arg = dyn_cast<BlockArgument>(value))
+    return "argument " + std::to_string(arg.getArgNumber());
+  auto result = cast<OpResult>(value);
+  return "result " + std::to_string(result.getResultNumber()) + " of '" +
+         result.getOwner()->getName().getStringRef().str() + "'";
+}
+
+Location locationOf(Value value) {
+  if (auto result = dyn_cast<OpResult>(value))
+    return result.getOwner()->getLoc();
+  return value.getLoc();
+}
+
+/// Reads the layouts the input pins (kSplitAxesAttr on arguments, a
+/// `shard.shard` without annotate_for_users on any value) and removes them:
+/// the user's `shard` ops, which the problem has no rule for, and the
+/// argument attributes, so that the output carries one set of annotations.
+/// A malformed pin is an error (and leaves the function as it was).
+FailureOr<std::vector<ShardingPin>> takePins(func::FuncOp fn,
+                                             const DeviceMesh &mesh) {
+  std::vector<ShardingPin> pins;
+  llvm::DenseMap<Value, size_t> pinOf;
+  auto add = [&](Value value, TensorSharding sharding,
+                 Location loc) -> LogicalResult {
+    auto [it, inserted] = pinOf.try_emplace(value, pins.size());
+    if (inserted)
+      pins.push_back({value, std::move(sharding)});
+    else if (!(pins[it->second].sharding == sharding))
+      return emitError(loc)
+             << "--loom-auto-shard: " << describe(value)
+             << " is pinned twice, to " << pins[it->second].sharding.str()
+             << " and to " << sharding.str();
+    return success();
+  };
+
+  for (BlockArgument arg : fn.getArguments()) {
+    Attribute attr = fn.getArgAttr(arg.getArgNumber(), kSplitAxesAttr);
+    if (!attr)
+      continue;
+    auto type = dyn_cast<RankedTensorType>(arg.getType());
+    if (!type)
+      return emitError(arg.getLoc())
+             << "--loom-auto-shard: '" << kSplitAxesAttr << "' on "
+             << describe(arg) << ", which is not a ranked tensor";
+    auto sharding = parseSplitAxesAttr(attr, type.getRank(), mesh);
+    if (!sharding)
+      return emitError(arg.getLoc())
+             << "--loom-auto-shard: bad pin " << kSplitAxesAttr << " = " << attr
+             << " on " << describe(arg) << ": "
+             << llvm::toString(sharding.takeError());
+    if (failed(add(arg, std::move(*sharding), arg.getLoc())))
+      return failure();
+  }
+
+  llvm::SmallVector<shard::ShardOp> shardOps;
+  fn.walk([&](shard::ShardOp op) { shardOps.push_back(op); });
+  for (shard::ShardOp op : shardOps) {
+    if (op.getAnnotateForUsers())
+      return op.emitError()
+             << "--loom-auto-shard: 'annotate_for_users' (the layout one "
+                "user needs) is not supported as a pin; pin the value's own "
+                "layout with a 'shard.shard' without it";
+    if (op->hasAttr(kPartialAxesAttr))
+      return op.emitError() << "--loom-auto-shard: a pin cannot hold "
+                               "partial sums ('"
+                            << kPartialAxesAttr << "')";
+    auto sharding = shardingOfShardOp(op, mesh);
+    if (!sharding)
+      return op.emitError() << "--loom-auto-shard: bad pin: "
+                            << llvm::toString(sharding.takeError());
+    Value value = op.getSrc();
+    while (auto inner = value.getDefiningOp<shard::ShardOp>())
+      value = inner.getSrc();
+    if (failed(add(value, std::move(*sharding), op.getLoc())))
+      return failure();
+  }
+
+  // Every pin is valid: remove them. In program order, so that a shard of
+  // a shard ends up using the original value.
+  for (BlockArgument arg : fn.getArguments())
+    fn.removeArgAttr(arg.getArgNumber(), kSplitAxesAttr);
+  for (shard::ShardOp op : shardOps)
+    op.getResult().replaceAllUsesWith(op.getSrc());
+  for (shard::ShardOp op : shardOps)
+    op.erase();
+  llvm::SmallVector<shard::ShardingOp> unused;
+  fn.walk([&](shard::ShardingOp op) {
+    if (op->use_empty())
+      unused.push_back(op);
+  });
+  for (shard::ShardingOp op : unused)
+    op.erase();
+  return pins;
+}
+
 struct AutoShardPass : impl::LoomAutoShardBase<AutoShardPass> {
   using LoomAutoShardBase::LoomAutoShardBase;
 
@@ -95,11 +191,27 @@ struct AutoShardPass : impl::LoomAutoShardBase<AutoShardPass> {
                      << cluster->name << "' " << cluster->numDevices();
       return signalPassFailure();
     }
+    if (auto grid = module.lookupSymbol<shard::GridOp>(kGridName);
+        grid && grid.getShape() != llvm::ArrayRef<int64_t>(mesh.shape)) {
+      grid.emitError() << "--loom-auto-shard: this grid is not the mesh "
+                       << meshShape << " the pass plans on";
+      return signalPassFailure();
+    }
+    FailureOr<std::vector<ShardingPin>> pins = takePins(fn, mesh);
+    if (failed(pins))
+      return signalPassFailure();
     auto problem = buildShardingProblem(fn, mesh, *cluster, ProblemOptions{});
     if (!problem) {
       fn.emitError() << "--loom-auto-shard: "
                      << llvm::toString(problem.takeError());
       return signalPassFailure();
+    }
+    for (const UnmetPin &unmet : applyPins(*problem, *pins, mesh)) {
+      const ShardingPin &pin = (*pins)[unmet.pin];
+      emitWarning(locationOf(pin.value))
+          << "--loom-auto-shard: cannot pin " << describe(pin.value) << " to "
+          << pin.sharding.str() << ": " << unmet.reason
+          << "; planning without this pin";
     }
     solver::StrategyOptions options;
     options.memoryBudget =

@@ -38,75 +38,8 @@ using namespace loom::autoshard;
 namespace loom {
 namespace {
 
-constexpr llvm::StringLiteral kPartialAxesAttr = "loom.partial_axes";
-constexpr llvm::StringLiteral kSplitAxesAttr = "loom.split_axes";
-
 RankedTensorType tensorType(Value value) {
   return dyn_cast<RankedTensorType>(value.getType());
-}
-
-/// The layout a `shard.shard` gives its result.
-FailureOr<TensorSharding> shardingOf(shard::ShardOp op, int64_t rank,
-                                     llvm::StringRef gridName,
-                                     const DeviceMesh &mesh) {
-  auto shardingOp = op.getSharding().getDefiningOp<shard::ShardingOp>();
-  if (!shardingOp)
-    return op.emitError() << "--loom-partition: the sharding must come from a "
-                             "shard.sharding op";
-  if (shardingOp.getGrid() != gridName)
-    return op.emitError() << "--loom-partition: annotation on @"
-                          << shardingOp.getGrid() << ", expected @" << gridName;
-  if (!shardingOp.getStaticHaloSizes().empty() ||
-      !shardingOp.getStaticShardedDimsOffsets().empty() ||
-      !shardingOp.getDynamicHaloSizes().empty() ||
-      !shardingOp.getDynamicShardedDimsOffsets().empty())
-    return shardingOp.emitError()
-           << "--loom-partition: halos and uneven shard offsets are not "
-              "supported";
-  TensorSharding sharding = TensorSharding::replicated(rank);
-  auto split = shardingOp.getSplitAxes().getAxes();
-  for (auto [dim, axes] : llvm::enumerate(split)) {
-    if (axes.empty())
-      continue;
-    if (static_cast<int64_t>(dim) >= rank)
-      return shardingOp.emitError()
-             << "--loom-partition: split_axes has " << split.size()
-             << " entries for a tensor of rank " << rank;
-    for (int16_t axis : axes.asArrayRef())
-      sharding.dimAxes[dim].push_back(axis);
-  }
-  if (auto partial = op->getAttrOfType<DenseI64ArrayAttr>(kPartialAxesAttr))
-    llvm::append_range(sharding.partialAxes, partial.asArrayRef());
-  // Every mesh axis at most once, and in range.
-  llvm::SmallVector<bool, 4> used(mesh.numAxes(), false);
-  auto checkAxis = [&](int64_t axis) -> LogicalResult {
-    if (axis < 0 || axis >= mesh.numAxes() || used[axis])
-      return op.emitError()
-             << "--loom-partition: mesh axis " << axis
-             << " is out of range or used twice in " << sharding.str();
-    used[axis] = true;
-    return success();
-  };
-  for (const auto &axes : sharding.dimAxes)
-    for (int64_t axis : axes)
-      if (failed(checkAxis(axis)))
-        return failure();
-  for (int64_t axis : sharding.partialAxes)
-    if (failed(checkAxis(axis)))
-      return failure();
-  return sharding;
-}
-
-/// `[[0], [], [1]]`: the split axes of each dimension.
-ArrayAttr splitAxesAttr(Builder &b, const TensorSharding &sharding) {
-  llvm::SmallVector<Attribute> dims;
-  for (const auto &axes : sharding.dimAxes) {
-    llvm::SmallVector<Attribute> entries;
-    for (int64_t axis : axes)
-      entries.push_back(b.getI64IntegerAttr(axis));
-    dims.push_back(b.getArrayAttr(entries));
-  }
-  return b.getArrayAttr(dims);
 }
 
 /// Rewrites one function; see the file comment.
@@ -200,10 +133,16 @@ LogicalResult Partitioner::readLayouts() {
     auto type = tensorType(shardOp.getSrc());
     if (!type)
       return shardOp.emitError() << "--loom-partition: annotates a non-tensor";
-    FailureOr<TensorSharding> sharding =
-        shardingOf(shardOp, type.getRank(), gridName, mesh);
-    if (failed(sharding) ||
-        failed(checkDivides(*sharding, type, shardOp, "the annotated value")))
+    auto grid = shardOp.getSharding().getDefiningOp<shard::ShardingOp>();
+    if (grid && grid.getGrid() != gridName)
+      return shardOp.emitError()
+             << "--loom-partition: annotation on @" << grid.getGrid()
+             << ", expected @" << gridName;
+    llvm::Expected<TensorSharding> sharding = shardingOfShardOp(shardOp, mesh);
+    if (!sharding)
+      return shardOp.emitError()
+             << "--loom-partition: " << llvm::toString(sharding.takeError());
+    if (failed(checkDivides(*sharding, type, shardOp, "the annotated value")))
       return failure();
     if (failed(record(shardOp.getResult(), *sharding, shardOp)))
       return failure();
@@ -466,7 +405,7 @@ LogicalResult Partitioner::partitionReturn(func::ReturnOp ret) {
         return failure();
       layout = whole;
     }
-    fn.setResultAttr(i, kSplitAxesAttr, splitAxesAttr(b, layout));
+    fn.setResultAttr(i, kSplitAxesAttr, splitAxesAttr(fn.getContext(), layout));
     values.push_back(value);
   }
   func::ReturnOp::create(b, ret.getLoc(), values);
@@ -496,7 +435,7 @@ LogicalResult Partitioner::run() {
         return failure();
       type = localType(tensor, layout);
       fn.setArgAttr(arg.getArgNumber(), kSplitAxesAttr,
-                    splitAxesAttr(b, layout));
+                    splitAxesAttr(fn.getContext(), layout));
     }
     local.map(arg, newBody->addArgument(type, arg.getLoc()));
   }

@@ -52,12 +52,25 @@ def LoomAutoShard : Pass<"loom-auto-shard", "mlir::ModuleOp"> {
     %h = shard.shard %0 to %sharding : tensor<8x16x128xf32>
     ```
 
+    Users may pin layouts: an argument attribute `loom.split_axes = [[0],
+    [], [1]]` (one list of mesh axes per dimension, major first, trailing
+    dimensions optional), or a `shard.shard %v to %s` in the input (on an
+    argument or an op result, without `annotate_for_users` or
+    `loom.partial_axes`), fixes that value's layout: its node keeps only the
+    strategies that leave it so, and the user's attribute and `shard` ops
+    give way to the pass's own annotations. A pin no strategy meets (a split
+    that does not divide its dimension, a layout the op cannot produce) is a
+    warning at the value, and the plan goes on without it. Pins name axes of
+    the `mesh` option.
+
     Options: `func` (default `forward_backward`), `mesh` (axis sizes such as
     `2x4`, their product the devices), `cluster` (as loom-plan's
     `--cluster`), `memory-budget` (bytes per device; 0: the device's
     memory). Errors: an op without a sharding rule, a call (inline first),
-    a mesh that does not match the cluster, a budget no choice meets (with
-    the least memory any choice needs).
+    a mesh that does not match the cluster or an existing `shard.grid
+    @mesh`, a budget no choice meets (with the least memory any choice
+    needs), a malformed pin (an axis out of the mesh or used twice, two
+    different pins of one value, partial sums, `annotate_for_users`).
   }];
   let options = [
     Option<"funcName", "func", "std::string", "\"forward_backward\"",
@@ -126,6 +139,48 @@ def LoomPartition : Pass<"loom-partition", "mlir::ModuleOp"> {
            "Largest gradient all-reduce bucket in bytes (0: no bucketing)">,
   ];
   let dependentDialects = ["mlir::shard::ShardDialect", "loom::LoomDialect"];
+}
+
+def LoomExplainSharding : Pass<"loom-explain-sharding", "mlir::ModuleOp"> {
+  let summary = "Print what a function's sharding costs, op by op";
+  let description = [{
+    Reads the `shard` annotations of function `func` (as `--loom-auto-shard`
+    writes them, or written by hand) and prints a table with one row per
+    op: its name and `line:col`, the layout of every operand (what the op
+    needs) and result, the collectives that bring each operand from its
+    producer's layout to the one the op needs (`#operand kind axis bytes
+    time`, from the planner's resharding plans), the op's compute time at
+    its local shapes and the communication time, both on the cluster's
+    cost model. A final line sums compute and communication and counts each
+    collective kind. The IR is left unchanged.
+
+    A value's layout is that of its `shard.shard` without
+    `annotate_for_users` (with `loom.partial_axes` for partial sums); the
+    layout an operand must arrive in is that of an `annotate_for_users`
+    `shard.shard` feeding the op, or else its producer's layout. A value
+    without an annotation is replicated. Ops whose layouts match none of
+    their strategies are marked, and timed at the annotated local shapes.
+
+    The table ends with the totals (the README shows a whole table):
+
+    ```
+    total: compute 294.84 us, communication 11.39 us; collectives: all-reduce 0, reduce-scatter 1, all-to-all 0, all-gather 0, slice 0
+    ```
+
+    Options: `func` (default `forward_backward`), `cluster` (as
+    `--loom-auto-shard`'s; its devices must be the grid's), `output` (a
+    file, written atomically; `-`, the default, is stdout). Errors: no such
+    function, no `shard.grid` (or shardings naming two grids), a grid that
+    is not the cluster's devices, a malformed annotation.
+  }];
+  let options = [
+    Option<"funcName", "func", "std::string", "\"forward_backward\"",
+           "The annotated function to explain">,
+    Option<"clusterName", "cluster", "std::string", "\"cpu-local\"",
+           "Cluster spec: a preset or a file, optionally :NODES">,
+    Option<"output", "output", "std::string", "\"-\"",
+           "Where to write the table (- for stdout)">,
+  ];
 }
 
 #endif // LOOM_PASSES_SHARDING_PASSES_TD

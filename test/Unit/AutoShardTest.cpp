@@ -16,6 +16,7 @@
 
 #include "TestModels.h"
 
+#include "mlir/AsmParser/AsmParser.h"
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/BuiltinOps.h"
 #include "mlir/Parser/Parser.h"
@@ -321,6 +322,141 @@ TEST(ArgumentShardingsTest, EveryAxisSplitsOneDividingDimensionOrNone) {
   EXPECT_EQ(shardings.size(), 6u);
   for (const TensorSharding &s : shardings)
     EXPECT_FALSE(s.localShape({8, 6}, mesh).empty()) << s.str();
+}
+
+} // namespace
+
+namespace {
+
+// loom.split_axes, the attribute that pins an argument's layout and that
+// the partitioner marks partitioned arguments with: one list of mesh axes
+// per dimension, trailing ones optional.
+TEST(SplitAxesAttrTest, RoundTripsAndFillsTrailingDimensions) {
+  MLIRContext context;
+  DeviceMesh mesh{{2, 4}};
+  TensorSharding layout = sharding({{0}, {}, {1}});
+  ArrayAttr attr = splitAxesAttr(&context, layout);
+  std::string text;
+  llvm::raw_string_ostream(text) << attr;
+  EXPECT_EQ(text, "[[0], [], [1]]");
+  auto parsed = parseSplitAxesAttr(attr, 3, mesh);
+  ASSERT_TRUE(static_cast<bool>(parsed)) << llvm::toString(parsed.takeError());
+  EXPECT_EQ(*parsed, layout);
+
+  // [[1, 0]]: dimension 0 over both axes, axis 1 major; the others whole.
+  auto trailing =
+      parseSplitAxesAttr(parseAttribute("[[1, 0]]", &context), 3, mesh);
+  ASSERT_TRUE(static_cast<bool>(trailing))
+      << llvm::toString(trailing.takeError());
+  EXPECT_EQ(*trailing, sharding({{1, 0}, {}, {}}));
+  EXPECT_EQ(*parseSplitAxesAttr(parseAttribute("[]", &context), 2, mesh),
+            TensorSharding::replicated(2));
+}
+
+TEST(SplitAxesAttrTest, RejectsMalformedAxes) {
+  MLIRContext context;
+  DeviceMesh mesh{{2, 4}};
+  auto error = [&](const char *text, int64_t rank) {
+    auto parsed =
+        parseSplitAxesAttr(parseAttribute(text, &context), rank, mesh);
+    EXPECT_FALSE(static_cast<bool>(parsed)) << text;
+    return parsed ? std::string() : llvm::toString(parsed.takeError());
+  };
+  EXPECT_EQ(error("[[2]]", 2), "mesh axis 2 (dimension 0) is out of range: "
+                               "the mesh has 2 axes");
+  EXPECT_EQ(error("[[-1]]", 2), "mesh axis -1 (dimension 0) is out of range: "
+                                "the mesh has 2 axes");
+  EXPECT_EQ(error("[[0], [0]]", 2), "mesh axis 0 splits more than once");
+  EXPECT_EQ(error("[[], [], []]", 2),
+            "3 lists of split axes for a tensor of rank 2");
+  std::string malformed =
+      "expected an array of arrays of mesh axes, e.g. [[0], [], [1]]";
+  EXPECT_EQ(error("[0]", 2), malformed);
+  EXPECT_EQ(error("[[\"a\"]]", 2), malformed);
+  EXPECT_EQ(error("0", 2), malformed);
+}
+
+// A pin keeps only the strategies that leave the value in its layout, with
+// the matching rows and columns of the edges; a pin nothing meets is
+// returned with its reason and changes nothing.
+TEST_F(AutoShardTest, PinsRestrictStrategiesOrSayWhyNot) {
+  std::string text = R"mlir(
+    func.func @f(%x: tensor<8x16xf32>, %w: tensor<16x6xf32>) -> tensor<8x6xf32> {
+      %h = loom.matmul %x, %w : (tensor<8x16xf32>, tensor<16x6xf32>) -> tensor<8x6xf32>
+      %s = loom.softmax %h : tensor<8x6xf32>
+      return %s : tensor<8x6xf32>
+    })mlir";
+  module = parseSourceString<ModuleOp>(text, &context);
+  ASSERT_TRUE(module);
+  auto fn = *module->getOps<func::FuncOp>().begin();
+  DeviceMesh mesh{{2}};
+  auto problem =
+      buildShardingProblem(fn, mesh, testCluster(), ProblemOptions{});
+  ASSERT_TRUE(static_cast<bool>(problem))
+      << llvm::toString(problem.takeError());
+  Operation *matmul = &fn.getBody().front().front();
+  Operation *softmax = matmul->getNextNode();
+  size_t softmaxStrategies = problem->nodes[3].strategies.size();
+
+  std::vector<ShardingPin> pins = {
+      {fn.getArgument(0), sharding({{0}, {}})},
+      {matmul->getResult(0), sharding({{}, {0}})},
+      // 6 splits over 2, but the softmax normalizes over it.
+      {softmax->getResult(0), sharding({{}, {0}})},
+      // 6 / 4 does not divide.
+      {fn.getArgument(1), sharding({{}, {0}})},
+  };
+  DeviceMesh wide{{4}};
+  std::vector<UnmetPin> unmet = applyPins(*problem, pins, mesh);
+  ASSERT_EQ(unmet.size(), 1u);
+  EXPECT_EQ(unmet[0].pin, 2u);
+  EXPECT_EQ(unmet[0].reason,
+            "'loom.softmax' has no strategy that leaves result 0 in this "
+            "layout");
+  EXPECT_EQ(problem->nodes[3].strategies.size(), softmaxStrategies);
+  ASSERT_EQ(problem->nodes[0].strategies.size(), 1u);
+  EXPECT_EQ(problem->nodes[0].strategies[0].results[0], sharding({{0}, {}}));
+  ASSERT_EQ(problem->nodes[1].strategies.size(), 1u);
+  EXPECT_EQ(problem->nodes[1].strategies[0].results[0], sharding({{}, {0}}));
+  for (const Strategy &strategy : problem->nodes[2].strategies)
+    EXPECT_EQ(strategy.results[0], sharding({{}, {0}}));
+  for (const ProblemEdge &edge : problem->edges) {
+    ASSERT_EQ(edge.reshard.size(), problem->nodes[edge.from].strategies.size());
+    for (const std::vector<double> &row : edge.reshard)
+      ASSERT_EQ(row.size(), problem->nodes[edge.to].strategies.size());
+  }
+  EXPECT_EQ(problem->nodes[0].memory.size(), 1u);
+  EXPECT_EQ(problem->nodes[0].seconds.size(), 1u);
+
+  std::vector<ShardingPin> indivisible = {
+      {fn.getArgument(1), sharding({{}, {0}})}};
+  auto widened =
+      buildShardingProblem(fn, wide, testCluster(), ProblemOptions{});
+  ASSERT_TRUE(static_cast<bool>(widened));
+  unmet = applyPins(*widened, indivisible, wide);
+  ASSERT_EQ(unmet.size(), 1u);
+  EXPECT_EQ(unmet[0].reason,
+            "dimension 1 of size 6 does not divide over 4 devices");
+}
+
+} // namespace
+
+namespace {
+
+// A 0-d tensor (a loss, a step counter) is always laid out whole: it may
+// be stored replicated, and its partial sums are all-reduced.
+TEST(ScalarShardingTest, ZeroDimensionalTensorsAreReplicatedOrPartial) {
+  DeviceMesh mesh{{4}};
+  EXPECT_TRUE(TensorSharding::replicated(0).divides({}, mesh));
+  std::vector<TensorSharding> shardings = argumentShardings({}, mesh);
+  ASSERT_EQ(shardings.size(), 1u);
+  EXPECT_EQ(shardings[0], TensorSharding::replicated(0));
+  ReshardPlan plan =
+      planResharding(sharding({}, {0}), TensorSharding::replicated(0), {}, 4,
+                     mesh, testCluster());
+  ASSERT_TRUE(plan.possible);
+  ASSERT_EQ(plan.steps.size(), 1u);
+  EXPECT_EQ(plan.steps[0].kind, ReshardKind::AllReduce);
 }
 
 } // namespace

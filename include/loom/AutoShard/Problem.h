@@ -73,6 +73,29 @@ buildShardingProblem(mlir::func::FuncOp fn, const DeviceMesh &mesh,
                      const cost::ClusterSpec &cluster,
                      const ProblemOptions &options);
 
+/// A layout the user fixed for one value (a function argument or an op
+/// result).
+struct ShardingPin {
+  mlir::Value value;
+  TensorSharding sharding;
+};
+
+/// A pin no strategy meets, and why.
+struct UnmetPin {
+  size_t pin;
+  std::string reason;
+};
+
+/// Keeps, in the node of each pinned value, only the strategies that leave
+/// the value in its pinned layout (and the matching rows and columns of the
+/// node's edges). A pin no strategy meets (a split that does not divide its
+/// dimension, a layout the op cannot produce) leaves its node as it was and
+/// is returned with the reason, so that the caller can warn and plan
+/// without it.
+std::vector<UnmetPin> applyPins(ShardingProblem &problem,
+                                llvm::ArrayRef<ShardingPin> pins,
+                                const DeviceMesh &mesh);
+
 /// The cheapest choice of one strategy per node (ILP through CBC), within
 /// `options.memoryBudget` bytes per device.
 llvm::Expected<solver::StrategyPlan>

@@ -13,10 +13,16 @@
 
 #include "loom/CostModel/Collectives.h"
 
+#include "mlir/IR/BuiltinAttributes.h"
 #include "llvm/ADT/ArrayRef.h"
 #include "llvm/ADT/SmallVector.h"
+#include "llvm/Support/Error.h"
 
 #include <string>
+
+namespace mlir::shard {
+class ShardOp;
+} // namespace mlir::shard
 
 namespace loom::autoshard {
 
@@ -50,14 +56,16 @@ struct TensorSharding {
   /// The dimension `axis` splits, or -1.
   int64_t dimOfAxis(int64_t axis) const;
   bool isPartial(int64_t axis) const;
-  /// Whether every axis divides its dimension of `shape` (after the axes
-  /// before it).
-  bool divides(llvm::ArrayRef<int64_t> shape, const DeviceMesh &mesh) const;
   /// The shape each device holds of a tensor of `shape`; an empty vector
   /// when an axis does not divide its dimension (check `divides` first for a
   /// 0-d tensor).
   llvm::SmallVector<int64_t, 4> localShape(llvm::ArrayRef<int64_t> shape,
                                            const DeviceMesh &mesh) const;
+  /// Whether every dimension's axes divide it (always, for a 0-d tensor,
+  /// whose local shape is empty either way).
+  bool divides(llvm::ArrayRef<int64_t> shape, const DeviceMesh &mesh) const {
+    return shape.empty() || !localShape(shape, mesh).empty();
+  }
   /// `[{0}, {}, {1}] partial={0}`-style text for tables and tests.
   std::string str() const;
 
@@ -65,6 +73,44 @@ struct TensorSharding {
     return dimAxes == other.dimAxes && partialAxes == other.partialAxes;
   }
 };
+
+/// The argument (and result) attribute holding a tensor's split axes in
+/// `shard.sharding`'s order, e.g. `loom.split_axes = [[0], [], [1]]`: one
+/// list of mesh axes per dimension, major axis first; trailing dimensions
+/// may be left out (not split). On an argument of the function
+/// --loom-auto-shard plans it pins that argument's layout; the partitioner
+/// marks the layout of partitioned arguments and results with it.
+constexpr llvm::StringLiteral kSplitAxesAttr = "loom.split_axes";
+/// The `shard.shard` attribute listing the mesh axes its value holds
+/// partial sums over (upstream `shard` has no partial state on values).
+constexpr llvm::StringLiteral kPartialAxesAttr = "loom.partial_axes";
+
+/// `sharding`'s split axes as a kSplitAxesAttr value (one list per
+/// dimension, trailing ones included; partial axes are not part of it).
+mlir::ArrayAttr splitAxesAttr(mlir::MLIRContext *context,
+                              const TensorSharding &sharding);
+
+/// The sharding of a tensor of `rank` dimensions that `splitAxes` (one list
+/// of mesh axes per dimension, trailing ones optional) describes on `mesh`.
+/// Errors: more lists than dimensions, an axis out of the mesh's range, an
+/// axis used twice.
+llvm::Expected<TensorSharding>
+shardingFromSplitAxes(llvm::ArrayRef<llvm::SmallVector<int64_t, 2>> splitAxes,
+                      int64_t rank, const DeviceMesh &mesh);
+
+/// The sharding a kSplitAxesAttr value describes; errors as
+/// shardingFromSplitAxes, and when `attr` is not an array of arrays of
+/// integers.
+llvm::Expected<TensorSharding>
+parseSplitAxesAttr(mlir::Attribute attr, int64_t rank, const DeviceMesh &mesh);
+
+/// The layout a `shard.shard` gives its value on `mesh`: its
+/// `shard.sharding`'s split axes and its kPartialAxesAttr. Errors (as
+/// shardingFromSplitAxes, plus): a sharding not made by a `shard.sharding`
+/// op, halo sizes or explicit shard offsets, partial axes out of range or
+/// also splitting a dimension.
+llvm::Expected<TensorSharding> shardingOfShardOp(mlir::shard::ShardOp op,
+                                                 const DeviceMesh &mesh);
 
 } // namespace loom::autoshard
 
