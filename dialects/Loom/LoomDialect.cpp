@@ -3,6 +3,8 @@
 // Registers the ops and instantiates what TableGen generated for the
 // dialect, its ops and the sharding-rule interface. The verifiers and
 // sharding rules live in one file per op group (ElementwiseOps.cpp, ...).
+// Every loom op may be inlined (upstream --inline), so that a @train_step
+// calling @forward_backward becomes the one block --loom-auto-shard plans.
 //
 //===----------------------------------------------------------------------===//
 
@@ -10,6 +12,7 @@
 
 #include "mlir/IR/Builders.h"
 #include "mlir/IR/OpImplementation.h"
+#include "mlir/Transforms/InliningUtils.h"
 
 using namespace mlir;
 using namespace loom;
@@ -17,11 +20,26 @@ using namespace loom;
 #include "dialects/Loom/LoomDialect.cpp.inc"
 #include "dialects/Loom/ShardingRuleInterface.cpp.inc"
 
+namespace {
+
+/// Loom ops are value semantics on tensors with no regions and no symbols:
+/// moving one into a caller changes nothing about it.
+struct LoomInlinerInterface : DialectInlinerInterface {
+  using DialectInlinerInterface::DialectInlinerInterface;
+
+  bool isLegalToInline(Operation *, Region *, bool, IRMapping &) const final {
+    return true;
+  }
+};
+
+} // namespace
+
 void LoomDialect::initialize() {
   addOperations<
 #define GET_OP_LIST
 #include "dialects/Loom/LoomOps.cpp.inc"
       >();
+  addInterfaces<LoomInlinerInterface>();
 }
 
 #define GET_OP_CLASSES

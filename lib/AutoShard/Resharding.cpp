@@ -43,8 +43,7 @@ ReshardPlan planResharding(const TensorSharding &from, const TensorSharding &to,
                            const DeviceMesh &mesh,
                            const cost::ClusterSpec &cluster) {
   ReshardPlan plan;
-  if (from.localShape(shape, mesh).empty() ||
-      to.localShape(shape, mesh).empty()) {
+  if (!from.divides(shape, mesh) || !to.divides(shape, mesh)) {
     plan.possible = false;
     return plan;
   }

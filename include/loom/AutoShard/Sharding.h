@@ -50,6 +50,9 @@ struct TensorSharding {
   /// The dimension `axis` splits, or -1.
   int64_t dimOfAxis(int64_t axis) const;
   bool isPartial(int64_t axis) const;
+  /// Whether every axis divides the dimension it splits (a 0-d tensor is
+  /// never split, so always fits).
+  bool divides(llvm::ArrayRef<int64_t> shape, const DeviceMesh &mesh) const;
   /// The shape each device holds of a tensor of `shape`; an empty vector
   /// when an axis does not divide its dimension.
   llvm::SmallVector<int64_t, 4> localShape(llvm::ArrayRef<int64_t> shape,
