@@ -1,5 +1,4 @@
-//===- StrategyCache.h - One copy of each strategy set and matrix -*-
-//C++-*-===//
+//===- StrategyCache.h - One copy of each strategy set and matrix ---------===//
 //
 // Private to lib/AutoShard. The strategies of an op depend only on its
 // name, attributes and types, and a resharding matrix only on the
