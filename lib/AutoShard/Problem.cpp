@@ -27,19 +27,24 @@ llvm::Error opError(Operation *op, const llvm::Twine &message) {
       "{0}: '{1}' {2}", location, op->getName().getStringRef(), message.str()));
 }
 
-/// The argument a returned value carries over to the next step: same
-/// `loom.role` (param, m or v) and `loom.name`, as --loom-optimizer marks
-/// @train_step.
-int loopCarriedArgument(func::FuncOp fn, unsigned result) {
-  auto role = fn.getResultAttrOfType<StringAttr>(result, kRoleAttr);
-  auto name = fn.getResultAttrOfType<StringAttr>(result, kNameAttr);
-  if (!role || !name || role.getValue() == "loss")
-    return -1;
+/// The argument each returned value carries over to the next step (-1:
+/// none): same `loom.role` (param, m or v) and `loom.name`, as
+/// --loom-optimizer marks @train_step. One pass over each list, so that a
+/// deep model's thousands of results cost no quadratic search.
+std::vector<int> loopCarriedArguments(func::FuncOp fn) {
+  llvm::DenseMap<std::pair<Attribute, Attribute>, int> argumentOf;
   for (unsigned i = 0; i < fn.getNumArguments(); ++i)
-    if (fn.getArgAttrOfType<StringAttr>(i, kRoleAttr) == role &&
-        fn.getArgAttrOfType<StringAttr>(i, kNameAttr) == name)
-      return i;
-  return -1;
+    argumentOf.try_emplace({fn.getArgAttrOfType<StringAttr>(i, kRoleAttr),
+                            fn.getArgAttrOfType<StringAttr>(i, kNameAttr)},
+                           i);
+  std::vector<int> targets(fn.getNumResults(), -1);
+  for (unsigned result = 0; result < fn.getNumResults(); ++result) {
+    auto role = fn.getResultAttrOfType<StringAttr>(result, kRoleAttr);
+    auto name = fn.getResultAttrOfType<StringAttr>(result, kNameAttr);
+    if (role && name && role.getValue() != "loss")
+      targets[result] = argumentOf.lookup_or({role, name}, -1);
+  }
+  return targets;
 }
 
 /// Ties the nodes of repeated layers to their representative's
@@ -126,12 +131,13 @@ buildShardingProblem(func::FuncOp fn, const DeviceMesh &mesh,
   };
 
   llvm::DenseMap<Operation *, unsigned> nodeOf;
+  std::vector<int> loopCarried = loopCarriedArguments(fn);
   for (Operation &op : fn.getBody().front()) {
     if (auto ret = dyn_cast<func::ReturnOp>(op)) {
       for (auto [index, value] : llvm::enumerate(ret.getOperands())) {
         // Loop-carried state returns in its argument's layout; any other
         // result in some layout of a whole (not partial) value.
-        int target = loopCarriedArgument(fn, index);
+        int target = loopCarried[index];
         if (target < 0) {
           addNode(cache.ofReturned(value.getType())).op = &op;
           addEdge(value, problem.nodes.size() - 1, index,

@@ -134,11 +134,11 @@ struct AutoShardPass : impl::LoomAutoShardBase<AutoShardPass> {
         "--loom-auto-shard: {0} nodes, {1} edges, {2} layers ({3} solved for, "
         "{4} nodes tied), ILP {5} variables {6} rows; cost {7:e1} s (compute "
         "{8:e1} s, resharding {9:e1} s), memory {10:e1} bytes per device; "
-        "built in {11:F2} s, solved in {12:F2} s",
+        "built in {11:F2} s, solved in {12:F2} s (CBC {13:F2} s)",
         problem.nodes.size(), problem.edges.size(), problem.numLayers,
         problem.numRepresentativeLayers, tied, plan.numVariables, plan.numRows,
         plan.totalCost(), plan.computeCost, plan.reshardCost, plan.memory,
-        building.count(), solving.count());
+        building.count(), solving.count(), plan.solveSeconds);
   }
 
   void writeBack(ModuleOp module, func::FuncOp fn,
