@@ -3,6 +3,8 @@
 // Registers the ops and instantiates what TableGen generated for the
 // dialect, its ops and the sharding-rule interface. The verifiers and
 // sharding rules live in one file per op group (ElementwiseOps.cpp, ...).
+// Every loom op may be inlined (upstream --inline), so that a @train_step
+// calling @forward_backward becomes the one block --loom-auto-shard plans.
 //
 //===----------------------------------------------------------------------===//
 

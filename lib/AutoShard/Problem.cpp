@@ -2,6 +2,10 @@
 
 #include "loom/AutoShard/Problem.h"
 
+#include "StrategyCache.h"
+
+#include "loom/AutoShard/Layers.h"
+
 #include "dialects/Loom/LoomOps.h"
 
 #include "mlir/IR/BuiltinTypes.h"
@@ -9,17 +13,12 @@
 #include "llvm/Support/FormatVariadic.h"
 
 #include <functional>
+#include <limits>
 
 using namespace mlir;
 
 namespace loom::autoshard {
 namespace {
-
-llvm::ArrayRef<int64_t> shapeOf(Value value) {
-  if (auto type = dyn_cast<RankedTensorType>(value.getType()))
-    return type.getShape();
-  return {};
-}
 
 llvm::Error opError(Operation *op, const llvm::Twine &message) {
   std::string location;
@@ -29,48 +28,59 @@ llvm::Error opError(Operation *op, const llvm::Twine &message) {
       "{0}: '{1}' {2}", location, op->getName().getStringRef(), message.str()));
 }
 
-/// The argument a returned value carries over to the next step: same
-/// `loom.role` (param, m or v) and `loom.name`, as --loom-optimizer marks
-/// @train_step.
-int loopCarriedArgument(func::FuncOp fn, unsigned result) {
-  auto role = fn.getResultAttrOfType<StringAttr>(result, kRoleAttr);
-  auto name = fn.getResultAttrOfType<StringAttr>(result, kNameAttr);
-  if (!role || !name || role.getValue() == "loss")
-    return -1;
+/// The argument each returned value carries over to the next step (-1:
+/// none): same `loom.role` (param, m or v) and `loom.name`, as
+/// --loom-optimizer marks @train_step. One pass over each list, so that a
+/// deep model's thousands of results cost no quadratic search.
+std::vector<int> loopCarriedArguments(func::FuncOp fn) {
+  llvm::DenseMap<std::pair<Attribute, Attribute>, int> argumentOf;
   for (unsigned i = 0; i < fn.getNumArguments(); ++i)
-    if (fn.getArgAttrOfType<StringAttr>(i, kRoleAttr) == role &&
-        fn.getArgAttrOfType<StringAttr>(i, kNameAttr) == name)
-      return i;
-  return -1;
+    argumentOf.try_emplace({fn.getArgAttrOfType<StringAttr>(i, kRoleAttr),
+                            fn.getArgAttrOfType<StringAttr>(i, kNameAttr)},
+                           i);
+  std::vector<int> targets(fn.getNumResults(), -1);
+  for (unsigned result = 0; result < fn.getNumResults(); ++result) {
+    auto role = fn.getResultAttrOfType<StringAttr>(result, kRoleAttr);
+    auto name = fn.getResultAttrOfType<StringAttr>(result, kNameAttr);
+    if (role && name && role.getValue() != "loss")
+      targets[result] = argumentOf.lookup_or({role, name}, -1);
+  }
+  return targets;
 }
 
-/// Keeps the strategies of node `index` where `keep` is true, and the
-/// matching rows and columns of its edges' resharding costs.
+/// Ties the nodes of repeated layers to their representative's
+/// (lib/AutoShard/Layers.cpp). A node is tied only when it holds the very
+/// same strategies as its leader, so that strategy i means the same layout
+/// at both.
+void tieLayers(ShardingProblem &problem, func::FuncOp fn,
+               const llvm::DenseMap<Operation *, unsigned> &nodeOf) {
+  LayerTies ties = findRepeatedLayers(fn);
+  problem.numLayers = ties.numLayers;
+  problem.numRepresentativeLayers = ties.numRepresentatives;
+  auto tie = [&](unsigned follower, unsigned leader) {
+    ProblemNode &node = problem.nodes[follower];
+    if (node.strategies.sameAs(problem.nodes[leader].strategies))
+      node.leader = leader;
+  };
+  for (auto [member, leader] : ties.arguments)
+    tie(member, leader); // argument nodes come first, in order
+  for (auto [member, leader] : ties.ops) {
+    auto follower = nodeOf.find(member), representative = nodeOf.find(leader);
+    if (follower != nodeOf.end() && representative != nodeOf.end())
+      tie(follower->second, representative->second);
+  }
+}
+
+/// Forbids the strategies of node `index` where `keep` is false (an
+/// infinite cost: the strategy sets are shared between nodes, and a tied
+/// node's costs count for its whole group, so a pin on one layer holds for
+/// every layer tied to it).
 void keepStrategies(ShardingProblem &problem, unsigned index,
                     llvm::ArrayRef<bool> keep) {
-  auto filter = [&](auto &items) {
-    size_t kept = 0;
-    for (size_t i = 0; i < items.size(); ++i) {
-      if (!keep[i])
-        continue;
-      // Self-move-assignment would empty a vector.
-      if (kept != i)
-        items[kept] = std::move(items[i]);
-      ++kept;
-    }
-    items.resize(kept);
-  };
   ProblemNode &node = problem.nodes[index];
-  filter(node.strategies);
-  filter(node.seconds);
-  filter(node.memory);
-  for (ProblemEdge &edge : problem.edges) {
-    if (edge.from == index)
-      filter(edge.reshard);
-    if (edge.to == index)
-      for (std::vector<double> &row : edge.reshard)
-        filter(row);
-  }
+  for (auto [i, kept] : llvm::enumerate(keep))
+    if (!kept)
+      node.seconds[i] = std::numeric_limits<double>::infinity();
 }
 
 /// Why `sharding` cannot lay out a tensor of `shape`, or "" if it can.
@@ -121,105 +131,68 @@ buildShardingProblem(func::FuncOp fn, const DeviceMesh &mesh,
   if (!fn.getBody().hasOneBlock())
     return opError(fn, "must have one block");
   ShardingProblem problem;
+  // Ops with the same strategies (every layer of a transformer) share one
+  // copy of them and of the matrices between them.
+  StrategyCache cache(mesh, cluster, options);
+  std::vector<int> setOf; // node -> strategy set
+  auto addNode = [&](int set) -> ProblemNode & {
+    setOf.push_back(set);
+    ProblemNode &node = problem.nodes.emplace_back();
+    node.strategies = cache.set(set).strategies;
+    node.seconds = cache.set(set).seconds;
+    node.memory = cache.set(set).memory;
+    return node;
+  };
   /// Node and result index of each value.
   llvm::DenseMap<Value, std::pair<unsigned, unsigned>> producer;
 
   for (BlockArgument arg : fn.getArguments()) {
-    ProblemNode &node = problem.nodes.emplace_back();
-    node.arg = arg;
-    double perElement = cost::elementBytes(arg.getType()) +
-                        options.argumentOverheadBytesPerElement;
-    for (TensorSharding &sharding : argumentShardings(shapeOf(arg), mesh)) {
-      Strategy strategy;
-      strategy.localShapes.results.push_back(
-          sharding.localShape(shapeOf(arg), mesh));
-      node.memory.push_back(
-          cost::numElements(strategy.localShapes.results.back()) * perElement);
-      node.seconds.push_back(0);
-      strategy.results.push_back(std::move(sharding));
-      node.strategies.push_back(std::move(strategy));
-    }
+    addNode(cache.ofArgument(arg.getType())).arg = arg;
     producer[arg] = {problem.nodes.size() - 1, 0};
   }
 
   auto addEdge = [&](Value value, unsigned to, int operand,
-                     auto &&requiredSharding) {
+                     int requiredOperand) {
     auto [from, result] = producer.lookup(value);
-    ProblemEdge edge{from, to, value, operand, {}};
-    const ProblemNode &source = problem.nodes[from];
-    const ProblemNode &target = problem.nodes[to];
-    for (const Strategy &produced : source.strategies) {
-      std::vector<double> &row = edge.reshard.emplace_back();
-      for (const Strategy &consumed : target.strategies)
-        row.push_back(planResharding(produced.results[result],
-                                     requiredSharding(consumed), shapeOf(value),
-                                     cost::elementBytes(value.getType()), mesh,
-                                     cluster)
-                          .cost());
-    }
-    problem.edges.push_back(std::move(edge));
+    problem.edges.push_back(
+        {from, to, value, operand,
+         cache.matrix(setOf[from], result, setOf[to], requiredOperand)});
   };
 
+  llvm::DenseMap<Operation *, unsigned> nodeOf;
+  std::vector<int> loopCarried = loopCarriedArguments(fn);
   for (Operation &op : fn.getBody().front()) {
     if (auto ret = dyn_cast<func::ReturnOp>(op)) {
       for (auto [index, value] : llvm::enumerate(ret.getOperands())) {
         // Loop-carried state returns in its argument's layout; any other
         // result in some layout of a whole (not partial) value.
-        int target = loopCarriedArgument(fn, index);
+        int target = loopCarried[index];
         if (target < 0) {
-          ProblemNode &node = problem.nodes.emplace_back();
-          node.op = &op;
-          for (TensorSharding &sharding :
-               argumentShardings(shapeOf(value), mesh)) {
-            Strategy strategy;
-            strategy.operands.push_back(std::move(sharding));
-            node.strategies.push_back(std::move(strategy));
-            node.seconds.push_back(0);
-            node.memory.push_back(0);
-          }
-          target = problem.nodes.size() - 1;
-          addEdge(value, target, index, [](const Strategy &s) -> const auto & {
-            return s.operands[0];
-          });
+          addNode(cache.ofReturned(value.getType())).op = &op;
+          addEdge(value, problem.nodes.size() - 1, index,
+                  /*requiredOperand=*/0);
           continue;
         }
-        addEdge(value, target, -1,
-                [](const Strategy &s) -> const auto & { return s.results[0]; });
+        addEdge(value, target, -1, /*requiredOperand=*/-1);
       }
       continue;
     }
     if (isa<func::CallOp>(op))
       return opError(&op, "is a call: inline the function first (--inline)");
-    ProblemNode &node = problem.nodes.emplace_back();
-    node.op = &op;
-    if (auto ruled = dyn_cast<ShardingRuleOpInterface>(op)) {
-      OpShardingRule rule = ruled.getShardingRule();
-      node.strategies = enumerateStrategies(&op, rule, mesh, cluster.device);
-    } else if (op.hasTrait<OpTrait::ConstantLike>() &&
-               op.getNumOperands() == 0) {
-      Strategy replicated;
-      for (Value result : op.getResults())
-        replicated.results.push_back(
-            TensorSharding::replicated(shapeOf(result).size()));
-      node.strategies.push_back(std::move(replicated));
-    } else {
+    int set = cache.ofOp(&op);
+    if (set < 0)
       return opError(&op, "has no sharding rule");
-    }
-    for (const Strategy &strategy : node.strategies) {
-      node.seconds.push_back(strategy.computeSeconds);
-      node.memory.push_back(0);
-    }
+    addNode(set).op = &op;
     unsigned index = problem.nodes.size() - 1;
-    for (OpOperand &use : op.getOpOperands()) {
-      unsigned operand = use.getOperandNumber();
-      addEdge(use.get(), index, operand,
-              [&](const Strategy &s) -> const auto & {
-                return s.operands[operand];
-              });
-    }
+    nodeOf[&op] = index;
+    for (OpOperand &use : op.getOpOperands())
+      addEdge(use.get(), index, use.getOperandNumber(), use.getOperandNumber());
     for (auto [result, value] : llvm::enumerate(op.getResults()))
       producer[value] = {index, result};
   }
+
+  if (options.reuseLayers)
+    tieLayers(problem, fn, nodeOf);
   return problem;
 }
 
@@ -232,7 +205,8 @@ std::vector<UnmetPin> applyPins(ShardingProblem &problem,
     TensorSharding wanted = pin.sharding;
     for (auto &axes : wanted.dimAxes)
       llvm::erase_if(axes, [&](int64_t axis) { return mesh.shape[axis] == 1; });
-    std::string reason = indivisibility(wanted, shapeOf(pin.value), mesh);
+    std::string reason = indivisibility(
+        wanted, cast<RankedTensorType>(pin.value.getType()).getShape(), mesh);
     if (!reason.empty()) {
       unmet.push_back({index, reason});
       continue;
@@ -275,14 +249,13 @@ solveShardingProblem(const ShardingProblem &problem,
       name = node.op->getName().getStringRef().str();
     else
       name = "arg" + std::to_string(node.arg.getArgNumber());
-    graph.addNode(name, node.seconds, node.memory);
+    std::optional<int> leader;
+    if (node.leader >= 0)
+      leader = node.leader;
+    graph.addNode(name, node.seconds, node.memory, leader);
   }
-  for (const ProblemEdge &edge : problem.edges) {
-    std::vector<double> matrix;
-    for (const std::vector<double> &row : edge.reshard)
-      llvm::append_range(matrix, row);
-    graph.addEdge(edge.from, edge.to, std::move(matrix));
-  }
+  for (const ProblemEdge &edge : problem.edges)
+    graph.addSharedEdge(edge.from, edge.to, edge.reshard.flat());
   return solver::solveStrategyGraph(graph, options);
 }
 

@@ -54,6 +54,11 @@ TensorSharding::localShape(llvm::ArrayRef<int64_t> shape,
   return local;
 }
 
+bool TensorSharding::divides(llvm::ArrayRef<int64_t> shape,
+                             const DeviceMesh &mesh) const {
+  return shape.empty() || !localShape(shape, mesh).empty();
+}
+
 std::string TensorSharding::str() const {
   std::string text;
   llvm::raw_string_ostream os(text);

@@ -23,8 +23,8 @@ llvm::SmallVector<bool> splittableFactors(const OpShardingRule &rule) {
   auto markMinors = [&](llvm::ArrayRef<TensorMapping> tensors) {
     for (const TensorMapping &tensor : tensors)
       for (const DimMapping &dim : tensor)
-        for (int64_t factor : llvm::drop_begin(dim))
-          splittable[factor] = false;
+        for (size_t i = 1; i < dim.size(); ++i) // size-1 dims map none
+          splittable[dim[i]] = false;
   };
   markMinors(rule.getOperands());
   markMinors(rule.getResults());

@@ -19,6 +19,7 @@
 #include "loom/Solver/StrategyGraph.h"
 
 #include "llvm/ADT/DenseMap.h"
+#include "llvm/ADT/DenseSet.h"
 #include "llvm/ADT/STLExtras.h"
 #include "llvm/Support/FormatVariadic.h"
 #include "llvm/Support/raw_ostream.h"
@@ -61,6 +62,13 @@ int StrategyGraph::addNode(std::string name, std::vector<double> cost,
 }
 
 void StrategyGraph::addEdge(int from, int to, std::vector<double> reshard) {
+  addSharedEdge(
+      from, to,
+      std::make_shared<const std::vector<double>>(std::move(reshard)));
+}
+
+void StrategyGraph::addSharedEdge(
+    int from, int to, std::shared_ptr<const std::vector<double>> reshard) {
   edges.push_back({from, to, std::move(reshard)});
 }
 
@@ -101,6 +109,7 @@ llvm::Error StrategyGraph::verify() const {
         return invalid(
             llvm::formatv("node '{0}' is on a cycle of followers", node.name));
   }
+  llvm::DenseSet<const std::vector<double> *> checked;
   for (const StrategyEdge &edge : edges) {
     if (edge.from < 0 || edge.from >= numNodes() || edge.to < 0 ||
         edge.to >= numNodes() || edge.from == edge.to)
@@ -108,12 +117,16 @@ llvm::Error StrategyGraph::verify() const {
                                    edge.from, edge.to));
     size_t size = size_t(nodes[edge.from].numStrategies()) *
                   nodes[edge.to].numStrategies();
-    if (edge.reshard.size() != size)
+    size_t given = edge.reshard ? edge.reshard->size() : 0;
+    if (given != size)
       return invalid(llvm::formatv("edge '{0}' -> '{1}' has {2} resharding "
                                    "costs, not {3}",
                                    nodes[edge.from].name, nodes[edge.to].name,
-                                   edge.reshard.size(), size));
-    if (llvm::any_of(edge.reshard,
+                                   given, size));
+    // A matrix shared by many edges is checked once.
+    if (!checked.insert(edge.reshard.get()).second)
+      continue;
+    if (llvm::any_of(*edge.reshard,
                      [](double c) { return std::isnan(c) || c == -kInfinity; }))
       return invalid(llvm::formatv("edge '{0}' -> '{1}' has a NaN or -inf "
                                    "resharding cost",
@@ -132,8 +145,8 @@ double StrategyGraph::computeCostOf(llvm::ArrayRef<int> choice) const {
 double StrategyGraph::reshardCostOf(llvm::ArrayRef<int> choice) const {
   double sum = 0;
   for (const StrategyEdge &edge : edges)
-    sum += edge.reshard[choice[edge.from] * nodes[edge.to].numStrategies() +
-                        choice[edge.to]];
+    sum += (*edge.reshard)[choice[edge.from] * nodes[edge.to].numStrategies() +
+                           choice[edge.to]];
   return sum;
 }
 
@@ -204,9 +217,10 @@ Reduced group(const StrategyGraph &graph) {
     int a = r.classOf[edge.from], b = r.classOf[edge.to];
     int kFrom = graph.node(edge.from).numStrategies();
     int kTo = graph.node(edge.to).numStrategies();
+    const std::vector<double> &reshard = *edge.reshard;
     if (a == b) { // both ends take the same index: the diagonal
       for (int i = 0; i < kFrom; ++i)
-        r.classes[a].cost[i] += edge.reshard[i * kTo + i];
+        r.classes[a].cost[i] += reshard[i * kTo + i];
       continue;
     }
     bool swap = a > b;
@@ -215,7 +229,7 @@ Reduced group(const StrategyGraph &graph) {
     m.resize(size_t(kFrom) * kTo, 0.0);
     for (int i = 0; i < kFrom; ++i)
       for (int j = 0; j < kTo; ++j)
-        m[swap ? j * kFrom + i : i * kTo + j] += edge.reshard[i * kTo + j];
+        m[swap ? j * kFrom + i : i * kTo + j] += reshard[i * kTo + j];
   }
   return r;
 }

@@ -63,14 +63,33 @@ def LoomAutoShard : Pass<"loom-auto-shard", "mlir::ModuleOp"> {
     warning at the value, and the plan goes on without it. Pins name axes of
     the `mesh` option.
 
+    Repeated transformer layers are planned once: the layers are found from
+    the parameter names (`h.<i>.`, `layers.<i>.`) and the dataflow, checked
+    to be the same ops wired the same way, and every op of a layer is tied
+    to the same op of a representative layer (same strategy; its costs and
+    memory still count), so the ILP has the size of a few layers whatever
+    the depth (docs/ilp.md, "Repeated layers").
+
     Options: `func` (default `forward_backward`), `mesh` (axis sizes such as
     `2x4`, their product the devices), `cluster` (as loom-plan's
     `--cluster`), `memory-budget` (bytes per device; 0: the device's
-    memory). Errors: an op without a sharding rule, a call (inline first),
+    memory), `reuse-layers` (default true; false plans every layer on its
+    own). Errors: an op without a sharding rule, a call (inline first),
     a mesh that does not match the cluster or an existing `shard.grid
     @mesh`, a budget no choice meets (with the least memory any choice
     needs), a malformed pin (an axis out of the mesh or used twice, two
-    different pins of one value, partial sums, `annotate_for_users`).
+    different pins of one value, partial sums, `annotate_for_users`). With
+    `report`, a remark at the function gives the problem's size (nodes,
+    edges, layers found, layers solved for, tied nodes, ILP variables and
+    rows), the plan's cost and memory, and the seconds spent building and
+    solving:
+
+    ```
+    remark: --loom-auto-shard: 3350 nodes, 5541 edges, 24 layers (3 solved
+    for, 3059 nodes tied), ILP 11204 variables 5873 rows; cost 1.2e-01 s
+    (compute 1.1e-01 s, resharding 1.2e-02 s), memory 4.6e+10 bytes per
+    device; built in 0.21 s, solved in 0.90 s (CBC 0.85 s)
+    ```
   }];
   let options = [
     Option<"funcName", "func", "std::string", "\"forward_backward\"",
@@ -81,6 +100,11 @@ def LoomAutoShard : Pass<"loom-auto-shard", "mlir::ModuleOp"> {
            "Cluster spec: a preset or a file, optionally :NODES">,
     Option<"memoryBudget", "memory-budget", "double", "0",
            "Bytes per device (0: the device's memory)">,
+    Option<"reuseLayers", "reuse-layers", "bool", "true",
+           "Tie repeated layers to a representative layer">,
+    Option<"report", "report", "bool", "false",
+           "Emit a remark with the problem's size, the plan's cost and the "
+           "planning time">,
   ];
   let dependentDialects = ["mlir::shard::ShardDialect"];
 }

@@ -8,20 +8,29 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "loom/AutoShard/Layers.h"
 #include "loom/AutoShard/Problem.h"
 #include "loom/AutoShard/Resharding.h"
 #include "loom/AutoShard/Strategies.h"
 
 #include "dialects/Loom/LoomOps.h"
+#include "loom/Import/ModelImporter.h"
+#include "passes/Autodiff/Passes.h"
 
 #include "TestModels.h"
 
 #include "mlir/AsmParser/AsmParser.h"
+#include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/BuiltinOps.h"
 #include "mlir/Parser/Parser.h"
+#include "mlir/Pass/PassManager.h"
 
 #include <gtest/gtest.h>
+
+#include <cmath>
+
+#include <set>
 
 using namespace mlir;
 using namespace loom;
@@ -324,6 +333,124 @@ TEST(ArgumentShardingsTest, EveryAxisSplitsOneDividingDimensionOrNone) {
     EXPECT_FALSE(s.localShape({8, 6}, mesh).empty()) << s.str();
 }
 
+TEST(LayerNameTest, FindsTheLayerIndexOfAParameterName) {
+  EXPECT_EQ(layerOfName("transformer.h.11.attn.c_attn.weight"), 11);
+  EXPECT_EQ(layerOfName("model.layers.3.mlp.up_proj.weight"), 3);
+  EXPECT_EQ(layerOfName("blocks.0.ln.weight"), 0);
+  EXPECT_EQ(layerOfName("transformer.wte.weight"), -1);
+  EXPECT_EQ(layerOfName("transformer.ln_f.weight"), -1);
+  EXPECT_EQ(layerOfName("graph.2.weight"), -1);
+  EXPECT_EQ(layerOfName("transformer.h.x.weight"), -1);
+}
+
+/// A 4-layer GPT-2's @forward_backward, planned on 2 devices with and
+/// without tying its repeated layers.
+class LayerReuseTest : public AutoShardTest {
+protected:
+  void SetUp() override {
+    context.loadDialect<arith::ArithDialect>();
+    ModelConfig config = unittest::gpt2Config({/*layers=*/4, /*hidden=*/16,
+                                               /*heads=*/2, /*vocab=*/32,
+                                               /*positions=*/8});
+    ImportOptions options;
+    options.microBatch = 2;
+    options.seqLen = 8;
+    auto imported = importModel(context, config, options);
+    ASSERT_TRUE(static_cast<bool>(imported))
+        << llvm::toString(imported.takeError());
+    module = std::move(*imported);
+    PassManager pm(&context);
+    pm.addPass(createLoomAutodiff());
+    ASSERT_TRUE(succeeded(pm.run(*module)));
+    fn = module->lookupSymbol<func::FuncOp>("forward_backward");
+    ASSERT_TRUE(fn);
+  }
+
+  ShardingProblem build(bool reuse) {
+    ProblemOptions options;
+    options.reuseLayers = reuse;
+    auto problem = buildShardingProblem(fn, mesh, testCluster(), options);
+    EXPECT_TRUE(static_cast<bool>(problem))
+        << llvm::toString(problem.takeError());
+    return problem ? std::move(*problem) : ShardingProblem{};
+  }
+
+  DeviceMesh mesh{{2}};
+  func::FuncOp fn;
+};
+
+TEST_F(LayerReuseTest, MiddleLayersAreTiedToARepresentative) {
+  LayerTies ties = findRepeatedLayers(fn);
+  // Layer 0 follows the embedding and layer 3 precedes the head (and holds
+  // the loss): both differ from the middle layers, and layer 2 is layer 1
+  // again.
+  EXPECT_EQ(ties.numLayers, 4);
+  EXPECT_EQ(ties.numRepresentatives, 3);
+  ASSERT_FALSE(ties.ops.empty());
+  for (auto [member, leader] : ties.arguments) {
+    auto name = [&](unsigned i) {
+      return fn.getArgAttrOfType<StringAttr>(i, kNameAttr).getValue();
+    };
+    EXPECT_EQ(layerOfName(name(member)), 2) << name(member).str();
+    EXPECT_EQ(layerOfName(name(leader)), 1) << name(leader).str();
+    EXPECT_EQ(name(member).drop_front(name(member).find(".attn")),
+              name(leader).drop_front(name(leader).find(".attn")));
+  }
+  for (auto [member, leader] : ties.ops) {
+    EXPECT_EQ(member->getName(), leader->getName());
+    EXPECT_EQ(member->getResultTypes(), leader->getResultTypes());
+    EXPECT_TRUE(leader->isBeforeInBlock(member) ||
+                member->isBeforeInBlock(leader));
+  }
+
+  ShardingProblem problem = build(/*reuse=*/true);
+  EXPECT_EQ(problem.numLayers, 4);
+  EXPECT_EQ(problem.numRepresentativeLayers, 3);
+  int tied = 0;
+  for (const ProblemNode &node : problem.nodes) {
+    if (node.leader < 0)
+      continue;
+    ++tied;
+    // A follower shares its leader's very strategies, and costs.
+    const ProblemNode &leader = problem.nodes[node.leader];
+    EXPECT_TRUE(node.strategies.sameAs(leader.strategies));
+    EXPECT_EQ(node.seconds, leader.seconds);
+    EXPECT_EQ(leader.leader, -1);
+  }
+  // Every argument and op of layer 2 (the returned values are outside).
+  EXPECT_EQ(size_t(tied), ties.arguments.size() + ties.ops.size());
+  // Identical ops share their matrices too: far fewer distinct matrices
+  // than edges.
+  std::set<const std::vector<double> *> matrices;
+  for (const ProblemEdge &edge : problem.edges)
+    matrices.insert(edge.reshard.flat().get());
+  EXPECT_LT(matrices.size(), problem.edges.size() / 2);
+}
+
+TEST_F(LayerReuseTest, TiedPlanCostsWhatThePlanOfEveryLayerCosts) {
+  ShardingProblem tiedProblem = build(/*reuse=*/true);
+  ShardingProblem freeProblem = build(/*reuse=*/false);
+  EXPECT_EQ(freeProblem.numLayers, 0);
+  ASSERT_EQ(tiedProblem.nodes.size(), freeProblem.nodes.size());
+  solver::StrategyOptions options;
+  auto tied = solveShardingProblem(tiedProblem, options);
+  auto free = solveShardingProblem(freeProblem, options);
+  ASSERT_TRUE(static_cast<bool>(tied)) << llvm::toString(tied.takeError());
+  ASSERT_TRUE(static_cast<bool>(free)) << llvm::toString(free.takeError());
+  // Followers take their leader's strategy.
+  for (auto [v, node] : llvm::enumerate(tiedProblem.nodes))
+    if (node.leader >= 0)
+      EXPECT_EQ(tied->strategy[v], tied->strategy[node.leader]);
+  // The memory of every layer counts, the followers' too.
+  EXPECT_EQ(tied->memory, free->memory);
+  // Tying is a restriction, so it never costs less; identical layers of
+  // this model lose nothing by taking the same strategies (to 0.1%).
+  EXPECT_GE(tied->totalCost(), free->totalCost() * (1 - 1e-9));
+  EXPECT_NEAR(tied->totalCost(), free->totalCost(), 1e-3 * free->totalCost());
+  // The tied ILP is smaller.
+  EXPECT_LT(tied->numVariables, free->numVariables);
+}
+
 } // namespace
 
 namespace {
@@ -413,20 +540,27 @@ TEST_F(AutoShardTest, PinsRestrictStrategiesOrSayWhyNot) {
   EXPECT_EQ(unmet[0].reason,
             "'loom.softmax' has no strategy that leaves result 0 in this "
             "layout");
-  EXPECT_EQ(problem->nodes[3].strategies.size(), softmaxStrategies);
-  ASSERT_EQ(problem->nodes[0].strategies.size(), 1u);
-  EXPECT_EQ(problem->nodes[0].strategies[0].results[0], sharding({{0}, {}}));
-  ASSERT_EQ(problem->nodes[1].strategies.size(), 1u);
-  EXPECT_EQ(problem->nodes[1].strategies[0].results[0], sharding({{}, {0}}));
-  for (const Strategy &strategy : problem->nodes[2].strategies)
-    EXPECT_EQ(strategy.results[0], sharding({{}, {0}}));
-  for (const ProblemEdge &edge : problem->edges) {
-    ASSERT_EQ(edge.reshard.size(), problem->nodes[edge.from].strategies.size());
-    for (const std::vector<double> &row : edge.reshard)
-      ASSERT_EQ(row.size(), problem->nodes[edge.to].strategies.size());
-  }
-  EXPECT_EQ(problem->nodes[0].memory.size(), 1u);
-  EXPECT_EQ(problem->nodes[0].seconds.size(), 1u);
+  // A pinned node keeps only the strategies that meet its pin allowed (the
+  // others cost +inf); an unmet pin changes nothing.
+  auto allowed = [&](unsigned node) {
+    std::vector<const Strategy *> strategies;
+    for (auto [i, strategy] : llvm::enumerate(problem->nodes[node].strategies))
+      if (!std::isinf(problem->nodes[node].seconds[i]))
+        strategies.push_back(&strategy);
+    return strategies;
+  };
+  EXPECT_EQ(allowed(3).size(), softmaxStrategies);
+  ASSERT_EQ(allowed(0).size(), 1u);
+  EXPECT_EQ(allowed(0)[0]->results[0], sharding({{0}, {}}));
+  ASSERT_EQ(allowed(1).size(), 1u);
+  EXPECT_EQ(allowed(1)[0]->results[0], sharding({{}, {0}}));
+  ASSERT_FALSE(allowed(2).empty());
+  for (const Strategy *strategy : allowed(2))
+    EXPECT_EQ(strategy->results[0], sharding({{}, {0}}));
+  auto plan = solveShardingProblem(*problem);
+  ASSERT_TRUE(static_cast<bool>(plan)) << llvm::toString(plan.takeError());
+  EXPECT_EQ(problem->nodes[0].strategies[plan->strategy[0]].results[0],
+            sharding({{0}, {}}));
 
   std::vector<ShardingPin> indivisible = {
       {fn.getArgument(1), sharding({{}, {0}})}};

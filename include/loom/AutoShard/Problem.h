@@ -22,9 +22,56 @@
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "llvm/Support/Error.h"
 
+#include <memory>
 #include <vector>
 
 namespace loom::autoshard {
+
+/// A read-only array that nodes with the same strategies share: a model
+/// with n identical layers keeps one copy of each op's strategies, not n.
+template <typename T> class SharedArray {
+public:
+  SharedArray() : data(std::make_shared<const std::vector<T>>()) {}
+  SharedArray(std::vector<T> values)
+      : data(std::make_shared<const std::vector<T>>(std::move(values))) {}
+
+  size_t size() const { return data->size(); }
+  bool empty() const { return data->empty(); }
+  const T &operator[](size_t i) const { return (*data)[i]; }
+  const T &front() const { return data->front(); }
+  const T &back() const { return data->back(); }
+  typename std::vector<T>::const_iterator begin() const {
+    return data->begin();
+  }
+  typename std::vector<T>::const_iterator end() const { return data->end(); }
+  /// Whether both hold the same copy.
+  bool sameAs(const SharedArray &other) const { return data == other.data; }
+
+private:
+  std::shared_ptr<const std::vector<T>> data;
+};
+
+/// A read-only rows x columns matrix, row-major, shared by the edges of
+/// identical layers (and handed to the solver without a copy).
+class ReshardMatrix {
+public:
+  ReshardMatrix() = default;
+  ReshardMatrix(std::shared_ptr<const std::vector<double>> values,
+                size_t columns)
+      : values(std::move(values)), columns(columns) {}
+
+  size_t size() const { return columns ? values->size() / columns : 0; }
+  llvm::ArrayRef<double> operator[](size_t row) const {
+    return llvm::ArrayRef<double>(*values).slice(row * columns, columns);
+  }
+  const std::shared_ptr<const std::vector<double>> &flat() const {
+    return values;
+  }
+
+private:
+  std::shared_ptr<const std::vector<double>> values;
+  size_t columns = 0;
+};
 
 struct ProblemNode {
   /// The op (func.return for the node of a returned value, whose strategies
@@ -33,12 +80,16 @@ struct ProblemNode {
   mlir::Operation *op = nullptr;
   /// The argument when `op` is null.
   mlir::BlockArgument arg;
-  std::vector<Strategy> strategies;
+  SharedArray<Strategy> strategies;
   /// Per strategy: seconds of compute, and bytes kept on one device (an
   /// argument's own storage plus `argumentOverheadBytesPerElement`; op nodes
   /// count nothing yet: activations come with the memory model's liveness
   /// analysis in a later step).
   std::vector<double> seconds, memory;
+  /// The node of a representative layer this one is tied to: it takes the
+  /// same strategy index (its own costs and memory still count); -1 when
+  /// untied. A leader has the very same strategies.
+  int leader = -1;
 };
 
 struct ProblemEdge {
@@ -51,18 +102,25 @@ struct ProblemEdge {
   /// reshard[i][j]: seconds to go from the producer's strategy i to what the
   /// consumer's strategy j needs; ReshardPlan::kImpossible when no
   /// collectives get there.
-  std::vector<std::vector<double>> reshard;
+  ReshardMatrix reshard;
 };
 
 struct ShardingProblem {
   std::vector<ProblemNode> nodes;
   std::vector<ProblemEdge> edges;
+  /// Repeated layers found (ProblemOptions::reuseLayers), and how many of
+  /// them the nodes of the others are tied to.
+  int numLayers = 0;
+  int numRepresentativeLayers = 0;
 };
 
 struct ProblemOptions {
   /// Bytes per element an argument keeps besides itself, e.g. gradients
   /// while they are live; 0 counts the argument alone.
   double argumentOverheadBytesPerElement = 0;
+  /// Tie the ops of repeated layers to a representative layer's
+  /// (lib/AutoShard/Layers.cpp), so that the ILP does not grow with depth.
+  bool reuseLayers = true;
 };
 
 /// Builds the problem of `fn` (one block, no calls: inline first). Errors

@@ -56,16 +56,14 @@ struct TensorSharding {
   /// The dimension `axis` splits, or -1.
   int64_t dimOfAxis(int64_t axis) const;
   bool isPartial(int64_t axis) const;
+  /// Whether every axis divides the dimension it splits (a 0-d tensor is
+  /// never split, so always fits).
+  bool divides(llvm::ArrayRef<int64_t> shape, const DeviceMesh &mesh) const;
   /// The shape each device holds of a tensor of `shape`; an empty vector
   /// when an axis does not divide its dimension (check `divides` first for a
   /// 0-d tensor).
   llvm::SmallVector<int64_t, 4> localShape(llvm::ArrayRef<int64_t> shape,
                                            const DeviceMesh &mesh) const;
-  /// Whether every dimension's axes divide it (always, for a 0-d tensor,
-  /// whose local shape is empty either way).
-  bool divides(llvm::ArrayRef<int64_t> shape, const DeviceMesh &mesh) const {
-    return shape.empty() || !localShape(shape, mesh).empty();
-  }
   /// `[{0}, {}, {1}] partial={0}`-style text for tables and tests.
   std::string str() const;
 

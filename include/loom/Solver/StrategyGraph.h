@@ -15,6 +15,7 @@
 
 #include "loom/Solver/ILP.h"
 
+#include <memory>
 #include <optional>
 #include <string>
 #include <vector>
@@ -35,13 +36,14 @@ struct StrategyNode {
   int numStrategies() const { return static_cast<int>(cost.size()); }
 };
 
-/// A producer -> consumer edge. reshard[i * k_to + j] is the cost of
+/// A producer -> consumer edge. (*reshard)[i * k_to + j] is the cost of
 /// converting `from`'s output under its strategy i into the layout `to`'s
-/// strategy j expects; +inf forbids the pair.
+/// strategy j expects; +inf forbids the pair. The matrix may be shared
+/// with other edges (the same edge in every identical layer).
 struct StrategyEdge {
   int from = 0;
   int to = 0;
-  std::vector<double> reshard;
+  std::shared_ptr<const std::vector<double>> reshard;
 };
 
 class StrategyGraph {
@@ -52,6 +54,9 @@ public:
               std::optional<int> followerOf = std::nullopt);
   /// Adds an edge; `reshard` is row-major k_from x k_to.
   void addEdge(int from, int to, std::vector<double> reshard);
+  /// Adds an edge whose matrix other edges may share.
+  void addSharedEdge(int from, int to,
+                     std::shared_ptr<const std::vector<double>> reshard);
 
   int numNodes() const { return static_cast<int>(nodes.size()); }
   const StrategyNode &node(int index) const { return nodes[index]; }
