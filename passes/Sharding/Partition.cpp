@@ -285,6 +285,7 @@ const Strategy *pickStrategy(llvm::ArrayRef<Strategy> strategies,
 }
 
 LogicalResult Partitioner::partitionOp(Operation &op) {
+  b.setInsertionPointToEnd(newBody);
   // Annotations become conversions (none when the layout already matches).
   if (auto shardOp = dyn_cast<shard::ShardOp>(op)) {
     Value converted =
