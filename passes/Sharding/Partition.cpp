@@ -130,9 +130,8 @@ LogicalResult Partitioner::readLayouts() {
     auto shardOp = dyn_cast<shard::ShardOp>(op);
     if (!shardOp)
       continue;
-    auto type = tensorType(shardOp.getSrc());
-    if (!type)
-      return shardOp.emitError() << "--loom-partition: annotates a non-tensor";
+    // shard.shard only takes ranked tensors.
+    auto type = cast<RankedTensorType>(shardOp.getSrc().getType());
     auto grid = shardOp.getSharding().getDefiningOp<shard::ShardingOp>();
     if (grid && grid.getGrid() != gridName)
       return shardOp.emitError()
@@ -473,11 +472,15 @@ void fuseBucket(llvm::ArrayRef<shard::AllReduceOp> bucket, OpBuilder &b) {
   shard::AllReduceOp front = bucket.front();
   Location loc = front.getLoc();
   llvm::SmallVector<Value> flat;
-  for (shard::AllReduceOp op : bucket) {
-    auto type = cast<RankedTensorType>(op.getInput().getType());
-    flat.push_back(ReshapeOp::create(
-        b, loc, op.getInput(), llvm::ArrayRef<int64_t>{type.getNumElements()}));
-  }
+  auto flatten = [&](Value value) -> Value {
+    auto type = cast<RankedTensorType>(value.getType());
+    if (type.getRank() == 1)
+      return value;
+    return ReshapeOp::create(b, loc, value,
+                             llvm::ArrayRef<int64_t>{type.getNumElements()});
+  };
+  for (shard::AllReduceOp op : bucket)
+    flat.push_back(flatten(op.getInput()));
   Value joined = ConcatOp::create(b, loc, flat, 0);
   Value reduced = shard::AllReduceOp::create(
       b, loc, joined.getType(), front.getGrid(), front.getGridAxes(), joined,
@@ -490,10 +493,13 @@ void fuseBucket(llvm::ArrayRef<shard::AllReduceOp> bucket, OpBuilder &b) {
         b, loc, RankedTensorType::get({n}, type.getElementType()), reduced,
         b.getDenseI64ArrayAttr({offset}));
     offset += n;
-    op.replaceAllUsesWith(
-        ReshapeOp::create(b, loc, piece, type.getShape()).getResult());
-    op.erase();
+    if (type.getRank() != 1)
+      piece = ReshapeOp::create(b, loc, piece, type.getShape());
+    op.replaceAllUsesWith(piece);
   }
+  // Only now: the insertion point may sit just before one of them.
+  for (shard::AllReduceOp op : bucket)
+    op.erase();
 }
 
 /// Groups the gradient all-reduces of `block` (same axes and element type,
@@ -598,12 +604,10 @@ struct PartitionPass : impl::LoomPartitionBase<PartitionPass> {
       grid.emitError() << "--loom-partition: the grid must have a static shape";
       return signalPassFailure();
     }
-    auto cluster = cost::resolveClusterSpec("cpu-local");
-    if (!cluster) {
-      fn.emitError() << llvm::toString(cluster.takeError());
-      return signalPassFailure();
-    }
-    Partitioner partitioner(fn, grid, *cluster);
+    // Any cluster ranks the strategies that reach an op's layouts (the
+    // costs only break ties between equally exact ones).
+    cost::ClusterSpec cluster = llvm::cantFail(cost::getPreset("cpu-local"));
+    Partitioner partitioner(fn, grid, cluster);
     if (failed(partitioner.run()))
       return signalPassFailure();
     if (bucketBytes > 0)
