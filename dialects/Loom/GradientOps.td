@@ -113,7 +113,8 @@ def Loom_AttentionGradOp : Loom_Op<"attention_grad",
     `lse`; with grouped-query heads, `dk` and `dv` sum over the query heads
     that share a key/value head. The attributes and the optional `step`
     are the forward op's; with attention dropout the mask is recomputed
-    from them, as `dropout_grad` does.
+    from them, as `dropout_grad` does (`loom.mask_split_axes` and
+    `loom.mask_grid` too: the split of `q`, as on `attention`).
 
     ```mlir
     %dq, %dk, %dv = loom.attention_grad %do, %q, %k, %v, %o, %lse
@@ -219,7 +220,9 @@ def Loom_DropoutGradOp : Loom_Op<"dropout_grad", [AllTypesMatch<["dy", "dx"]>]> 
   let summary = "gradient of `dropout`: the same mask and scale";
   let description = [{
     Applies to `dy` the mask that `dropout` with the same `step`, `rate`,
-    `seed` and `key` drew, and the same `1 / (1 - rate)` scale.
+    `seed` and `key` drew, and the same `1 / (1 - rate)` scale. On a device
+    of a partitioned program, `loom.mask_split_axes` and `loom.mask_grid`
+    say how `dy` is split, as on `dropout`.
 
     ```mlir
     %dx = loom.dropout_grad %dy, %step {key = 3 : i64, rate = 1.0e-01 : f64, seed = 1234 : i64}

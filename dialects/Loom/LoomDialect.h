@@ -30,6 +30,16 @@ constexpr llvm::StringLiteral kRoleAttr = "loom.role";
 /// saving (Korthikanti et al. 2022).
 constexpr llvm::StringLiteral kAttentionCoreAttr = "loom.attention_core";
 
+/// On a dropout op (`dropout`, `dropout_grad`, or `attention` /
+/// `attention_grad` with dropout) that `--loom-partition` runs on a split
+/// tensor: the mesh axes that split each dimension of the masked tensor
+/// (`x` / `dy`, or attention's q-shaped `[B, S, H, D]`), as an array of
+/// arrays of i64, `[[0], [], [1]]`; and the grid they are axes of, a
+/// symbol reference. The op draws each element's mask at its index in the
+/// global tensor (DropoutMask.h).
+constexpr llvm::StringLiteral kMaskSplitAxesAttr = "loom.mask_split_axes";
+constexpr llvm::StringLiteral kMaskGridAttr = "loom.mask_grid";
+
 /// A ranked tensor of floats: what has a gradient and what an optimizer
 /// updates.
 inline bool isFloatTensorType(mlir::Type type) {

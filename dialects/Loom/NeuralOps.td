@@ -170,7 +170,12 @@ def Loom_AttentionOp : Loom_Op<"attention"> {
     the `[B, Hq, S, Skv]` tensor `P`: a function of the element's row-major
     index in that global tensor, so `attention_grad` recomputes it and the
     unfused form (`--loom-decompose-attention`) draws the same mask. The
-    log-sum-exp is that of the undropped probabilities.
+    log-sum-exp is that of the undropped probabilities. On a device of a
+    partitioned program, `loom.mask_split_axes` (and `loom.mask_grid`) give
+    the mesh axes splitting each dimension of `q`, `[B, S, Hq, D]`: the
+    mask's `b`, `h` and `i` are split as `q`'s dimensions 0, 2 and 1, and
+    `j` (the keys) is whole, so each device draws the masks of its slice of
+    the global `P` (see `loom.dropout`).
 
     ```mlir
     %o, %lse = loom.attention %q, %k, %v {causal, scale = 0.125 : f64}
@@ -281,8 +286,19 @@ def Loom_DropoutOp : Loom_Op<"dropout", [AllTypesMatch<["x", "result"]>]> {
     exactly the masks of the unsharded one and `dropout_grad` recomputes
     the mask instead of storing it.
 
+    On a device of a partitioned program, `x` is a shard and the op carries
+    `loom.mask_split_axes` (one list of mesh axes per dimension of `x`,
+    major first, as `shard.sharding`'s `split_axes`) and `loom.mask_grid`
+    (the grid): an element's global index follows from its local index and
+    the device's coordinates (see DropoutMask.h). `--loom-partition` sets
+    them.
+
     ```mlir
     %y = loom.dropout %x, %step {key = 3 : i64, rate = 1.0e-01 : f64, seed = 1234 : i64}
+        : tensor<2x16x768xf32>, tensor<i64>
+    // Device shard of a [4, 16, 768] tensor split by batch over mesh axis 0:
+    %ys = loom.dropout %xs, %step {key = 3 : i64, rate = 1.0e-01 : f64, seed = 1234 : i64,
+        loom.mask_split_axes = [[0], [], []], loom.mask_grid = @mesh}
         : tensor<2x16x768xf32>, tensor<i64>
     ```
   }];

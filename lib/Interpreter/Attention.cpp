@@ -18,10 +18,13 @@
 //
 //   dS = P * (M * dPd - rowsum(dout * out))
 //
-// (FlashAttention, Dao et al. 2022, Appendix B.4).
+// (FlashAttention, Dao et al. 2022, Appendix B.4). On a shard of a
+// partitioned op (`loom.mask_split_axes`), (b, h, s, t) are local and the
+// mask is drawn at their global index.
 //
 //===----------------------------------------------------------------------===//
 
+#include "DevicePosition.h"
 #include "Kernels.h"
 
 #include "dialects/Loom/LoomOps.h"
@@ -80,6 +83,10 @@ struct AttentionShape {
   double dropoutRate = 0.0;
   uint64_t dropoutSeed = 0, dropoutKey = 0, step = 0;
 
+  /// On a shard (`loom.mask_split_axes`), the global index of each local
+  /// (b, h, s, t) of the probabilities; empty when local is global.
+  std::vector<int64_t> maskIndex;
+
   /// Reads the shapes of `q` and `k` and the attributes of `op` (attention
   /// or attention_grad); `step` is the step operand, null without dropout.
   template <typename AttentionLikeOp>
@@ -96,6 +103,20 @@ struct AttentionShape {
     }
   }
 
+  /// Reads the global mask indices of a partitioned op: the mask
+  /// [B, H, S, T] takes the splits of q's [B, S, H, D] dimensions 0, 2 and
+  /// 1; the key axis T is never split (attention's sharding rule keeps it
+  /// whole).
+  llvm::Error readMaskIndex(Operation *op) {
+    if (dropoutRate == 0.0)
+      return llvm::Error::success();
+    auto indices = maskIndices(op, {batch, heads, seq, kvSeq}, {0, 2, 1, -1});
+    if (!indices)
+      return indices.takeError();
+    maskIndex = std::move(*indices);
+    return llvm::Error::success();
+  }
+
   /// The factor the dropout mask applies to probability (b, h, s, t):
   /// 1 / (1 - rate) where it keeps it, 0 where it drops it, 1 without
   /// dropout.
@@ -103,6 +124,8 @@ struct AttentionShape {
     if (dropoutRate == 0.0)
       return 1.0;
     uint64_t index = ((b * heads + h) * seq + s) * kvSeq + t;
+    if (!maskIndex.empty())
+      index = maskIndex[index];
     return dropoutKeeps(dropoutSeed, dropoutKey, step, index, dropoutRate)
                ? 1.0 / (1.0 - dropoutRate)
                : 0.0;
@@ -142,9 +165,11 @@ static void computeScores(const AttentionShape &a, const Tensor &q,
                                             &k.f()[a.kvRow(b, t, h)], a.dim);
 }
 
-static Results attention(AttentionOp op, Operands in) {
+static llvm::Expected<Results> attention(AttentionOp op, Operands in) {
   const Tensor &q = *in[0], &k = *in[1], &v = *in[2];
   AttentionShape a(op, q, k, in.size() > 3 ? in[3] : nullptr);
+  if (llvm::Error error = a.readMaskIndex(op))
+    return std::move(error);
   std::vector<double> out(q.f().size(), 0.0);
   std::vector<double> lse(a.batch * a.heads * a.seq);
   std::vector<double> scores(a.seq * a.kvSeq);
@@ -168,14 +193,16 @@ static Results attention(AttentionOp op, Operands in) {
         }
       }
     }
-  return {floatsLike(op.getOut(), std::move(out)),
-          floatsLike(op.getLse(), std::move(lse))};
+  return Results{floatsLike(op.getOut(), std::move(out)),
+                 floatsLike(op.getLse(), std::move(lse))};
 }
 
-static Results attentionGrad(AttentionGradOp op, Operands in) {
+static llvm::Expected<Results> attentionGrad(AttentionGradOp op, Operands in) {
   const Tensor &dout = *in[0], &q = *in[1], &k = *in[2], &v = *in[3],
                &out = *in[4], &lse = *in[5];
   AttentionShape a(op, q, k, in.size() > 6 ? in[6] : nullptr);
+  if (llvm::Error error = a.readMaskIndex(op))
+    return std::move(error);
   std::vector<double> dq(q.f().size(), 0.0), dk(k.f().size(), 0.0),
       dv(v.f().size(), 0.0);
   std::vector<double> scores(a.seq * a.kvSeq);
@@ -204,9 +231,9 @@ static Results attentionGrad(AttentionGradOp op, Operands in) {
         }
       }
     }
-  return {floatsLike(op.getDq(), std::move(dq)),
-          floatsLike(op.getDk(), std::move(dk)),
-          floatsLike(op.getDv(), std::move(dv))};
+  return Results{floatsLike(op.getDq(), std::move(dq)),
+                 floatsLike(op.getDk(), std::move(dk)),
+                 floatsLike(op.getDv(), std::move(dv))};
 }
 
 void addAttentionKernels(KernelTable &table) {

@@ -7,6 +7,7 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "DevicePosition.h"
 #include "Kernels.h"
 
 #include "dialects/Loom/LoomOps.h"
@@ -84,19 +85,25 @@ static double siluDerivative(double x) {
 
 /// `x` times the mask of DropoutMask.h, kept elements scaled by
 /// 1 / (1 - rate). `dropout` and `dropout_grad` both apply it: the op is
-/// linear in `x`, so its gradient applies the same mask to `dy`.
+/// linear in `x`, so its gradient applies the same mask to `dy`. On a
+/// shard (`loom.mask_split_axes`), element e draws at its global index.
 template <typename DropoutLikeOp>
-static Tensor applyDropoutMask(DropoutLikeOp op, const Tensor &x,
-                               const Tensor &step) {
+static llvm::Expected<Results>
+applyDropoutMask(DropoutLikeOp op, const Tensor &x, const Tensor &step) {
+  auto global = maskIndices(op, x.shape());
+  if (!global)
+    return global.takeError();
   double rate = op.getRate().convertToDouble();
   double scale = 1.0 / (1.0 - rate);
   uint64_t stepValue = static_cast<uint64_t>(scalarInt(step));
   std::vector<double> y(x.f().size());
-  for (size_t e = 0; e < y.size(); ++e)
-    y[e] = dropoutKeeps(op.getSeed(), op.getKey(), stepValue, e, rate)
+  for (size_t e = 0; e < y.size(); ++e) {
+    uint64_t index = global->empty() ? e : (*global)[e];
+    y[e] = dropoutKeeps(op.getSeed(), op.getKey(), stepValue, index, rate)
                ? x.f()[e] * scale
                : 0.0;
-  return floatsLike(op->getResult(0), std::move(y));
+  }
+  return Results{floatsLike(op->getResult(0), std::move(y))};
 }
 
 //===----------------------------------------------------------------------===//

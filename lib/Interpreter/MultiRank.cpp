@@ -4,12 +4,15 @@
 // a RankOps hook that gives the shard ops their meaning on that rank. The
 // collectives meet in a Rendezvous; each rank then computes its own result
 // from the inputs of its group, in member order, so that the arithmetic is
-// the same whatever the threads' timing.
+// the same whatever the threads' timing. Each rank thread also carries its
+// position in the grid (DevicePosition.h) for the kernels whose values
+// depend on it.
 //
 //===----------------------------------------------------------------------===//
 
 #include "loom/Interpreter/MultiRank.h"
 
+#include "DevicePosition.h"
 #include "Driver.h"
 #include "Rendezvous.h"
 #include "ShardLayout.h"
@@ -447,6 +450,9 @@ runRanks(func::FuncOp fn, shard::GridOp grid,
   std::vector<std::thread> threads;
   for (int64_t rank = 0; rank < numRanks; ++rank)
     threads.emplace_back([&, rank] {
+      // The dropout kernels draw masks by global index from it.
+      DevicePosition position{grid.getSymName(), grid.getShape(), rank};
+      ScopedDevicePosition scope(position);
       RankOps ops(grid, rendezvous, rank, precision);
       DriverOptions options;
       options.precision = precision;

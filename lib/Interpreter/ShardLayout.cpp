@@ -155,6 +155,46 @@ llvm::Expected<Tensor> shardOfRank(const Tensor &global,
   return shard;
 }
 
+/// The global shape of a tensor whose shards have shape `localShape`;
+/// axes out of range are left to shardPositions to report.
+static llvm::SmallVector<int64_t, 4>
+globalShapeOf(llvm::ArrayRef<int64_t> localShape,
+              llvm::ArrayRef<int64_t> gridShape, SplitAxes splitAxes) {
+  llvm::SmallVector<int64_t, 4> globalShape(localShape);
+  for (auto [dim, axes] : llvm::enumerate(splitAxes))
+    for (int16_t axis : axes)
+      if (dim < globalShape.size() && axis >= 0 &&
+          axis < static_cast<int64_t>(gridShape.size()))
+        globalShape[dim] *= gridShape[axis];
+  return globalShape;
+}
+
+/// The offset in the global tensor of element 0 of `rank`'s shard.
+static int64_t
+shardBase(llvm::ArrayRef<int64_t> localShape,
+          llvm::ArrayRef<int64_t> globalStrides,
+          llvm::ArrayRef<std::pair<int64_t, int64_t>> positions) {
+  int64_t base = 0;
+  for (auto [dim, position] : llvm::enumerate(positions))
+    base += position.second * localShape[dim] * globalStrides[dim];
+  return base;
+}
+
+llvm::Expected<std::vector<int64_t>>
+globalIndicesOfShard(llvm::ArrayRef<int64_t> localShape,
+                     llvm::ArrayRef<int64_t> gridShape, SplitAxes splitAxes,
+                     int64_t rank) {
+  llvm::SmallVector<int64_t, 4> globalShape =
+      globalShapeOf(localShape, gridShape, splitAxes);
+  llvm::SmallVector<std::pair<int64_t, int64_t>> positions;
+  if (llvm::Error error =
+          shardPositions(globalShape, gridShape, splitAxes, rank, positions))
+    return std::move(error);
+  llvm::SmallVector<int64_t, 4> strides = stridesOf(globalShape);
+  return stridedOffsets(localShape, strides,
+                        shardBase(localShape, strides, positions));
+}
+
 /// Whether two elements are the same value (NaNs agree with each other).
 static bool sameValue(double a, double b) {
   return a == b || (std::isnan(a) && std::isnan(b));
@@ -169,12 +209,8 @@ llvm::Expected<Tensor> assembleFromShards(llvm::ArrayRef<Tensor> shardsPerRank,
                                    " shards, one per rank, got " +
                                    llvm::Twine(shardsPerRank.size()));
   const Tensor &first = shardsPerRank.front();
-  llvm::SmallVector<int64_t, 4> globalShape(first.shape());
-  for (auto [dim, axes] : llvm::enumerate(splitAxes))
-    for (int16_t axis : axes)
-      if (dim < globalShape.size() && axis >= 0 &&
-          axis < static_cast<int64_t>(gridShape.size()))
-        globalShape[dim] *= gridShape[axis];
+  llvm::SmallVector<int64_t, 4> globalShape =
+      globalShapeOf(first.shape(), gridShape, splitAxes);
   llvm::SmallVector<int64_t, 4> strides = stridesOf(globalShape);
   int64_t size = numElementsOf(globalShape);
   std::vector<double> floats(first.isFloat() ? size : 0);
@@ -190,10 +226,8 @@ llvm::Expected<Tensor> assembleFromShards(llvm::ArrayRef<Tensor> shardsPerRank,
     if (llvm::Error error =
             shardPositions(globalShape, gridShape, splitAxes, rank, positions))
       return std::move(error);
-    int64_t base = 0;
-    for (auto [dim, position] : llvm::enumerate(positions))
-      base += position.second * shard.shape()[dim] * strides[dim];
-    std::vector<int64_t> targets = stridedOffsets(shard.shape(), strides, base);
+    std::vector<int64_t> targets = stridedOffsets(
+        shard.shape(), strides, shardBase(shard.shape(), strides, positions));
     for (auto [e, target] : llvm::enumerate(targets)) {
       bool agrees = first.isFloat() ? sameValue(floats[target], shard.f()[e])
                                     : ints[target] == shard.i()[e];

@@ -329,21 +329,22 @@ LogicalResult Partitioner::partitionOp(Operation &op) {
                           << "' has no sharding rule";
   }
 
-  // A mask drawn by the index of an element would be drawn by its local
-  // index on a device.
-  auto splitsAnything = [](llvm::ArrayRef<TensorSharding> layouts) {
-    return llvm::any_of(layouts, [](const TensorSharding &layout) {
-      return llvm::any_of(layout.dimAxes,
-                          [](const auto &axes) { return !axes.empty(); });
-    });
-  };
-  bool dropout =
-      isa<DropoutOp, DropoutGradOp>(op) ||
-      ((isa<AttentionOp, AttentionGradOp>(op)) && op.getAttr("dropout_rate"));
-  if (dropout && splitsAnything(strategy->operands))
-    return op.emitError()
-           << "--loom-partition: dropout of a split tensor is not supported "
-              "yet (its mask is drawn by global element index)";
+  // A dropout mask is drawn by global element index: on a split tensor the
+  // op records how its masked tensor (x, dy or q) is split, so that each
+  // device offsets its local indices (DropoutMask.h).
+  ArrayAttr maskSplit;
+  std::optional<unsigned> masked;
+  if (isa<DropoutOp, DropoutGradOp, AttentionOp>(op))
+    masked = 0;
+  else if (isa<AttentionGradOp>(op))
+    masked = 1;
+  if (masked &&
+      (!isa<AttentionOp, AttentionGradOp>(op) || op.getAttr("dropout_rate"))) {
+    const TensorSharding &layout = strategy->operands[*masked];
+    if (llvm::any_of(layout.dimAxes,
+                     [](const auto &axes) { return !axes.empty(); }))
+      maskSplit = splitAxesAttr(b, layout);
+  }
 
   b.setInsertionPointToEnd(newBody);
   IRMapping operands;
@@ -361,6 +362,11 @@ LogicalResult Partitioner::partitionOp(Operation &op) {
     operands.map(operand, value);
   }
   Operation *clone = b.clone(op, operands);
+  if (maskSplit) {
+    clone->setAttr(kMaskSplitAxesAttr, maskSplit);
+    clone->setAttr(kMaskGridAttr,
+                   FlatSymbolRefAttr::get(b.getContext(), gridName));
+  }
   for (auto [i, result] : llvm::enumerate(clone->getResults()))
     if (auto type = tensorType(result)) {
       if (failed(checkDivides(strategy->results[i], type, &op,

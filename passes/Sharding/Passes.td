@@ -125,7 +125,9 @@ def LoomPartition : Pass<"loom-partition", "mlir::ModuleOp"> {
     - every op runs on local shapes with the strategy of its sharding rule
       that its layouts describe (a reshape, a slice or a matmul keep their
       attributes; a cross-entropy over split tokens gets the global
-      `token_count`);
+      `token_count`; a dropout op, or attention with dropout, whose masked
+      tensor is split gets `loom.mask_split_axes` and `loom.mask_grid`, so
+      that each device draws the masks of the unpartitioned op);
     - where a value meets a consumer that needs another layout, `shard`
       collectives convert it, one mesh axis at a time: partial sums are
       reduced (`all_reduce`, or `reduce_scatter` when the target splits
@@ -150,8 +152,7 @@ def LoomPartition : Pass<"loom-partition", "mlir::ModuleOp"> {
     oracle; see the equivalence tests). Errors: no function or no grid, a
     call (inline first), an op without a sharding rule, a layout that does
     not divide a dimension (naming the op, the dimension and the mesh axis),
-    a partial argument, contradictory annotations, and dropout of a split
-    tensor (its mask is drawn by global element index: not supported yet).
+    a partial argument, and contradictory annotations.
 
     Options: `func` (default `forward_backward`), `bucket-bytes` (default
     25 MiB, PyTorch DDP's; 0 disables bucketing).

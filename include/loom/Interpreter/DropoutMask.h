@@ -17,6 +17,19 @@
 // two's-complement value (so seeds and keys count modulo 2^32). Only r0 is
 // used. A kept element is scaled by 1 / (1 - rate), a dropped one is 0.
 //
+// On a device of a partitioned program the op sees a shard, and carries
+// `loom.mask_split_axes = [[0], [], [1]]` (one list of mesh axes per
+// dimension of the masked tensor: `x` / `dy`, or attention's q-shaped
+// [B, S, H, D], whose dims 0, 2, 1 split the mask's b, h, s; its key
+// axis t is whole) and `loom.mask_grid = @mesh`. The element's global
+// index follows from its local index, the device's coordinates in the grid
+// and the split axes: along a dimension split over mesh axes [a0, a1]
+// (major first), the device's shard index is the row-major index of its
+// coordinates on (a0, a1), and the global position is shard index * local
+// extent + local position; `index` is the row-major index of the global
+// position in the global shape. This is shard.all_gather's order (and
+// interp::shardOfRank's, interp::globalIndicesOfShard's).
+//
 // Philox4x32-10 is the counter-based generator of Random123 (Salmon, Moraes,
 // Dror and Shaw, "Parallel Random Numbers: As Easy as 1, 2, 3", SC'11): ten
 // rounds of two 32x32->64-bit multiplications (multipliers 0xD2511F53 and

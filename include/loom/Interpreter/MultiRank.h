@@ -35,10 +35,11 @@
 // aborts every rank: runRanks returns the first error, which names the
 // rank, the op and its location.
 //
-// Out of scope for now: ops whose values depend on global indices draw
-// them by local index: loom.dropout and attention dropout draw their masks
-// at the index of the element in the rank's local tensor, so a partitioned
-// program with dropout differs from the unpartitioned one.
+// Ops whose values depend on an element's global index (loom.dropout,
+// dropout_grad, and attention / attention_grad with dropout) read the
+// running rank's position in the grid: a partitioned op carries
+// `loom.mask_split_axes` (see DropoutMask.h), and its kernel draws each
+// element's mask at globalIndicesOfShard's index.
 //
 //===----------------------------------------------------------------------===//
 
@@ -69,6 +70,18 @@ llvm::SmallVector<int64_t> gridMultiIndex(llvm::ArrayRef<int64_t> gridShape,
 llvm::Expected<Tensor> shardOfRank(const Tensor &global,
                                    llvm::ArrayRef<int64_t> gridShape,
                                    SplitAxes splitAxes, int64_t rank);
+
+/// The row-major index in the global tensor of each element (in row-major
+/// order) of the shard of local shape `localShape` that `rank` holds when
+/// the global tensor is split as `splitAxes` says over a grid of
+/// `gridShape`: along a dimension split over axes [a0, a1, ...], the
+/// rank's shard index is the row-major index of its coordinates on
+/// (a0, a1, ...), and its global position is shard index * local extent +
+/// local position. The indices of shardOfRank's elements of an iota tensor.
+llvm::Expected<std::vector<int64_t>>
+globalIndicesOfShard(llvm::ArrayRef<int64_t> localShape,
+                     llvm::ArrayRef<int64_t> gridShape, SplitAxes splitAxes,
+                     int64_t rank);
 
 /// The global tensor whose shards (shardOfRank) are `shardsPerRank`, one per
 /// rank of a grid of `gridShape`. Copies that the sharding replicates must
