@@ -343,7 +343,7 @@ LogicalResult Partitioner::partitionOp(Operation &op) {
     const TensorSharding &layout = strategy->operands[*masked];
     if (llvm::any_of(layout.dimAxes,
                      [](const auto &axes) { return !axes.empty(); }))
-      maskSplit = splitAxesAttr(b, layout);
+      maskSplit = splitAxesAttr(b.getContext(), layout);
   }
 
   b.setInsertionPointToEnd(newBody);

@@ -221,6 +221,14 @@ protected:
     loom::cost::ClusterSpec spec = loom::unittest::testCluster();
     spec.devicesPerNode = devices;
     spec.nicsPerNode = devices;
+    // A slow device on fast links, so that splitting the work of these tiny
+    // models pays, as it does for large models on real clusters.
+    spec.device.peakFlopsFP32 = spec.device.peakFlopsTF32 = 1e9;
+    spec.device.peakFlopsBF16 = spec.device.peakFlopsFP16 = 1e9;
+    spec.device.memoryBandwidth = 1e9;
+    spec.device.launchOverhead = 1e-7;
+    spec.device.gemmHalfWork = 1;
+    spec.intraNode = {"fast", 1e11, 1e-7};
     if (computeBound) {
       spec.device.peakFlopsFP32 = spec.device.peakFlopsTF32 = 1e6;
       spec.device.peakFlopsBF16 = spec.device.peakFlopsFP16 = 1e6;
@@ -294,22 +302,27 @@ protected:
     fn.walk([&](loom::AdamWUpdateOp update) {
       Value grad = update.getGrad();
       auto type = cast<RankedTensorType>(grad.getType());
-      b.setInsertionPoint(grad.getDefiningOp<shard::ShardOp>()
-                              ? grad.getDefiningOp()
-                              : update.getOperation());
-      Value source = grad.getDefiningOp<shard::ShardOp>()
-                         ? grad.getDefiningOp<shard::ShardOp>().getSrc()
-                         : grad;
+      auto own = grad.getDefiningOp<shard::ShardOp>();
+      bool forUsers = own && own.getAnnotateForUsers();
+      b.setInsertionPoint(forUsers ? own.getOperation()
+                                   : update.getOperation());
       llvm::SmallVector<shard::GridAxesAttr> none(
           type.getRank(), shard::GridAxesAttr::get(&context, {}));
-      auto sharding =
+      auto replicated =
           shard::ShardingOp::create(b, update.getLoc(), "mesh", none);
+      Value source = forUsers ? own.getSrc() : grad;
       auto whole = shard::ShardOp::create(
-          b, update.getLoc(), source, sharding.getResult(), b.getUnitAttr());
-      if (auto shardOp = grad.getDefiningOp<shard::ShardOp>())
-        shardOp.getSrcMutable().assign(whole.getResult());
-      else
-        update.getGradMutable().assign(whole.getResult());
+          b, update.getLoc(), source, replicated.getResult(), b.getUnitAttr());
+      if (forUsers) {
+        own.getSrcMutable().assign(whole.getResult());
+        return;
+      }
+      // The update took the gradient as produced: back to that layout.
+      b.setInsertionPoint(update);
+      Value layout = own ? own.getSharding() : replicated.getResult();
+      auto back = shard::ShardOp::create(b, update.getLoc(), whole.getResult(),
+                                         layout, b.getUnitAttr());
+      update.getGradMutable().assign(back.getResult());
     });
   }
 
