@@ -16,6 +16,8 @@
 #include "loom/AutoShard/Strategies.h"
 #include "loom/CostModel/ClusterSpec.h"
 
+#include "passes/Sharding/BucketGradients.h"
+
 #include "dialects/Loom/LoomOps.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
@@ -23,7 +25,6 @@
 #include "mlir/IR/Builders.h"
 #include "mlir/IR/IRMapping.h"
 #include "llvm/ADT/DenseMap.h"
-#include "llvm/ADT/MapVector.h"
 
 #define DEBUG_TYPE "loom-partition"
 
@@ -458,130 +459,6 @@ LogicalResult Partitioner::run() {
       b.getFunctionType(newBody->getArgumentTypes(),
                         newBody->getTerminator()->getOperandTypes()));
   return success();
-}
-
-//===----------------------------------------------------------------------===//
-// Gradient bucketing
-//===----------------------------------------------------------------------===//
-
-/// An all-reduce whose result only feeds optimizer updates: a gradient's.
-bool isGradientAllReduce(shard::AllReduceOp op) {
-  return op.getReduction() == shard::ReductionKind::Sum && !op->use_empty() &&
-         llvm::all_of(op->getUsers(), [](Operation *user) {
-           return isa<AdamWUpdateOp, SGDUpdateOp>(user);
-         });
-}
-
-/// Replaces `bucket` (all-reduces over the same axes) by one all-reduce of
-/// their flattened concatenation, built at `b`'s insertion point.
-void fuseBucket(llvm::ArrayRef<shard::AllReduceOp> bucket, OpBuilder &b) {
-  shard::AllReduceOp front = bucket.front();
-  Location loc = front.getLoc();
-  llvm::SmallVector<Value> flat;
-  auto flatten = [&](Value value) -> Value {
-    auto type = cast<RankedTensorType>(value.getType());
-    if (type.getRank() == 1)
-      return value;
-    return ReshapeOp::create(b, loc, value,
-                             llvm::ArrayRef<int64_t>{type.getNumElements()});
-  };
-  for (shard::AllReduceOp op : bucket)
-    flat.push_back(flatten(op.getInput()));
-  Value joined = ConcatOp::create(b, loc, flat, 0);
-  Value reduced = shard::AllReduceOp::create(
-      b, loc, joined.getType(), front.getGrid(), front.getGridAxes(), joined,
-      shard::ReductionKind::Sum);
-  int64_t offset = 0;
-  for (shard::AllReduceOp op : bucket) {
-    auto type = cast<RankedTensorType>(op.getType());
-    int64_t n = type.getNumElements();
-    Value piece = SliceOp::create(
-        b, loc, RankedTensorType::get({n}, type.getElementType()), reduced,
-        b.getDenseI64ArrayAttr({offset}));
-    offset += n;
-    if (type.getRank() != 1)
-      piece = ReshapeOp::create(b, loc, piece, type.getShape());
-    op.replaceAllUsesWith(piece);
-  }
-  // Only now: the insertion point may sit just before one of them.
-  for (shard::AllReduceOp op : bucket)
-    op.erase();
-}
-
-/// Groups the gradient all-reduces of `block` (same axes and element type,
-/// in program order) into buckets of at most `bucketBytes` and fuses each.
-/// A bucket is placed after the last of its gradients is computed, so it
-/// must come before the first optimizer update that reads any of them.
-void bucketGradientAllReduces(Block &block, double bucketBytes) {
-  llvm::DenseMap<Operation *, int64_t> position;
-  int64_t index = 0;
-  for (Operation &op : block)
-    position[&op] = index++;
-  auto defined = [&](Value value) -> int64_t {
-    Operation *def = value.getDefiningOp();
-    return def ? position[def] : -1;
-  };
-  auto firstUse = [&](shard::AllReduceOp op) {
-    int64_t first = std::numeric_limits<int64_t>::max();
-    for (Operation *user : op->getUsers())
-      first = std::min(first, position[user]);
-    return first;
-  };
-
-  struct Bucket {
-    llvm::SmallVector<shard::AllReduceOp> ops;
-    int64_t lastDefined = -1, firstUse = 0;
-    double bytes = 0;
-  };
-  llvm::SmallVector<Bucket> buckets;
-  llvm::MapVector<std::pair<Attribute, Type>, Bucket> open;
-  for (Operation &op : block) {
-    auto reduce = dyn_cast<shard::AllReduceOp>(op);
-    if (!reduce || !isGradientAllReduce(reduce))
-      continue;
-    auto type = cast<RankedTensorType>(reduce.getType());
-    if (type != reduce.getInput().getType())
-      continue;
-    double bytes = type.getNumElements() *
-                   type.getElementType().getIntOrFloatBitWidth() / 8.0;
-    auto key = std::make_pair(Attribute(reduce.getGridAxesAttr()),
-                              type.getElementType());
-    Bucket &bucket = open[key];
-    int64_t def = defined(reduce.getInput()), use = firstUse(reduce);
-    bool fits =
-        bucket.ops.empty() ||
-        (bucket.bytes + bytes <= bucketBytes &&
-         std::max(bucket.lastDefined, def) < std::min(bucket.firstUse, use) &&
-         bucket.ops.front().getGrid() == reduce.getGrid());
-    if (!fits) {
-      buckets.push_back(std::move(bucket));
-      bucket = Bucket{};
-    }
-    if (bucket.ops.empty())
-      bucket.firstUse = use;
-    bucket.ops.push_back(reduce);
-    bucket.lastDefined = std::max(bucket.lastDefined, def);
-    bucket.firstUse = std::min(bucket.firstUse, use);
-    bucket.bytes += bytes;
-  }
-  for (auto &entry : open)
-    buckets.push_back(std::move(entry.second));
-  for (Bucket &bucket : buckets) {
-    if (bucket.ops.size() < 2)
-      continue;
-    // After the last gradient is computed (or at the top of the block).
-    Operation *after = nullptr;
-    for (shard::AllReduceOp op : bucket.ops)
-      if (Operation *def = op.getInput().getDefiningOp())
-        if (!after || position[def] > position[after])
-          after = def;
-    OpBuilder b(block.getParentOp()->getContext());
-    if (after)
-      b.setInsertionPointAfter(after);
-    else
-      b.setInsertionPointToStart(&block);
-    fuseBucket(bucket.ops, b);
-  }
 }
 
 struct PartitionPass : impl::LoomPartitionBase<PartitionPass> {
