@@ -117,9 +117,12 @@ CollectiveCost treeCost(Collective kind, double n, int64_t p,
   double share = double(p - 1) / double(p) * n;
   switch (kind) {
   case Collective::AllReduce:
-    // Pipelined two-tree reduce then broadcast, each at full bandwidth
-    // [SST09]: 2⌈log p⌉α + 2n/B.
-    return cost(2 * depth * a + 2 * n / b, 2 * n, Algorithm::Tree);
+    // Recursive-halving reduce-scatter then recursive-doubling all-gather
+    // (Rabenseifner) [T05 §4.4]: 2⌈log p⌉α + 2(p-1)/p·n/B, the two phases
+    // below, so that an all-reduce never costs more than the reduce-scatter
+    // and all-gather it can be split into. It beats the pipelined two-tree
+    // reduce and broadcast [SST09] (2⌈log p⌉α + 2n/B) at every size.
+    return cost(2 * depth * a + 2 * share / b, 2 * share, Algorithm::Tree);
   case Collective::AllGather:
   case Collective::ReduceScatter:
     // Recursive doubling / halving [T05 §4.1, §4.3]: ⌈log p⌉α + (p-1)/p·n/B.
@@ -230,7 +233,11 @@ CollectiveCost collectiveCost(Collective kind, double n,
   if (group.size <= 1)
     return {0, 0, Algorithm::Ring};
   CollectiveCost cost = linkCost(kind, n, group, cluster);
-  cost.seconds += reductionTime(kind, n, group.size, cluster.device);
+  // One kernel launch per collective (NCCL runs every algorithm, the
+  // hierarchical ones included, in one kernel), which makes one all-reduce
+  // cheaper than the reduce-scatter and all-gather it equals on the links.
+  cost.seconds += cluster.device.launchOverhead +
+                  reductionTime(kind, n, group.size, cluster.device);
   return cost;
 }
 

@@ -9,6 +9,7 @@
 #include "passes/Sharding/Passes.h"
 
 #include "loom/AutoShard/Problem.h"
+#include "loom/AutoShard/SequenceSplit.h"
 
 #include "dialects/Loom/LoomOps.h"
 
@@ -200,6 +201,12 @@ struct AutoShardPass : impl::LoomAutoShardBase<AutoShardPass> {
                        << meshShape << " the pass plans on";
       return signalPassFailure();
     }
+    auto sequenceSplit = parseSequenceSplit(sequenceParallel);
+    if (!sequenceSplit) {
+      fn.emitError() << "--loom-auto-shard: "
+                     << llvm::toString(sequenceSplit.takeError());
+      return signalPassFailure();
+    }
     FailureOr<std::vector<ShardingPin>> pins = takePins(fn, mesh);
     if (failed(pins))
       return signalPassFailure();
@@ -213,6 +220,7 @@ struct AutoShardPass : impl::LoomAutoShardBase<AutoShardPass> {
                      << llvm::toString(problem.takeError());
       return signalPassFailure();
     }
+    restrictSequenceSplits(*problem, *sequenceSplit, fn);
     for (const UnmetPin &unmet : applyPins(*problem, *pins, mesh)) {
       const ShardingPin &pin = (*pins)[unmet.pin];
       emitWarning(locationOf(pin.value))

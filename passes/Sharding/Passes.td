@@ -70,11 +70,23 @@ def LoomAutoShard : Pass<"loom-auto-shard", "mlir::ModuleOp"> {
     memory still count), so the ILP has the size of a few layers whatever
     the depth (docs/ilp.md, "Repeated layers").
 
+    Sequence splits are the planner's choice (`sequence-parallel=any`):
+    splitting the sequence through attention is DeepSpeed-Ulysses' or
+    context parallelism, which the cost model may find cheaper than
+    Megatron-LM's all-reduces. `sequence-parallel=megatron` allows the
+    sequence to be split only outside the GEMMs (matmul and attention keep
+    it whole), Megatron-LM's sequence parallelism, where each all-reduce of
+    tensor parallelism becomes a reduce-scatter and an all-gather;
+    `sequence-parallel=none` never splits it, Megatron-LM's plain tensor
+    parallelism. The sequence is found from the dataflow: dimension 1 of
+    attention's tensors and of the token arguments, carried through every
+    op's sharding rule (include/loom/AutoShard/SequenceSplit.h).
+
     Options: `func` (default `forward_backward`), `mesh` (axis sizes such as
     `2x4`, their product the devices), `cluster` (as loom-plan's
     `--cluster`), `memory-budget` (bytes per device; 0: the device's
     memory), `reuse-layers` (default true; false plans every layer on its
-    own). Errors: an op without a sharding rule, a call (inline first),
+    own), `sequence-parallel` (`any`, `megatron` or `none`). Errors: an op without a sharding rule, a call (inline first),
     a mesh that does not match the cluster or an existing `shard.grid
     @mesh`, a budget no choice meets (with the least memory any choice
     needs), a malformed pin (an axis out of the mesh or used twice, two
@@ -105,6 +117,9 @@ def LoomAutoShard : Pass<"loom-auto-shard", "mlir::ModuleOp"> {
     Option<"report", "report", "bool", "false",
            "Emit a remark with the problem's size, the plan's cost and the "
            "planning time">,
+    Option<"sequenceParallel", "sequence-parallel", "std::string", "\"any\"",
+           "Where the sequence may be split: any, megatron (outside the "
+           "GEMMs) or none">,
   ];
   let dependentDialects = ["mlir::shard::ShardDialect"];
 }

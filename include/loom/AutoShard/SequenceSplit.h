@@ -1,0 +1,61 @@
+//===- SequenceSplit.h - Where the planner may split the sequence -*- C++ -*-//
+//
+// Splitting a transformer's sequence dimension is a choice with a name in
+// the literature: Megatron-LM's sequence parallelism (Korthikanti et al.,
+// "Reducing Activation Recomputation in Large Transformer Models", 2022)
+// splits it only in the ops between the tensor-parallel GEMMs (layer norms,
+// dropout, residual adds), so that each all-reduce becomes a
+// reduce-scatter before them and an all-gather after; DeepSpeed-Ulysses
+// and context parallelism split it through attention as well. The planner
+// may pick any of them (`any`); `megatron` allows the first only, `none`
+// none of them: Megatron-LM's plain tensor parallelism.
+//
+// Which factor of an op's sharding rule is the sequence follows from the
+// dataflow: sequence dimensions are seeded at attention (dimension 1 of
+// query, key, value and output) and at the token arguments (`loom.role =
+// "data"`, dimension 1), and carried through every op's rule: a factor
+// that maps a sequence dimension of one tensor is the sequence in all the
+// tensors it maps. A factor that also carries a batch of more than one
+// sequence (a reshape that merges batch and sequence) is not counted as
+// sequence: splitting it is data parallelism as long as the batch divides.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef LOOM_AUTOSHARD_SEQUENCESPLIT_H
+#define LOOM_AUTOSHARD_SEQUENCESPLIT_H
+
+#include "loom/AutoShard/Problem.h"
+
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "llvm/ADT/DenseMap.h"
+#include "llvm/Support/Error.h"
+
+namespace loom::autoshard {
+
+enum class SequenceSplit {
+  /// Wherever the solver finds it cheaper.
+  Any,
+  /// Only in ops that do no GEMM work (everything but matmul and
+  /// attention), as Megatron-LM's sequence parallelism does.
+  Megatron,
+  /// Nowhere.
+  None,
+};
+
+/// "any", "megatron" or "none"; an error lists them.
+llvm::Expected<SequenceSplit> parseSequenceSplit(llvm::StringRef text);
+
+/// For every op of `fn` (one block) with a sharding rule, which factors of
+/// its rule hold the sequence (and no batch of more than one sequence).
+llvm::DenseMap<mlir::Operation *, llvm::SmallVector<bool>>
+findSequenceFactors(mlir::func::FuncOp fn);
+
+/// Forbids (infinite cost) the strategies of `problem`'s op nodes that
+/// split a sequence factor where `mode` does not allow it. Returns how
+/// many strategies were forbidden.
+int64_t restrictSequenceSplits(ShardingProblem &problem, SequenceSplit mode,
+                               mlir::func::FuncOp fn);
+
+} // namespace loom::autoshard
+
+#endif // LOOM_AUTOSHARD_SEQUENCESPLIT_H

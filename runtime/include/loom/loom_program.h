@@ -1,0 +1,109 @@
+/*===- loom_program.h - The contract between compiled code and the runtime -===*
+ *
+ * A compiled Loom artifact (`loom-compile -o model.loom`) is a directory:
+ *
+ *   model.loom/program.so     the compiled functions (this header's ABI)
+ *   model.loom/plan.json      what the runtime needs to call them: the grid,
+ *                             each function's arguments and results (role,
+ *                             name, dtype, local and global shape, which
+ *                             grid axes split which dimension), the
+ *                             workspace size of the static memory plan, the
+ *                             communicator groups the code uses
+ *   model.loom/schedule.json  the per-rank instruction stream (pipeline
+ *                             schedules; one `call` per step without one)
+ *
+ * Every compiled function `@f` of the per-device program is exported as
+ *
+ *   int32_t loom_fn_<f>(const loom_call_frame *frame);
+ *
+ * It reads its arguments from `frame->args`, writes its results into
+ * `frame->results` (buffers the caller allocated at the sizes plan.json
+ * gives), keeps every intermediate value inside `frame->workspace` at the
+ * offsets of its static memory plan, and reaches the other ranks only
+ * through `frame->comm`. It returns 0, or the first non-zero status a
+ * communication callback returned (it stops at once; results are then
+ * undefined). Compiled code never allocates, never prints and never exits.
+ *
+ * Buffers are dense, row-major, at the local (per-device) shape, 64-byte
+ * aligned. Collectives act within a communicator group: `group` indexes
+ * plan.json's `groups`, each a list of grid axes; the members of a group
+ * are the devices that share every coordinate outside those axes, ordered
+ * by the row-major index of their coordinates on the group's axes (the
+ * order of `shard` collectives, see include/loom/Interpreter/MultiRank.h).
+ * The runtime's collectives move contiguous blocks in member order; the
+ * compiled code packs and unpacks tensor dimensions around them.
+ *
+ *===----------------------------------------------------------------------===*/
+
+#ifndef LOOM_PROGRAM_H
+#define LOOM_PROGRAM_H
+
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* Element types of buffers handed to communication callbacks. */
+typedef enum loom_dtype {
+  LOOM_DTYPE_F32 = 0,
+  LOOM_DTYPE_F64 = 1,
+  LOOM_DTYPE_I32 = 2,
+  LOOM_DTYPE_I64 = 3,
+  LOOM_DTYPE_BF16 = 4,
+} loom_dtype;
+
+typedef enum loom_reduction {
+  LOOM_REDUCE_SUM = 0,
+  LOOM_REDUCE_MAX = 1,
+  LOOM_REDUCE_MIN = 2,
+} loom_reduction;
+
+/* Communication the runtime provides to compiled code. Every callback
+ * returns 0 or a non-zero status (the runtime records the message); `count`
+ * is in elements. `ctx` is `loom_comm.ctx`. */
+typedef struct loom_comm {
+  void *ctx;
+  /* In place: every member ends with the reduction of all members' `buf`. */
+  int32_t (*all_reduce)(void *ctx, int32_t group, void *buf, int64_t count,
+                        loom_dtype dtype, loom_reduction op);
+  /* `recv` (count * members elements) receives every member's `send`
+   * (count elements) in member order. */
+  int32_t (*all_gather)(void *ctx, int32_t group, const void *send,
+                        void *recv, int64_t count, loom_dtype dtype);
+  /* `send` holds members blocks of `count` elements; member i receives
+   * the reduction of every member's block i in `recv`. */
+  int32_t (*reduce_scatter)(void *ctx, int32_t group, const void *send,
+                            void *recv, int64_t count, loom_dtype dtype,
+                            loom_reduction op);
+  /* `send` holds members blocks of `count` elements; block j goes to
+   * member j, and `recv` block i comes from member i. */
+  int32_t (*all_to_all)(void *ctx, int32_t group, const void *send,
+                        void *recv, int64_t count, loom_dtype dtype);
+  /* Point to point between pipeline stages: `peer` is a world rank. */
+  int32_t (*send)(void *ctx, int32_t peer, const void *buf, int64_t count,
+                  loom_dtype dtype);
+  int32_t (*recv)(void *ctx, int32_t peer, void *buf, int64_t count,
+                  loom_dtype dtype);
+  /* This rank's coordinate on grid axis `axis` (dropout masks are drawn at
+   * global indices). */
+  int64_t (*grid_coordinate)(void *ctx, int32_t axis);
+} loom_comm;
+
+typedef struct loom_call_frame {
+  void *const *args;    /* one buffer per function argument */
+  void *const *results; /* one buffer per function result */
+  uint8_t *workspace;   /* plan.json's workspace_bytes, 64-byte aligned */
+  const loom_comm *comm;
+} loom_call_frame;
+
+/* The version of this contract a program.so was compiled against; the
+ * loader refuses any other. */
+#define LOOM_PROGRAM_ABI_VERSION 1
+int32_t loom_program_abi_version(void);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* LOOM_PROGRAM_H */
