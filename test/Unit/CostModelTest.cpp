@@ -62,11 +62,23 @@ TEST(CollectivesTest, RingAllReduceMovesTwoPMinusOneOverPBytes) {
 TEST(CollectivesTest, SmallMessagesTakeTheTreeLargeOnesTheRing) {
   ClusterSpec cluster = testCluster(1);
   GroupPlacement node{8, 8};
-  EXPECT_EQ(
-      collectiveCost(Collective::AllReduce, 1024, node, cluster).algorithm,
-      Algorithm::Tree);
-  EXPECT_EQ(collectiveCost(Collective::AllReduce, 1e9, node, cluster).algorithm,
+  // All-to-all: Bruck's log p steps win on latency, the ring's (p-1)/p·n
+  // volume (against Bruck's log p·n/2) wins on bandwidth.
+  EXPECT_EQ(collectiveCost(Collective::AllToAll, 1024, node, cluster).algorithm,
+            Algorithm::Tree);
+  EXPECT_EQ(collectiveCost(Collective::AllToAll, 1e9, node, cluster).algorithm,
             Algorithm::Ring);
+  // Rabenseifner's all-reduce moves what the ring moves in fewer steps: it
+  // wins at every size, and costs exactly its reduce-scatter plus its
+  // all-gather on the link.
+  for (double n : {1024.0, 1e9}) {
+    EXPECT_EQ(collectiveCost(Collective::AllReduce, n, node, cluster).algorithm,
+              Algorithm::Tree);
+    EXPECT_DOUBLE_EQ(
+        treeCost(Collective::AllReduce, n, 8, cluster.intraNode).seconds,
+        treeCost(Collective::ReduceScatter, n, 8, cluster.intraNode).seconds +
+            treeCost(Collective::AllGather, n, 8, cluster.intraNode).seconds);
+  }
 }
 
 TEST(CollectivesTest, AcrossNodesTheHierarchicalAllReduceIsThreePhases) {
@@ -91,6 +103,8 @@ TEST(CollectivesTest, AcrossNodesTheHierarchicalAllReduceIsThreePhases) {
   // Plus the reduction arithmetic: 127/128 of n reduced, 3 bytes of memory
   // traffic per byte at 0.8 of 2 TB/s.
   expected += 3 * (127.0 / 128 * n) / (0.8 * 2.0e12);
+  // And one kernel launch for the whole collective.
+  expected += cluster.device.launchOverhead;
   EXPECT_NEAR(cost.seconds, expected, 1e-12);
   // And it beats a flat ring over the slow links.
   EXPECT_LT(cost.seconds,
