@@ -158,6 +158,29 @@ buildShardingProblem(func::FuncOp fn, const DeviceMesh &mesh,
         {from, to, value, operand,
          cache.matrix(setOf[from], result, setOf[to], requiredOperand)});
   };
+  // A tensor with several uses reaches them through its fan-out node, made
+  // at the first use.
+  llvm::DenseMap<Value, unsigned> fanoutOf;
+  auto addUse = [&](Value value, unsigned to, int operand,
+                    int requiredOperand) {
+    if (!isa<RankedTensorType>(value.getType()) || value.hasOneUse()) {
+      addEdge(value, to, operand, requiredOperand);
+      return;
+    }
+    auto [it, inserted] = fanoutOf.try_emplace(value, 0);
+    if (inserted) {
+      auto [from, result] = producer.lookup(value);
+      ProblemNode &node = addNode(cache.ofFanout(value.getType()));
+      node.fanoutOf = value;
+      node.fanoutSource = from;
+      node.fanoutResult = result;
+      it->second = problem.nodes.size() - 1;
+      addEdge(value, it->second, 0, 0);
+    }
+    problem.edges.push_back(
+        {it->second, to, value, operand,
+         cache.matrix(setOf[it->second], 0, setOf[to], requiredOperand)});
+  };
 
   llvm::DenseMap<Operation *, unsigned> nodeOf;
   std::vector<int> loopCarried = loopCarriedArguments(fn);
@@ -169,11 +192,11 @@ buildShardingProblem(func::FuncOp fn, const DeviceMesh &mesh,
         int target = loopCarried[index];
         if (target < 0) {
           addNode(cache.ofReturned(value.getType())).op = &op;
-          addEdge(value, problem.nodes.size() - 1, index,
-                  /*requiredOperand=*/0);
+          addUse(value, problem.nodes.size() - 1, index,
+                 /*requiredOperand=*/0);
           continue;
         }
-        addEdge(value, target, -1, /*requiredOperand=*/-1);
+        addUse(value, target, -1, /*requiredOperand=*/-1);
       }
       continue;
     }
@@ -186,13 +209,28 @@ buildShardingProblem(func::FuncOp fn, const DeviceMesh &mesh,
     unsigned index = problem.nodes.size() - 1;
     nodeOf[&op] = index;
     for (OpOperand &use : op.getOpOperands())
-      addEdge(use.get(), index, use.getOperandNumber(), use.getOperandNumber());
+      addUse(use.get(), index, use.getOperandNumber(), use.getOperandNumber());
     for (auto [result, value] : llvm::enumerate(op.getResults()))
       producer[value] = {index, result};
   }
 
-  if (options.reuseLayers)
+  if (options.reuseLayers) {
     tieLayers(problem, fn, nodeOf);
+    // The fan-out of a tied producer's result follows the leader's.
+    llvm::DenseMap<std::pair<int, unsigned>, unsigned> fanoutAt;
+    for (auto [index, node] : llvm::enumerate(problem.nodes))
+      if (node.isFanout())
+        fanoutAt[{node.fanoutSource, node.fanoutResult}] = index;
+    for (ProblemNode &node : problem.nodes) {
+      if (!node.isFanout() || problem.nodes[node.fanoutSource].leader < 0)
+        continue;
+      auto leader = fanoutAt.find(
+          {problem.nodes[node.fanoutSource].leader, node.fanoutResult});
+      if (leader != fanoutAt.end() &&
+          node.strategies.sameAs(problem.nodes[leader->second].strategies))
+        node.leader = leader->second;
+    }
+  }
   return problem;
 }
 
@@ -214,7 +252,7 @@ std::vector<UnmetPin> applyPins(ShardingProblem &problem,
     auto result = dyn_cast<OpResult>(pin.value);
     auto node = llvm::find_if(problem.nodes, [&](const ProblemNode &node) {
       return result ? node.op == result.getOwner()
-                    : (!node.op && node.arg == pin.value);
+                    : (node.isArgument() && node.arg == pin.value);
     });
     if (node == problem.nodes.end()) {
       unmet.push_back({index, "the value is not part of the problem"});
@@ -247,6 +285,8 @@ solveShardingProblem(const ShardingProblem &problem,
     std::string name;
     if (node.op)
       name = node.op->getName().getStringRef().str();
+    else if (node.isFanout())
+      name = "fanout";
     else
       name = "arg" + std::to_string(node.arg.getArgNumber());
     std::optional<int> leader;

@@ -14,15 +14,14 @@ namespace loom::autoshard {
 namespace {
 
 /// What a tensor dimension or a rule factor carries.
-enum Kind : uint8_t { kSequence = 1, kBatch = 2 };
+enum Kind : uint8_t { kSequence = 1, kBatch = 2, kModel = 4 };
 
 /// The kinds of every dimension of every value seen so far.
 class DimKinds {
 public:
   uint8_t get(Value value, size_t dim) const {
     auto it = kinds.find(value);
-    return it == kinds.end() || dim >= it->second.size() ? 0
-                                                         : it->second[dim];
+    return it == kinds.end() || dim >= it->second.size() ? 0 : it->second[dim];
   }
   /// Adds `kind` to a dimension; whether it was new.
   bool add(Value value, size_t dim, uint8_t kind) {
@@ -51,15 +50,24 @@ void seed(func::FuncOp fn, DimKinds &kinds) {
     kinds.add(value, 1, kSequence);
   };
   for (BlockArgument arg : fn.getArguments())
-    if (auto role = fn.getArgAttrOfType<StringAttr>(arg.getArgNumber(),
-                                                    kRoleAttr);
+    if (auto role =
+            fn.getArgAttrOfType<StringAttr>(arg.getArgNumber(), kRoleAttr);
         role && role.getValue() == "data")
       seedBatchSequence(arg);
   fn.walk([&](Operation *op) {
+    // The normalized (last) dimension of a norm's activations is the
+    // model's hidden dimension, the residual stream's width.
+    if (isa<LayerNormOp, RMSNormOp, LayerNormGradOp, RMSNormGradOp>(op)) {
+      for (Value value :
+           llvm::concat<Value>(op->getOperands(), op->getResults()))
+        if (auto type = dyn_cast<RankedTensorType>(value.getType());
+            type && type.getRank() >= 2)
+          kinds.add(value, type.getRank() - 1, kModel);
+      return;
+    }
     if (!isa<AttentionOp, AttentionGradOp>(op))
       return;
-    for (Value value :
-         llvm::concat<Value>(op->getOperands(), op->getResults()))
+    for (Value value : llvm::concat<Value>(op->getOperands(), op->getResults()))
       if (auto type = dyn_cast<RankedTensorType>(value.getType());
           type && type.getRank() == 4)
         seedBatchSequence(value);
@@ -68,9 +76,8 @@ void seed(func::FuncOp fn, DimKinds &kinds) {
 
 /// The kinds of each factor of `rule`, from the dimensions that hold only
 /// that factor (a dimension that merges factors says nothing about each).
-llvm::SmallVector<uint8_t> factorKinds(Operation *op,
-                                       const OpShardingRule &rule,
-                                       const DimKinds &kinds) {
+llvm::SmallVector<uint8_t>
+factorKinds(Operation *op, const OpShardingRule &rule, const DimKinds &kinds) {
   llvm::SmallVector<uint8_t> factors(rule.getNumFactors(), 0);
   auto read = [&](ValueRange values, llvm::ArrayRef<TensorMapping> tensors) {
     for (auto [value, tensor] : llvm::zip(values, tensors))
@@ -108,13 +115,12 @@ llvm::Expected<SequenceSplit> parseSequenceSplit(llvm::StringRef text) {
     return SequenceSplit::Megatron;
   if (text == "none")
     return SequenceSplit::None;
-  return llvm::createStringError(
-      "sequence-parallel=\"" + text.str() +
-      "\" is not one of: any, megatron, none");
+  return llvm::createStringError("sequence-parallel=\"" + text.str() +
+                                 "\" is not one of: any, megatron, none");
 }
 
-llvm::DenseMap<Operation *, llvm::SmallVector<bool>>
-findSequenceFactors(func::FuncOp fn) {
+llvm::DenseMap<Operation *, llvm::SmallVector<uint8_t>>
+findResidualFactors(func::FuncOp fn) {
   DimKinds kinds;
   seed(fn, kinds);
   std::vector<std::pair<Operation *, OpShardingRule>> ruled;
@@ -130,34 +136,50 @@ findSequenceFactors(func::FuncOp fn) {
     for (auto &[op, rule] : llvm::reverse(ruled))
       changed |= writeKinds(op, rule, factorKinds(op, rule, kinds), kinds);
   }
-  llvm::DenseMap<Operation *, llvm::SmallVector<bool>> sequence;
+  llvm::DenseMap<Operation *, llvm::SmallVector<uint8_t>> found;
   for (auto &[op, rule] : ruled) {
-    llvm::SmallVector<bool> &factors = sequence[op];
-    for (uint8_t kind : factorKinds(op, rule, kinds))
-      factors.push_back(kind == kSequence);
+    llvm::SmallVector<uint8_t> &factors = found[op];
+    bool activation = false;
+    for (uint8_t kind : factorKinds(op, rule, kinds)) {
+      activation |= (kind & (kSequence | kBatch)) != 0;
+      uint8_t residual = 0;
+      if (kind == kSequence)
+        residual |= kSequenceFactor;
+      if (kind & kModel)
+        residual |= kModelFactor;
+      factors.push_back(residual);
+    }
+    // Weights and optimizer state (no batch or sequence) are not the
+    // residual stream: ZeRO splits them freely.
+    if (!activation)
+      for (uint8_t &factor : factors)
+        factor &= ~kModelFactor;
   }
-  return sequence;
+  return found;
 }
 
 int64_t restrictSequenceSplits(ShardingProblem &problem, SequenceSplit mode,
                                func::FuncOp fn) {
   if (mode == SequenceSplit::Any)
     return 0;
-  auto sequence = findSequenceFactors(fn);
+  auto residual = findResidualFactors(fn);
   int64_t forbidden = 0;
   for (ProblemNode &node : problem.nodes) {
-    auto it = node.op ? sequence.find(node.op) : sequence.end();
-    if (it == sequence.end())
+    auto it = node.op ? residual.find(node.op) : residual.end();
+    if (it == residual.end())
       continue;
-    // Megatron's sequence parallelism leaves the GEMMs' sequence whole.
-    if (mode == SequenceSplit::Megatron &&
-        !isa<MatmulOp, AttentionOp, AttentionGradOp>(node.op))
-      continue;
+    // Megatron's sequence parallelism leaves the GEMMs' sequence whole;
+    // both forms leave the width of the residual stream whole outside the
+    // GEMMs (tensor parallelism splits it only inside them).
+    bool gemm = isa<MatmulOp, AttentionOp, AttentionGradOp>(node.op);
+    uint8_t banned = gemm ? 0 : kModelFactor;
+    if (mode == SequenceSplit::None || gemm)
+      banned |= kSequenceFactor;
     for (auto [i, strategy] : llvm::enumerate(node.strategies)) {
-      bool splitsSequence = llvm::any_of(strategy.axisFactor, [&](int64_t f) {
-        return f >= 0 && it->second[f];
+      bool splitsBanned = llvm::any_of(strategy.axisFactor, [&](int64_t f) {
+        return f >= 0 && (it->second[f] & banned);
       });
-      if (splitsSequence &&
+      if (splitsBanned &&
           node.seconds[i] != std::numeric_limits<double>::infinity()) {
         node.seconds[i] = std::numeric_limits<double>::infinity();
         ++forbidden;

@@ -2,6 +2,8 @@
 
 #include "loom/AutoShard/Strategies.h"
 
+#include "dialects/Loom/LoomOps.h"
+
 #include "mlir/IR/BuiltinTypes.h"
 #include "llvm/ADT/STLExtras.h"
 
@@ -31,14 +33,40 @@ llvm::SmallVector<bool> splittableFactors(const OpShardingRule &rule) {
   return splittable;
 }
 
+/// Whether the op is linear in all its tensor operands jointly, so that
+/// partial sums may flow through it: op(a1 + a2, b1 + b2) = op(a1, b1) +
+/// op(a2, b2). Megatron's backward pass sums the input gradients of the
+/// column-parallel Q, K and V projections before reducing them once; this
+/// is what lets the solver find that.
+bool isLinear(Operation *op) {
+  return isa<AddOp, SubOp, NegOp, ReshapeOp, TransposeOp, BroadcastOp, SliceOp,
+             ConcatOp, ReduceSumOp, ReduceMeanOp>(op);
+}
+
+/// Whether every tensor operand of `op` is a sum when partial: an operand
+/// produced by a max-reduction (or an argument, which is never partial) may
+/// not flow through a linear op as a partial value.
+bool operandsReduceBySum(Operation *op) {
+  for (Value operand : op->getOperands()) {
+    auto producer = operand.getDefiningOp<ShardingRuleOpInterface>();
+    if (producer && producer.getShardingRule().getReductionKind() !=
+                        shard::ReductionKind::Sum)
+      return false;
+  }
+  return true;
+}
+
 /// The sharding of one tensor under `axisFactor`: a dimension takes the
 /// axes of its major factor; with `partialIfUnmapped`, axes whose factor the
-/// tensor does not map make it partial (results of a split reduction).
+/// tensor does not map make it partial (results of a split reduction); an
+/// axis marked kPassPartial makes every operand and result partial.
 TensorSharding shardingOf(const TensorMapping &tensor,
                           llvm::ArrayRef<int64_t> axisFactor,
                           bool partialIfUnmapped, const OpShardingRule &rule) {
   TensorSharding sharding = TensorSharding::replicated(tensor.size());
   for (auto [axis, factor] : llvm::enumerate(axisFactor)) {
+    if (factor == kPassPartial)
+      sharding.partialAxes.push_back(axis);
     if (factor < 0)
       continue;
     bool mapped = false;
@@ -67,6 +95,7 @@ std::vector<Strategy> enumerateStrategies(Operation *op,
                                           const DeviceMesh &mesh,
                                           const cost::DeviceSpec &device) {
   llvm::SmallVector<bool> splittable = splittableFactors(rule);
+  bool passesPartials = isLinear(op) && operandsReduceBySum(op);
   std::vector<Strategy> strategies;
   llvm::SmallVector<int64_t, 3> axisFactor(mesh.numAxes(), -1);
 
@@ -113,6 +142,10 @@ std::vector<Strategy> enumerateStrategies(Operation *op,
       if (!splittable[f] || mesh.shape[axis] == 1)
         continue;
       axisFactor[axis] = f;
+      assign(axis + 1);
+    }
+    if (passesPartials && mesh.shape[axis] > 1) {
+      axisFactor[axis] = kPassPartial;
       assign(axis + 1);
     }
     axisFactor[axis] = -1;

@@ -141,6 +141,45 @@ int StrategyCache::ofReturned(Type type) {
   return byOp[std::move(key)] = sets.size() - 1;
 }
 
+int StrategyCache::ofFanout(Type type) {
+  std::vector<const void *> key{number(3), type.getAsOpaquePointer()};
+  auto found = byOp.find(key);
+  if (found != byOp.end())
+    return found->second;
+  StrategySet set;
+  std::vector<Strategy> strategies;
+  auto add = [&](const TensorSharding &sharding) {
+    Strategy strategy;
+    strategy.operands.push_back(sharding);
+    strategy.results.push_back(sharding);
+    strategy.localShapes.operands.push_back(
+        sharding.localShape(shapeOf(type), mesh));
+    strategy.localShapes.results.push_back(
+        strategy.localShapes.operands.back());
+    strategies.push_back(std::move(strategy));
+    set.seconds.push_back(0);
+    set.memory.push_back(0);
+  };
+  for (TensorSharding &sharding : argumentShardings(shapeOf(type), mesh)) {
+    llvm::SmallVector<int64_t, 3> free;
+    for (int64_t axis = 0; axis < mesh.numAxes(); ++axis)
+      if (mesh.shape[axis] > 1 && sharding.dimOfAxis(axis) < 0)
+        free.push_back(axis);
+    // Every subset of the free axes, in axis order, as partial axes.
+    for (unsigned subset = 0; subset < (1u << free.size()); ++subset) {
+      TensorSharding partial = sharding;
+      for (auto [bit, axis] : llvm::enumerate(free))
+        if (subset & (1u << bit))
+          partial.partialAxes.push_back(axis);
+      add(partial);
+    }
+  }
+  set.strategies = std::move(strategies);
+  sets.push_back(std::move(set));
+  valueTypes.push_back({type});
+  return byOp[std::move(key)] = sets.size() - 1;
+}
+
 ReshardMatrix StrategyCache::matrix(int from, unsigned result, int to,
                                     int operand) {
   auto key = std::make_tuple(from, result, to, operand);

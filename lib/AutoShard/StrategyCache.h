@@ -37,6 +37,10 @@ public:
   int ofArgument(mlir::Type type);
   /// The whole layouts a returned value of `type` may leave in.
   int ofReturned(mlir::Type type);
+  /// The layouts in which a value of `type` with several uses may be
+  /// handed to them: every argument layout, also partial on any set of the
+  /// axes it does not split (operand 0 = result 0 = the layout).
+  int ofFanout(mlir::Type type);
   const StrategySet &set(int id) const { return sets[id]; }
 
   /// The costs of carrying result `result` of a node of set `from` to one

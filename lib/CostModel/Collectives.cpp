@@ -233,11 +233,15 @@ CollectiveCost collectiveCost(Collective kind, double n,
   if (group.size <= 1)
     return {0, 0, Algorithm::Ring};
   CollectiveCost cost = linkCost(kind, n, group, cluster);
-  // One kernel launch per collective (NCCL runs every algorithm, the
-  // hierarchical ones included, in one kernel), which makes one all-reduce
-  // cheaper than the reduce-scatter and all-gather it equals on the links.
-  cost.seconds += cluster.device.launchOverhead +
-                  reductionTime(kind, n, group.size, cluster.device);
+  // The reduction arithmetic runs on each chunk as it arrives while the
+  // next chunk is on the wire (NCCL's ring and tree kernels are pipelined
+  // over chunks), so the slower of the two bounds the time. One kernel
+  // launch per collective (NCCL runs every algorithm, the hierarchical ones
+  // included, in one kernel) makes one all-reduce cheaper than the
+  // reduce-scatter and all-gather it equals on the links.
+  cost.seconds = std::max(cost.seconds,
+                          reductionTime(kind, n, group.size, cluster.device)) +
+                 cluster.device.launchOverhead;
   return cost;
 }
 

@@ -261,6 +261,27 @@ struct AutoShardPass : impl::LoomAutoShardBase<AutoShardPass> {
         building.count(), solving.count(), plan.solveSeconds);
   }
 
+  /// A value with several uses that the plan converts once for all of
+  /// them: one more annotation after its producer's, which its uses take.
+  void annotateFanout(OpBuilder &b, const ShardingProblem &problem,
+                      const solver::StrategyPlan &plan, const ProblemNode &node,
+                      const TensorSharding &passed) {
+    const ProblemNode &source = problem.nodes[node.fanoutSource];
+    const TensorSharding &produced =
+        source.strategies[plan.strategy[node.fanoutSource]]
+            .results[node.fanoutResult];
+    if (produced == passed)
+      return;
+    // The producer's annotation (written before: nodes are in order) is
+    // now the value's only user.
+    auto annotated = cast<shard::ShardOp>(*node.fanoutOf.getUsers().begin());
+    OpBuilder::InsertionGuard guard(b);
+    b.setInsertionPointAfter(annotated);
+    auto shardOp = annotate(b, annotated.getLoc(), annotated.getResult(),
+                            passed, /*forUsers=*/true);
+    annotated.getResult().replaceAllUsesExcept(shardOp.getResult(), shardOp);
+  }
+
   void writeBack(ModuleOp module, func::FuncOp fn,
                  const ShardingProblem &problem,
                  const solver::StrategyPlan &plan, const DeviceMesh &mesh) {
@@ -273,6 +294,10 @@ struct AutoShardPass : impl::LoomAutoShardBase<AutoShardPass> {
     b.setInsertionPointToStart(&fn.getBody().front());
     for (auto [index, node] : llvm::enumerate(problem.nodes)) {
       const Strategy &chosen = node.strategies[plan.strategy[index]];
+      if (node.isFanout()) {
+        annotateFanout(b, problem, plan, node, chosen.results[0]);
+        continue;
+      }
       if (!node.op) {
         Value arg = node.arg;
         auto shardOp = annotate(b, arg.getLoc(), arg, chosen.results[0],
@@ -299,10 +324,13 @@ struct AutoShardPass : impl::LoomAutoShardBase<AutoShardPass> {
       const ProblemNode &to = problem.nodes[edge.to];
       if (!to.op || edge.operand < 0)
         continue;
-      // The layout the carried value left its producer (or argument) in.
+      // The layout the carried value left its producer (or argument) or
+      // fan-out in.
       unsigned result = isa<OpResult>(edge.value)
                             ? cast<OpResult>(edge.value).getResultNumber()
                             : 0;
+      if (problem.nodes[edge.from].isFanout())
+        result = 0;
       const TensorSharding &produced = problem.nodes[edge.from]
                                            .strategies[plan.strategy[edge.from]]
                                            .results[result];

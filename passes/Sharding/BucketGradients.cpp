@@ -23,11 +23,20 @@ using namespace mlir;
 namespace loom {
 namespace {
 
-/// An all-reduce whose result only feeds optimizer updates: a gradient's.
+/// An all-reduce whose result only feeds optimizer updates, directly or
+/// through a cast (a bf16 gradient cast to the f32 master weights'
+/// type): a gradient's.
 bool isGradientAllReduce(shard::AllReduceOp op) {
+  auto feedsUpdates = [](Operation *op) {
+    return !op->use_empty() &&
+           llvm::all_of(op->getUsers(), [](Operation *user) {
+             return isa<AdamWUpdateOp, SGDUpdateOp>(user);
+           });
+  };
   return op.getReduction() == shard::ReductionKind::Sum && !op->use_empty() &&
-         llvm::all_of(op->getUsers(), [](Operation *user) {
-           return isa<AdamWUpdateOp, SGDUpdateOp>(user);
+         llvm::all_of(op->getUsers(), [&](Operation *user) {
+           return isa<AdamWUpdateOp, SGDUpdateOp>(user) ||
+                  (isa<CastOp>(user) && feedsUpdates(user));
          });
 }
 

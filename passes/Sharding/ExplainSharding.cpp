@@ -24,6 +24,7 @@
 #include "llvm/Support/FormatVariadic.h"
 
 #include <array>
+#include <set>
 
 #define DEBUG_TYPE "loom-explain-sharding"
 
@@ -90,6 +91,7 @@ struct ExplainShardingPass
     layouts.clear();
     counts = {};
     impossible = 0;
+    converted.clear();
     ModuleOp module = getOperation();
     auto fn = module.lookupSymbol<func::FuncOp>(funcName);
     if (!fn) {
@@ -217,6 +219,19 @@ struct ExplainShardingPass
         cast<RankedTensorType>(value.getType()).getRank());
   }
 
+  /// The layouts an operand passes through on its way from its producer:
+  /// those of the annotate_for_users `shard.shard` ops that feed it,
+  /// outermost (nearest the producer) first.
+  llvm::SmallVector<TensorSharding, 2> conversionChain(Value operand) const {
+    llvm::SmallVector<TensorSharding, 2> chain;
+    for (auto shardOp = operand.getDefiningOp<shard::ShardOp>();
+         shardOp && shardOp.getAnnotateForUsers();
+         shardOp = shardOp.getSrc().getDefiningOp<shard::ShardOp>())
+      chain.push_back(llvm::cantFail(shardingOfShardOp(shardOp, mesh)));
+    std::reverse(chain.begin(), chain.end());
+    return chain;
+  }
+
   /// The layout an op needs `operand` in: an annotate_for_users
   /// `shard.shard` feeding it, or else the producer's layout.
   TensorSharding requiredLayout(Value operand) const {
@@ -243,15 +258,27 @@ struct ExplainShardingPass
         continue;
       }
       TensorSharding required = requiredLayout(operand);
-      TensorSharding produced = producedLayout(operand);
       operandText.push_back(required.str());
       if (required.divides(type.getShape(), mesh))
         local.operands[index] = required.localShape(type.getShape(), mesh);
       else
         divides = false;
-      if (!(produced == required))
-        collectives.push_back(explainResharding(index, operand, produced,
-                                                required, row.communication));
+      // Each conversion on the way (a value converted for several users
+      // first, then per user), counted once per value and target as the
+      // partitioner inserts it.
+      TensorSharding from = producedLayout(operand);
+      for (const TensorSharding &to : conversionChain(operand)) {
+        if (from == to)
+          continue;
+        auto key = std::make_tuple(sourceOf(operand).getAsOpaquePointer(),
+                                   from.str(), to.str());
+        if (converted.insert(key).second)
+          collectives.push_back(
+              explainResharding(index, operand, from, to, row.communication));
+        else
+          collectives.push_back(llvm::formatv("#{0} converted above", index));
+        from = to;
+      }
       operands.push_back(std::move(required));
     }
     for (auto [index, result] : llvm::enumerate(op->getResults())) {
@@ -367,6 +394,8 @@ struct ExplainShardingPass
   llvm::DenseMap<Value, TensorSharding> layouts;
   std::array<int64_t, kReshardKinds.size()> counts{};
   int64_t impossible = 0;
+  /// (value, from, to) of every conversion counted so far.
+  std::set<std::tuple<const void *, std::string, std::string>> converted;
 };
 
 } // namespace

@@ -407,10 +407,18 @@ TEST_F(LayerReuseTest, MiddleLayersAreTiedToARepresentative) {
   EXPECT_EQ(problem.numLayers, 4);
   EXPECT_EQ(problem.numRepresentativeLayers, 3);
   int tied = 0;
+  int tiedFanouts = 0;
   for (const ProblemNode &node : problem.nodes) {
     if (node.leader < 0)
       continue;
-    ++tied;
+    if (node.isFanout()) {
+      // A fan-out follows the fan-out of its producer's leader.
+      ++tiedFanouts;
+      EXPECT_EQ(problem.nodes[node.fanoutSource].leader,
+                problem.nodes[node.leader].fanoutSource);
+    } else {
+      ++tied;
+    }
     // A follower shares its leader's very strategies, and costs.
     const ProblemNode &leader = problem.nodes[node.leader];
     EXPECT_TRUE(node.strategies.sameAs(leader.strategies));
@@ -419,6 +427,7 @@ TEST_F(LayerReuseTest, MiddleLayersAreTiedToARepresentative) {
   }
   // Every argument and op of layer 2 (the returned values are outside).
   EXPECT_EQ(size_t(tied), ties.arguments.size() + ties.ops.size());
+  EXPECT_GT(tiedFanouts, 0);
   // Identical ops share their matrices too: far fewer distinct matrices
   // than edges.
   std::set<const std::vector<double> *> matrices;

@@ -17,14 +17,11 @@ using loom::unittest::TempDir;
 
 namespace {
 
-/// The text of examples/clusters/<name>, found from this file's path.
+/// The text of examples/clusters/<name> (LOOM_EXAMPLES_DIR, absolute: a
+/// path from __FILE__ is relative to the build under ccache's base_dir).
 std::string readExample(llvm::StringRef name) {
-  llvm::StringRef thisFile = __FILE__;
   std::string path =
-      (thisFile.drop_back(
-           llvm::StringRef("test/Unit/ClusterSpecTest.cpp").size()) +
-       "examples/clusters/" + name)
-          .str();
+      (llvm::Twine(LOOM_EXAMPLES_DIR) + "/clusters/" + name).str();
   auto buffer = llvm::MemoryBuffer::getFile(path);
   if (!buffer) {
     ADD_FAILURE() << "cannot read " << path;

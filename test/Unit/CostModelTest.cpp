@@ -100,10 +100,11 @@ TEST(CollectivesTest, AcrossNodesTheHierarchicalAllReduceIsThreePhases) {
   double expected = best(Collective::ReduceScatter, n, 8, cluster.intraNode) +
                     best(Collective::AllReduce, n / 8, 16, inter) +
                     best(Collective::AllGather, n, 8, cluster.intraNode);
-  // Plus the reduction arithmetic: 127/128 of n reduced, 3 bytes of memory
-  // traffic per byte at 0.8 of 2 TB/s.
-  expected += 3 * (127.0 / 128 * n) / (0.8 * 2.0e12);
-  // And one kernel launch for the whole collective.
+  // The reduction arithmetic (127/128 of n reduced, 3 bytes of memory
+  // traffic per byte at 0.8 of 2 TB/s) overlaps the transfers and is
+  // shorter.
+  EXPECT_LT(3 * (127.0 / 128 * n) / (0.8 * 2.0e12), expected);
+  // Plus one kernel launch for the whole collective.
   expected += cluster.device.launchOverhead;
   EXPECT_NEAR(cost.seconds, expected, 1e-12);
   // And it beats a flat ring over the slow links.

@@ -7,8 +7,10 @@
 // use with the cost of resharding between every pair of choices, and per
 // choice the compute time and the bytes it keeps on a device. A returned
 // value must come back in its argument's layout (loop-carried training
-// state), which is one more edge. Solved by an ILP (lib/Solver); the pass
-// writes the choice back as `shard` annotations.
+// state), which is one more edge. A value with several uses reaches them
+// through a fan-out node, so that a conversion they all need costs once. Solved
+// by an ILP (lib/Solver); the pass writes the choice back as `shard`
+// annotations.
 //
 //===----------------------------------------------------------------------===//
 
@@ -76,10 +78,20 @@ private:
 struct ProblemNode {
   /// The op (func.return for the node of a returned value, whose strategies
   /// are the whole layouts it may leave in, as operand 0), or null for a
-  /// function argument.
+  /// function argument or a fan-out.
   mlir::Operation *op = nullptr;
-  /// The argument when `op` is null.
+  /// The argument when `op` is null and this is not a fan-out.
   mlir::BlockArgument arg;
+  /// A fan-out: the value with several uses whose layout on the way to them
+  /// this node chooses. Its producer's edge comes in, one edge per use goes
+  /// out, so that a conversion all uses need is paid once (the partitioner
+  /// converts a value once per target layout), not once per use.
+  mlir::Value fanoutOf;
+  /// For a fan-out: the node and result that produce the value.
+  int fanoutSource = -1;
+  unsigned fanoutResult = 0;
+  bool isArgument() const { return !op && !fanoutOf; }
+  bool isFanout() const { return static_cast<bool>(fanoutOf); }
   SharedArray<Strategy> strategies;
   /// Per strategy: seconds of compute, and bytes kept on one device (an
   /// argument's own storage plus `argumentOverheadBytesPerElement`; op nodes

@@ -19,6 +19,13 @@
 // sequence (a reshape that merges batch and sequence) is not counted as
 // sequence: splitting it is data parallelism as long as the batch divides.
 //
+// Both Megatron forms keep the residual stream's width (the normalized
+// dimension of layer norms, carried the same way) whole outside the GEMMs;
+// otherwise the solver would find a third form, reduce-scatter over the
+// hidden dimension, residual add on the shards, all-gather before the
+// norm, which the cost model prices like Megatron's sequence parallelism.
+// `any` allows it; weights and optimizer state are never restricted.
+//
 //===----------------------------------------------------------------------===//
 
 #ifndef LOOM_AUTOSHARD_SEQUENCESPLIT_H
@@ -36,23 +43,29 @@ enum class SequenceSplit {
   /// Wherever the solver finds it cheaper.
   Any,
   /// Only in ops that do no GEMM work (everything but matmul and
-  /// attention), as Megatron-LM's sequence parallelism does.
+  /// attention), as Megatron-LM's sequence parallelism does; the residual
+  /// width only inside GEMMs.
   Megatron,
-  /// Nowhere.
+  /// The sequence nowhere, the residual width only inside GEMMs.
   None,
 };
 
 /// "any", "megatron" or "none"; an error lists them.
 llvm::Expected<SequenceSplit> parseSequenceSplit(llvm::StringRef text);
 
-/// For every op of `fn` (one block) with a sharding rule, which factors of
-/// its rule hold the sequence (and no batch of more than one sequence).
-llvm::DenseMap<mlir::Operation *, llvm::SmallVector<bool>>
-findSequenceFactors(mlir::func::FuncOp fn);
+/// Bits of findResidualFactors' entries.
+inline constexpr uint8_t kSequenceFactor = 1, kModelFactor = 2;
+
+/// For every op of `fn` (one block) with a sharding rule, per factor of
+/// its rule: kSequenceFactor if it holds the sequence (and no batch of more
+/// than one sequence), kModelFactor if it holds the residual stream's width
+/// in an activation.
+llvm::DenseMap<mlir::Operation *, llvm::SmallVector<uint8_t>>
+findResidualFactors(mlir::func::FuncOp fn);
 
 /// Forbids (infinite cost) the strategies of `problem`'s op nodes that
-/// split a sequence factor where `mode` does not allow it. Returns how
-/// many strategies were forbidden.
+/// split the sequence or the residual width where `mode` does not allow
+/// it. Returns how many strategies were forbidden.
 int64_t restrictSequenceSplits(ShardingProblem &problem, SequenceSplit mode,
                                mlir::func::FuncOp fn);
 

@@ -25,8 +25,14 @@
 
 namespace loom::autoshard {
 
+/// Strategy::axisFactor of an axis on which a linear op (add, sub, neg,
+/// reshape, transpose, broadcast, slice, concat, reduce_sum, reduce_mean)
+/// takes partial sums and leaves partial sums.
+inline constexpr int64_t kPassPartial = -2;
+
 struct Strategy {
-  /// For each mesh axis, the factor it splits, or -1 (replicated on it).
+  /// For each mesh axis, the factor it splits, -1 (replicated on it) or
+  /// kPassPartial.
   llvm::SmallVector<int64_t, 3> axisFactor;
   llvm::SmallVector<TensorSharding, 4> operands, results;
   cost::OpShapes localShapes;
@@ -38,7 +44,8 @@ struct Strategy {
 /// replicated one first. A factor can take several axes (in mesh order); a
 /// factor inside a dimension made of several factors is split only if it is
 /// the dimension's major factor, so that shards stay contiguous. Axes must
-/// divide the factor.
+/// divide the factor. A linear op whose operands are sums when partial
+/// also passes partial sums through, on any one or more axes.
 std::vector<Strategy> enumerateStrategies(mlir::Operation *op,
                                           const OpShardingRule &rule,
                                           const DeviceMesh &mesh,

@@ -50,9 +50,10 @@ struct CollectiveCost {
   Algorithm algorithm = Algorithm::Ring;
 };
 
-/// The cheapest form of `kind` over `group`, plus one kernel launch
-/// (DeviceSpec::launchOverhead) and its reduction arithmetic
-/// (reductionTime). `bytes` is the size n of the
+/// The cheapest form of `kind` over `group`, or its reduction arithmetic
+/// (reductionTime) where that takes longer (the two overlap chunk by
+/// chunk), plus one kernel launch (DeviceSpec::launchOverhead). `bytes` is
+/// the size n of the
 /// full tensor: the buffer reduced (all-reduce), the gathered result
 /// (all-gather), the input of reduce-scatter, each device's send buffer
 /// (all-to-all), the broadcast or sent message.

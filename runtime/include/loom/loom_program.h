@@ -69,8 +69,8 @@ typedef struct loom_comm {
                         loom_dtype dtype, loom_reduction op);
   /* `recv` (count * members elements) receives every member's `send`
    * (count elements) in member order. */
-  int32_t (*all_gather)(void *ctx, int32_t group, const void *send,
-                        void *recv, int64_t count, loom_dtype dtype);
+  int32_t (*all_gather)(void *ctx, int32_t group, const void *send, void *recv,
+                        int64_t count, loom_dtype dtype);
   /* `send` holds members blocks of `count` elements; member i receives
    * the reduction of every member's block i in `recv`. */
   int32_t (*reduce_scatter)(void *ctx, int32_t group, const void *send,
@@ -78,8 +78,8 @@ typedef struct loom_comm {
                             loom_reduction op);
   /* `send` holds members blocks of `count` elements; block j goes to
    * member j, and `recv` block i comes from member i. */
-  int32_t (*all_to_all)(void *ctx, int32_t group, const void *send,
-                        void *recv, int64_t count, loom_dtype dtype);
+  int32_t (*all_to_all)(void *ctx, int32_t group, const void *send, void *recv,
+                        int64_t count, loom_dtype dtype);
   /* Point to point between pipeline stages: `peer` is a world rank. */
   int32_t (*send)(void *ctx, int32_t peer, const void *buf, int64_t count,
                   loom_dtype dtype);
