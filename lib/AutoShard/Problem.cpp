@@ -10,6 +10,7 @@
 
 #include "mlir/IR/BuiltinTypes.h"
 #include "llvm/ADT/DenseMap.h"
+#include "llvm/ADT/DenseSet.h"
 #include "llvm/Support/FormatVariadic.h"
 
 #include <functional>
@@ -46,6 +47,43 @@ std::vector<int> loopCarriedArguments(func::FuncOp fn) {
       targets[result] = argumentOf.lookup_or({role, name}, -1);
   }
   return targets;
+}
+
+/// The values the backward pass reads from the forward pass: defined
+/// before the loss and used after it, live together at the loss, where a
+/// training step's memory peaks. The loss is the returned value marked
+/// `loom.role = "loss"` (@train_step), or else a returned 0-d float
+/// (@forward_backward's first result). Empty without a loss.
+llvm::DenseSet<Value> savedActivations(func::FuncOp fn) {
+  llvm::DenseSet<Value> saved;
+  auto ret = cast<func::ReturnOp>(fn.getBody().front().getTerminator());
+  Value loss;
+  for (auto [index, value] : llvm::enumerate(ret.getOperands())) {
+    auto role = fn.getResultAttrOfType<StringAttr>(index, kRoleAttr);
+    auto type = dyn_cast<RankedTensorType>(value.getType());
+    if ((role && role.getValue() == "loss") ||
+        (!role && !loss && type && type.getRank() == 0 &&
+         isa<FloatType>(type.getElementType())))
+      loss = value;
+  }
+  Operation *lossOp = loss ? loss.getDefiningOp() : nullptr;
+  if (!lossOp)
+    return saved;
+  llvm::DenseMap<Operation *, int64_t> position;
+  int64_t index = 0;
+  for (Operation &op : fn.getBody().front())
+    position[&op] = index++;
+  int64_t at = position[lossOp];
+  for (Operation &op : fn.getBody().front()) {
+    if (position[&op] >= at)
+      break;
+    for (Value result : op.getResults())
+      if (isa<RankedTensorType>(result.getType()) &&
+          llvm::any_of(result.getUsers(),
+                       [&](Operation *user) { return position[user] > at; }))
+        saved.insert(result);
+  }
+  return saved;
 }
 
 /// Ties the nodes of repeated layers to their representative's
@@ -184,6 +222,7 @@ buildShardingProblem(func::FuncOp fn, const DeviceMesh &mesh,
 
   llvm::DenseMap<Operation *, unsigned> nodeOf;
   std::vector<int> loopCarried = loopCarriedArguments(fn);
+  llvm::DenseSet<Value> saved = savedActivations(fn);
   for (Operation &op : fn.getBody().front()) {
     if (auto ret = dyn_cast<func::ReturnOp>(op)) {
       for (auto [index, value] : llvm::enumerate(ret.getOperands())) {
@@ -205,8 +244,17 @@ buildShardingProblem(func::FuncOp fn, const DeviceMesh &mesh,
     int set = cache.ofOp(&op);
     if (set < 0)
       return opError(&op, "has no sharding rule");
-    addNode(set).op = &op;
+    ProblemNode &node = addNode(set);
+    node.op = &op;
     unsigned index = problem.nodes.size() - 1;
+    // What each strategy keeps of the results the backward pass reads.
+    for (auto [result, value] : llvm::enumerate(op.getResults()))
+      if (saved.contains(value))
+        for (auto [i, strategy] : llvm::enumerate(node.strategies))
+          node.memory[i] +=
+              cost::numElements(strategy.results[result].localShape(
+                  cast<RankedTensorType>(value.getType()).getShape(), mesh)) *
+              cost::elementBytes(value.getType());
     nodeOf[&op] = index;
     for (OpOperand &use : op.getOpOperands())
       addUse(use.get(), index, use.getOperandNumber(), use.getOperandNumber());

@@ -93,10 +93,11 @@ struct ProblemNode {
   bool isArgument() const { return !op && !fanoutOf; }
   bool isFanout() const { return static_cast<bool>(fanoutOf); }
   SharedArray<Strategy> strategies;
-  /// Per strategy: seconds of compute, and bytes kept on one device (an
-  /// argument's own storage plus `argumentOverheadBytesPerElement`; op nodes
-  /// count nothing yet: activations come with the memory model's liveness
-  /// analysis in a later step).
+  /// Per strategy: seconds of compute, and bytes kept on one device: an
+  /// argument's own storage plus `argumentOverheadBytesPerElement`; for an
+  /// op, its results the backward pass reads (defined before the loss, used
+  /// after it: all live at the loss, where a step's memory peaks).
+  /// Temporaries that die before the loss are not counted.
   std::vector<double> seconds, memory;
   /// The node of a representative layer this one is tied to: it takes the
   /// same strategy index (its own costs and memory still count); -1 when
