@@ -143,6 +143,7 @@ Simulation simulate(const Schedule &schedule, const ScheduleCosts &costs) {
     result.stepTime = std::max(result.stepTime, clocks[r].now);
     result.pipelineTime = std::max(result.pipelineTime, clocks[r].pipelineEnd);
     result.computeTime += clocks[r].compute;
+    result.rankCompute.push_back(clocks[r].compute);
     llvm::append_range(result.events, events[r]);
   }
   result.idleTime = P * result.pipelineTime - result.computeTime;

@@ -101,6 +101,13 @@ struct Schedule {
 llvm::Expected<Schedule> buildSchedule(ScheduleKind kind, int P, int M,
                                        int V = 1);
 
+/// The most (stage, micro-batch) pairs rank `rank` of buildSchedule(kind, P,
+/// M, V) holds between a forward and the end of its backward (its
+/// backward_weight for zb-h1), without building it: M for gpipe,
+/// min(P - rank, M) for 1f1b, min(P, M) for zb-h1, Megatron's warm-up plus
+/// one for interleaved-1f1b. Equals simulate()'s peakInFlight.
+int peakInFlight(ScheduleKind kind, int P, int M, int V, int rank);
+
 } // namespace loom::sched
 
 #endif // LOOM_SCHEDULE_SCHEDULE_H
