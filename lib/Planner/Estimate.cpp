@@ -14,7 +14,8 @@
 //  [N21] D. Narayanan et al., "Efficient Large-Scale Language Model Training
 //        on GPU Clusters Using Megatron-LM", SC'21: pipeline time (m + p - 1)
 //        stage times, the 1F1B schedule keeping at most p micro-batches in
-//        flight on the first stage, and MFU from model FLOPs.
+//        flight on the first stage, and MFU from model FLOPs. The pipelined
+//        time of every schedule is simulated (loom/Schedule/Simulator.h).
 //  [K23] V. Korthikanti et al., "Reducing Activation Recomputation in Large
 //        Transformer Models", MLSys'23, §4.2.2: sequence parallelism turns
 //        each all-reduce into an all-gather plus a reduce-scatter.
@@ -47,7 +48,7 @@ using namespace loom::cost;
 namespace loom::plan {
 
 llvm::StringRef stringifySchedule(Schedule schedule) {
-  return schedule == Schedule::GPipe ? "gpipe" : "1f1b";
+  return sched::stringifyScheduleKind(schedule);
 }
 
 namespace {
@@ -396,10 +397,12 @@ Stage buildStage(int64_t i, const ModelConfig &config,
                                    plan.sequenceParallel, t)
                       : 0);
   // Micro-batches in flight: all of them under GPipe; under 1F1B stage i
-  // holds p - i [N21 §2.2].
-  int64_t inFlight =
-      plan.schedule == Schedule::GPipe ? m : std::min<int64_t>(p - i, m);
-  stage.activations = double(inFlight) * kept;
+  // holds p - i [N21 §2.2]; a virtual stage holds 1/V of the layers.
+  int64_t v = plan.virtualStages;
+  double inFlight = double(sched::peakInFlight(plan.schedule, int(p), int(m),
+                                               int(v), int(i))) /
+                    double(v);
+  stage.activations = inFlight * kept;
   if (plan.recompute == Recompute::Full) // one layer rebuilt at a time
     stage.activations +=
         model.layerKept(Recompute::None, plan.sequenceParallel, t);
@@ -430,6 +433,10 @@ std::string checkPlan(const ModelConfig &config, const ClusterSpec &cluster,
   if (plan.pp > config.numLayers)
     return llvm::formatv("P = {0} stages but the model has {1} layers", plan.pp,
                          config.numLayers);
+  if (plan.virtualStages < 1 || plan.pp * plan.virtualStages > config.numLayers)
+    return llvm::formatv("P x V = {0} x {1} stages but the model has {2} "
+                         "layers",
+                         plan.pp, plan.virtualStages, config.numLayers);
   if (setup.globalBatch % (plan.dp * plan.microBatch) != 0)
     return llvm::formatv("the global batch {0} is not a multiple of D x "
                          "micro-batch = {1} x {2}",
@@ -439,7 +446,40 @@ std::string checkPlan(const ModelConfig &config, const ClusterSpec &cluster,
     return llvm::formatv("sequence parallelism: T = {0} does not divide the "
                          "sequence length {1}",
                          plan.tp, seq);
+  int64_t m = setup.globalBatch / (plan.dp * plan.microBatch);
+  if (auto schedule = sched::buildSchedule(plan.schedule, int(plan.pp), int(m),
+                                           int(plan.virtualStages));
+      !schedule)
+    return toString(schedule.takeError());
   return "";
+}
+
+/// The pipelined step under plan.schedule, simulated. A rank's V virtual
+/// stages share its stage's costs evenly. A stage's communication (its
+/// tensor-parallel collectives, and the transfers to its neighbours, which
+/// Megatron-LM waits for between kernels) is split between its forward and
+/// backward as its compute is, so the simulated transfers are free; the
+/// data-parallel reduction and the optimizer close every rank's step.
+static llvm::Expected<sched::Simulation>
+simulatePipeline(llvm::ArrayRef<Stage> stages, const ParallelPlan &plan,
+                 int64_t m, double dpComm, double optimizer) {
+  int P = int(plan.pp), V = int(plan.virtualStages);
+  llvm::Expected<sched::Schedule> schedule =
+      sched::buildSchedule(plan.schedule, P, int(m), V);
+  if (!schedule)
+    return schedule.takeError();
+  sched::ScheduleCosts costs;
+  for (int s = 0; s < schedule->numStages(); ++s) {
+    const Stage &stage = stages[schedule->rankOfStage(s)];
+    double forwardShare =
+        stage.compute > 0 ? stage.forward / stage.compute : 0.5;
+    double forward = stage.forward + forwardShare * stage.comm;
+    costs.forward.push_back(forward / V);
+    costs.backward.push_back((stage.seconds - forward) / V);
+  }
+  costs.allReduce.assign(P, dpComm);
+  costs.optimizer.assign(P, optimizer);
+  return sched::simulate(*schedule, costs);
 }
 
 llvm::Expected<Estimate> estimatePlan(MLIRContext &context,
@@ -485,17 +525,11 @@ llvm::Expected<Estimate> estimatePlan(MLIRContext &context,
                                 params, perParam,
                                 estimate.activationsPerLayer));
 
-  // Pipeline [N21 §2.2]: the first micro-batch crosses every stage, the
-  // others follow at the pace of the slowest: sum + (m - 1) * max.
+  // The slowest stage sets the pace of the pipeline [N21 §2.2].
   const Stage *bottleneck = &stages.front();
-  double sum = 0;
-  for (const Stage &stage : stages) {
-    sum += stage.seconds;
+  for (const Stage &stage : stages)
     if (stage.seconds > bottleneck->seconds)
       bottleneck = &stage;
-  }
-  double pipeline = sum + double(m - 1) * bottleneck->seconds;
-  estimate.bubble = pipeline - double(m) * bottleneck->seconds;
 
   // Data parallelism: gradients reduced behind the last backward, updated
   // parameters gathered after the optimizer (ZeRO-1/2) [Z20 §7].
@@ -529,7 +563,14 @@ llvm::Expected<Estimate> estimatePlan(MLIRContext &context,
 
   estimate.compute = double(m) * bottleneck->compute + estimate.optimizer;
   estimate.exposedComm = double(m) * bottleneck->comm + dpComm;
-  estimate.stepTime = pipeline + dpComm + estimate.optimizer;
+  auto pipeline = simulatePipeline(stages, plan, m, dpComm, estimate.optimizer);
+  if (!pipeline)
+    return pipeline.takeError();
+  estimate.pipeline = std::move(*pipeline);
+  // The bubble: what the slowest stage's devices wait in the pipelined part.
+  estimate.bubble = estimate.pipeline.pipelineTime -
+                    estimate.pipeline.rankCompute[bottleneck - stages.begin()];
+  estimate.stepTime = estimate.pipeline.stepTime;
   estimate.tokensPerSecond =
       double(setup.globalBatch * seq) / estimate.stepTime;
   MathMode mode = setup.mixedPrecision ? MathMode::BF16 : MathMode::FP32;

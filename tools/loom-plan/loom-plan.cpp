@@ -2,7 +2,9 @@
 //
 //   loom-plan CONFIG.json --cluster SPEC --global-batch B [--seq S]
 //             --dp D --tp T --pp P --micro-batch M [--zero 0|1|2|3]
-//             [--recompute none|selective|full] [--schedule gpipe|1f1b]
+//             [--recompute none|selective|full]
+//             [--schedule gpipe|1f1b|interleaved-1f1b|zb-h1]
+//             [--virtual-stages V] [--timeline FILE.json|FILE.svg]
 //             [--sequence-parallel] [--precision bf16|f32]
 //             [--optimizer adamw|sgd] [--unfused-attention]
 //             [--store-dropout-masks] --estimate [--json]
@@ -12,11 +14,13 @@
 // of the fullest device (see loom/Planner/Estimate.h for the model). A plan
 // that cannot run (degrees not matching the cluster or not dividing the
 // model) is an error with the reason; one that runs out of memory is an
-// estimate with `fits: false`.
+// estimate with `fits: false`. --timeline draws the estimated step's
+// pipeline schedule (loom/Schedule/Timeline.h).
 //
 //===----------------------------------------------------------------------===//
 
 #include "loom/Planner/Estimate.h"
+#include "loom/Schedule/Timeline.h"
 
 #include "dialects/Loom/LoomDialect.h"
 
@@ -68,13 +72,25 @@ cl::opt<cost::Recompute> recompute(
                           "recompute the attention core"),
                clEnumValN(cost::Recompute::Full, "full",
                           "keep only each layer's input")));
-cl::opt<plan::Schedule>
-    schedule("schedule", cl::init(plan::Schedule::OneFOneB), cl::cat(category),
-             cl::desc("Pipeline schedule"),
-             cl::values(clEnumValN(plan::Schedule::GPipe, "gpipe",
-                                   "all forwards, then all backwards"),
-                        clEnumValN(plan::Schedule::OneFOneB, "1f1b",
-                                   "one forward, one backward (default)")));
+cl::opt<plan::Schedule> schedule(
+    "schedule", cl::init(plan::Schedule::OneFOneB), cl::cat(category),
+    cl::desc("Pipeline schedule"),
+    cl::values(clEnumValN(plan::Schedule::GPipe, "gpipe",
+                          "all forwards, then all backwards"),
+               clEnumValN(plan::Schedule::OneFOneB, "1f1b",
+                          "one forward, one backward (default)"),
+               clEnumValN(plan::Schedule::Interleaved1F1B, "interleaved-1f1b",
+                          "Megatron-LM's interleaved 1F1B over "
+                          "--virtual-stages"),
+               clEnumValN(plan::Schedule::ZeroBubbleH1, "zb-h1",
+                          "zero bubble H1 (Qi et al. 2023)")));
+cl::opt<int64_t> virtualStages(
+    "virtual-stages", cl::init(1), cl::cat(category),
+    cl::desc("Stages per pipeline rank for interleaved-1f1b (default 1)"));
+cl::opt<std::string> timelinePath(
+    "timeline", cl::cat(category), cl::value_desc("file"),
+    cl::desc("Write the estimated step's pipeline schedule: a Chrome "
+             "trace (.json, opens in Perfetto) or a picture (.svg)"));
 cl::opt<bool> sequenceParallel(
     "sequence-parallel", cl::cat(category),
     cl::desc("Split the ops tensor parallelism replicates along the "
@@ -165,6 +181,7 @@ json::Value toJSON(const plan::Estimate &e, const plan::ParallelPlan &p) {
                     {"micro_batch", p.microBatch},
                     {"num_micro_batches", e.numMicroBatches},
                     {"schedule", plan::stringifySchedule(p.schedule)},
+                    {"virtual_stages", p.virtualStages},
                     {"zero", int(p.zero)},
                     {"sequence_parallel", p.sequenceParallel},
                     {"recompute", cost::stringifyRecompute(p.recompute)}}},
@@ -207,6 +224,11 @@ int main(int argc, char **argv) {
                         zero.getValue()));
   if (globalBatch < 1 || seqLen < 0)
     return fail("--global-batch must be positive and --seq non-negative");
+  StringRef timeline = timelinePath;
+  if (!timeline.empty() && !timeline.ends_with(".json") &&
+      !timeline.ends_with(".svg"))
+    return fail("--timeline=" + timeline +
+                ": the file must end in .json (Chrome trace) or .svg");
 
   auto buffer = MemoryBuffer::getFile(configPath);
   if (!buffer)
@@ -226,6 +248,7 @@ int main(int argc, char **argv) {
   parallel.zero = static_cast<cost::ZeroStage>(zero.getValue());
   parallel.recompute = recompute;
   parallel.schedule = schedule;
+  parallel.virtualStages = virtualStages;
   parallel.sequenceParallel = sequenceParallel;
   plan::TrainingSetup setup;
   setup.globalBatch = globalBatch;
@@ -242,6 +265,19 @@ int main(int argc, char **argv) {
       plan::estimatePlan(context, *config, *cluster, parallel, setup);
   if (!estimate)
     return fail("impossible plan: " + toString(estimate.takeError()));
+  if (!timeline.empty()) {
+    std::string title =
+        formatv("{0}: D={1} T={2} P={3} V={4}, {5} x {6} "
+                "micro-batches",
+                plan::stringifySchedule(parallel.schedule), parallel.dp,
+                parallel.tp, parallel.pp, parallel.virtualStages,
+                parallel.microBatch, estimate->numMicroBatches);
+    Error error = timeline.ends_with(".svg")
+                      ? sched::writeSvg(estimate->pipeline, timeline, title)
+                      : sched::writeChromeTrace(estimate->pipeline, timeline);
+    if (error)
+      return fail(toString(std::move(error)));
+  }
   if (jsonOutput)
     outs() << formatv("{0:2}", toJSON(*estimate, parallel)) << "\n";
   else

@@ -22,6 +22,7 @@
 #include "loom/CostModel/ClusterSpec.h"
 #include "loom/CostModel/MemoryModel.h"
 #include "loom/Import/ModelConfig.h"
+#include "loom/Schedule/Simulator.h"
 
 #include "mlir/IR/MLIRContext.h"
 #include "llvm/Support/Error.h"
@@ -30,7 +31,8 @@
 
 namespace loom::plan {
 
-enum class Schedule { GPipe, OneFOneB };
+/// The pipeline schedule: the planner's name for sched::ScheduleKind.
+using Schedule = sched::ScheduleKind;
 llvm::StringRef stringifySchedule(Schedule schedule);
 
 struct ParallelPlan {
@@ -40,6 +42,8 @@ struct ParallelPlan {
   cost::ZeroStage zero = cost::ZeroStage::None;
   cost::Recompute recompute = cost::Recompute::None;
   Schedule schedule = Schedule::OneFOneB;
+  /// Stages per pipeline rank (V of interleaved-1f1b, else 1).
+  int64_t virtualStages = 1;
   bool sequenceParallel = false;
 };
 
@@ -80,6 +84,9 @@ struct Estimate {
   double numParams = 0, numParamsPerDevice = 0;
   /// Adjustments made to the model, e.g. the padded vocabulary.
   std::string notes;
+  /// The simulated step of the pipeline schedule (sched::simulate), for
+  /// `loom-plan --timeline`.
+  sched::Simulation pipeline;
 };
 
 /// Why `plan` cannot run `config` on `cluster` (degrees that do not match
