@@ -454,14 +454,15 @@ std::string checkPlan(const ModelConfig &config, const ClusterSpec &cluster,
   return "";
 }
 
-/// The pipelined step under plan.schedule, simulated. A rank's V virtual
-/// stages share its stage's costs evenly. A stage's communication (its
-/// tensor-parallel collectives, and the transfers to its neighbours, which
-/// Megatron-LM waits for between kernels) is split between its forward and
-/// backward as its compute is, so the simulated transfers are free; the
-/// data-parallel reduction and the optimizer close every rank's step.
+/// The pipelined step under plan.schedule, simulated; `chunks` are the
+/// P x V stages of the schedule (the P stages unless interleaved). A
+/// stage's communication (its tensor-parallel collectives, and the
+/// transfers to its neighbours, which Megatron-LM waits for between
+/// kernels) is split between its forward and backward as its compute is, so
+/// the simulated transfers are free; the data-parallel reduction and the
+/// optimizer close every rank's step.
 static llvm::Expected<sched::Simulation>
-simulatePipeline(llvm::ArrayRef<Stage> stages, const ParallelPlan &plan,
+simulatePipeline(llvm::ArrayRef<Stage> chunks, const ParallelPlan &plan,
                  int64_t m, double dpComm, double optimizer) {
   int P = int(plan.pp), V = int(plan.virtualStages);
   llvm::Expected<sched::Schedule> schedule =
@@ -469,13 +470,12 @@ simulatePipeline(llvm::ArrayRef<Stage> stages, const ParallelPlan &plan,
   if (!schedule)
     return schedule.takeError();
   sched::ScheduleCosts costs;
-  for (int s = 0; s < schedule->numStages(); ++s) {
-    const Stage &stage = stages[schedule->rankOfStage(s)];
+  for (const Stage &chunk : chunks) {
     double forwardShare =
-        stage.compute > 0 ? stage.forward / stage.compute : 0.5;
-    double forward = stage.forward + forwardShare * stage.comm;
-    costs.forward.push_back(forward / V);
-    costs.backward.push_back((stage.seconds - forward) / V);
+        chunk.compute > 0 ? chunk.forward / chunk.compute : 0.5;
+    double forward = chunk.forward + forwardShare * chunk.comm;
+    costs.forward.push_back(forward);
+    costs.backward.push_back(chunk.seconds - forward);
   }
   costs.allReduce.assign(P, dpComm);
   costs.optimizer.assign(P, optimizer);
@@ -562,14 +562,29 @@ llvm::Expected<Estimate> estimatePlan(MLIRContext &context,
   estimate.optimizer = opTime(update, device) + bottleneck->perStep;
 
   estimate.compute = double(m) * bottleneck->compute + estimate.optimizer;
-  estimate.exposedComm = double(m) * bottleneck->comm + dpComm;
-  auto pipeline = simulatePipeline(stages, plan, m, dpComm, estimate.optimizer);
+  // Interleaved: the schedule's P x V stages, costed like P x V pipeline
+  // stages (each with its share of the layers and its own transfers).
+  llvm::SmallVector<Stage> chunks(stages);
+  if (plan.virtualStages > 1) {
+    ParallelPlan chunked = plan;
+    chunked.pp = p * plan.virtualStages;
+    chunked.virtualStages = 1;
+    chunked.schedule = Schedule::OneFOneB;
+    chunks.clear();
+    for (int64_t s = 0; s < chunked.pp; ++s)
+      chunks.push_back(buildStage(s, config, cluster, chunked, m, *model, comm,
+                                  params, perParam,
+                                  estimate.activationsPerLayer));
+  }
+  auto pipeline = simulatePipeline(chunks, plan, m, dpComm, estimate.optimizer);
   if (!pipeline)
     return pipeline.takeError();
   estimate.pipeline = std::move(*pipeline);
-  // The bubble: what the slowest stage's devices wait in the pipelined part.
-  estimate.bubble = estimate.pipeline.pipelineTime -
-                    estimate.pipeline.rankCompute[bottleneck - stages.begin()];
+  // The slowest stage's devices: their busy time less compute is exposed
+  // communication, the rest of the pipelined time is bubble.
+  double busy = estimate.pipeline.rankCompute[bottleneck - stages.begin()];
+  estimate.exposedComm = busy - double(m) * bottleneck->compute + dpComm;
+  estimate.bubble = estimate.pipeline.pipelineTime - busy;
   estimate.stepTime = estimate.pipeline.stepTime;
   estimate.tokensPerSecond =
       double(setup.globalBatch * seq) / estimate.stepTime;

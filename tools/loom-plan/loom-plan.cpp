@@ -267,8 +267,7 @@ int main(int argc, char **argv) {
     return fail("impossible plan: " + toString(estimate.takeError()));
   if (!timeline.empty()) {
     std::string title =
-        formatv("{0}: D={1} T={2} P={3} V={4}, {5} x {6} "
-                "micro-batches",
+        formatv("{0}: D={1} T={2} P={3} V={4}, micro-batch {5} x {6}",
                 plan::stringifySchedule(parallel.schedule), parallel.dp,
                 parallel.tp, parallel.pp, parallel.virtualStages,
                 parallel.microBatch, estimate->numMicroBatches);
