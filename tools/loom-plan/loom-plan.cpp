@@ -136,12 +136,20 @@ std::string formatBytes(double bytes) {
   return formatv("{0:f2} {1}", bytes, units[unit]).str();
 }
 
+/// "1f1b", "interleaved-1f1b (V=2)".
+std::string scheduleName(const plan::ParallelPlan &p) {
+  std::string name = plan::stringifySchedule(p.schedule).str();
+  if (p.virtualStages > 1)
+    name += formatv(" (V={0})", p.virtualStages).str();
+  return name;
+}
+
 void printText(const plan::Estimate &e, const plan::ParallelPlan &p,
                const cost::ClusterSpec &cluster, raw_ostream &os) {
   os << formatv("plan:        D={0} T={1} P={2}, micro-batch {3} x {4} "
                 "micro-batches, {5}, ZeRO-{6}, recompute {7}{8}\n",
                 p.dp, p.tp, p.pp, p.microBatch, e.numMicroBatches,
-                plan::stringifySchedule(p.schedule), int(p.zero),
+                scheduleName(p), int(p.zero),
                 cost::stringifyRecompute(p.recompute),
                 p.sequenceParallel ? ", sequence parallel" : "");
   os << formatv("cluster:     {0}: {1} nodes x {2} devices ({3})\n",
