@@ -195,6 +195,20 @@ TEST(ScheduleTest, VerifierReportsDeadlock) {
             "peer 0)");
 }
 
+TEST(ScheduleTest, VerifierWantsMessagesInSendOrder) {
+  // Rank 1 of GPipe P=2 M=2 receives mb 1's activation before mb 0's.
+  Schedule s = build(ScheduleKind::GPipe, 2, 2);
+  std::vector<Instr> &stream = s.streams[1];
+  ASSERT_EQ(stream[0].kind, InstrKind::RecvActivation);
+  ASSERT_EQ(stream[2].kind, InstrKind::RecvActivation);
+  std::swap(stream[0], stream[2]);
+  std::swap(stream[1], stream[3]);
+  EXPECT_EQ(errorOf(verifySchedule(s)),
+            "streams[1][0] (recv_activation stage 0 mb 1 peer 0): rank 0 "
+            "sent send_activation stage 0 mb 0 peer 1 first: receives must "
+            "take a peer's messages in the order it sends them");
+}
+
 TEST(ScheduleTest, VerifierReportsMissingAndMisplacedWork) {
   Schedule s = build(ScheduleKind::GPipe, 2, 2);
   Schedule dropped = s;
