@@ -447,10 +447,9 @@ std::string checkPlan(const ModelConfig &config, const ClusterSpec &cluster,
                          "sequence length {1}",
                          plan.tp, seq);
   int64_t m = setup.globalBatch / (plan.dp * plan.microBatch);
-  if (auto schedule = sched::buildSchedule(plan.schedule, int(plan.pp), int(m),
-                                           int(plan.virtualStages));
-      !schedule)
-    return toString(schedule.takeError());
+  if (llvm::Error error = sched::checkScheduleShape(
+          plan.schedule, int(plan.pp), int(m), int(plan.virtualStages)))
+    return toString(std::move(error));
   return "";
 }
 

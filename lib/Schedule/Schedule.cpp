@@ -229,7 +229,9 @@ std::vector<Instr> expandTransfers(const Schedule &schedule, int rank,
   return stream;
 }
 
-Error checkShape(ScheduleKind kind, int P, int M, int V) {
+} // namespace
+
+Error checkScheduleShape(ScheduleKind kind, int P, int M, int V) {
   StringRef name = stringifyScheduleKind(kind);
   if (P < 1)
     return createStringError(
@@ -253,8 +255,6 @@ Error checkShape(ScheduleKind kind, int P, int M, int V) {
   return Error::success();
 }
 
-} // namespace
-
 int peakInFlight(ScheduleKind kind, int P, int M, int V, int rank) {
   switch (kind) {
   case ScheduleKind::GPipe:
@@ -271,7 +271,7 @@ int peakInFlight(ScheduleKind kind, int P, int M, int V, int rank) {
 }
 
 Expected<Schedule> buildSchedule(ScheduleKind kind, int P, int M, int V) {
-  if (Error error = checkShape(kind, P, M, V))
+  if (Error error = checkScheduleShape(kind, P, M, V))
     return std::move(error);
   Schedule schedule{kind, P, M, V, {}};
   for (int rank = 0; rank < P; ++rank) {
