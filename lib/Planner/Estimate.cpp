@@ -238,9 +238,16 @@ ParamCounts countParams(const ModelConfig &config, bool tiedCopy) {
   return counts;
 }
 
-/// What the model costs one device per micro-batch, by part.
-struct ModelCosts {
+} // namespace
+
+/// What the model costs one device per micro-batch, by part, for one
+/// tensor-parallel degree and micro-batch.
+struct detail::ModelCosts {
   PartCost embedding, head, layer;
+  /// Parameters on one tensor-parallel rank: without and with the tied
+  /// copy of the token table on the last stage (P > 1).
+  ParamCounts params, paramsTiedCopy;
+  double totalParams = 0; ///< of the whole model
   /// Saved values of the one-layer program (embedding, one layer, head).
   llvm::SmallVector<std::pair<SavedValue, bool>> oneLayerSaved;
   double temporaries = 0;
@@ -256,33 +263,35 @@ struct ModelCosts {
   }
 };
 
+namespace {
+using detail::ModelCosts;
+
 /// Costs the per-device programs without layers and with one, and their
 /// full-width twins (for the replicated ops and the model FLOPs).
-llvm::Expected<ModelCosts> costModel(MLIRContext &context,
-                                     const ModelConfig &config,
-                                     const DeviceSpec &device,
-                                     const ParallelPlan &plan,
-                                     const TrainingSetup &setup) {
-  ModelConfig local = tensorParallelShard(config, plan.tp);
+llvm::Expected<std::unique_ptr<ModelCosts>>
+costModel(MLIRContext &context, const ModelConfig &config,
+          const DeviceSpec &device, int64_t tp, int64_t microBatch,
+          const TrainingSetup &setup) {
+  ModelConfig local = tensorParallelShard(config, tp);
   ProgramCost costs[2];
   double fullFlops[2];
   for (int64_t layers : {0, 1}) {
-    auto localProgram =
-        buildProgram(context, local, layers, setup, plan.microBatch);
+    auto localProgram = buildProgram(context, local, layers, setup, microBatch);
     if (!localProgram)
       return localProgram.takeError();
     auto globalProgram =
-        buildProgram(context, config, layers, setup, plan.microBatch);
+        buildProgram(context, config, layers, setup, microBatch);
     if (!globalProgram)
       return globalProgram.takeError();
     costs[layers] = costProgram(localProgram->forwardBackward,
                                 globalProgram->forwardBackward, device,
-                                setup.activations, plan.tp > 1);
+                                setup.activations, tp > 1);
     fullFlops[layers] = 0;
     for (Operation &op : globalProgram->forwardBackward.getBody().front())
       fullFlops[layers] += getOpWork(&op).modelFlops;
   }
-  ModelCosts model;
+  auto result = std::make_unique<ModelCosts>();
+  ModelCosts &model = *result;
   model.embedding = costs[0].embedding;
   model.head = costs[0].rest;
   model.layer = costs[1].embedding;
@@ -294,7 +303,10 @@ llvm::Expected<ModelCosts> costModel(MLIRContext &context,
   model.temporaries = costs[1].temporaries;
   model.modelFlops =
       fullFlops[0] + double(config.numLayers) * (fullFlops[1] - fullFlops[0]);
-  return model;
+  model.params = countParams(local, /*tiedCopy=*/false);
+  model.paramsTiedCopy = countParams(local, config.tieEmbeddings);
+  model.totalParams = countParams(config, false).total;
+  return std::move(result);
 }
 
 /// Seconds of communication one micro-batch costs a stage.
@@ -336,6 +348,82 @@ MicroBatchComm microBatchComm(const ClusterSpec &cluster,
   return comm;
 }
 
+/// One link of the chain (the embedding, a layer, the head) on one device of
+/// its stage, per micro-batch under a plan.
+struct ItemCost {
+  double forward = 0, backward = 0, comm = 0, perStep = 0;
+  double params = 0, kept = 0;
+  double seconds() const { return forward + backward + comm; }
+};
+
+/// What a plan makes of the model's costs: every item, the communication
+/// and the memory every stage holds whatever its layers.
+struct PlanCosts {
+  ItemCost embedding, layer, head;
+  MicroBatchComm comm;
+  StateBytesPerParam perParam;
+  /// Bytes on every stage: temporaries, the layer rebuilt by full
+  /// recomputation.
+  double temporaries = 0, rebuiltLayer = 0;
+  double layerKept = 0;
+};
+
+ItemCost itemCost(const PartCost &part, const ParallelPlan &plan, double comm,
+                  double params, double kept) {
+  ItemCost item;
+  double spShare = plan.sequenceParallel ? 1.0 - 1.0 / double(plan.tp) : 0;
+  item.forward = part.forward - spShare * part.forwardReplicated;
+  double recompute = plan.recompute == Recompute::Full        ? item.forward
+                     : plan.recompute == Recompute::Selective ? part.coreForward
+                                                              : 0;
+  item.backward = part.backward - spShare * part.backwardReplicated + recompute;
+  item.comm = comm;
+  item.perStep = part.perStep;
+  item.params = params;
+  item.kept = kept;
+  return item;
+}
+
+PlanCosts planCosts(const ModelConfig &config, const ClusterSpec &cluster,
+                    const ParallelPlan &plan, const TrainingSetup &setup,
+                    const ModelCosts &model) {
+  const int64_t t = plan.tp,
+                seq = setup.seqLen ? setup.seqLen : config.maxPositions;
+  PlanCosts costs;
+  double hiddenBytes = double(plan.microBatch * seq * config.hidden) *
+                       (setup.mixedPrecision ? 2 : 4);
+  costs.layerKept =
+      plan.recompute == Recompute::Full
+          ? hiddenBytes / (plan.sequenceParallel ? double(t) : 1)
+          : model.layerKept(plan.recompute, plan.sequenceParallel, t);
+  costs.comm =
+      microBatchComm(cluster, plan, hiddenBytes, double(plan.microBatch * seq));
+  costs.perParam = stateBytesPerParam(setup.mixedPrecision, setup.optimizer);
+  const ParamCounts &params =
+      plan.pp > 1 && config.tieEmbeddings ? model.paramsTiedCopy : model.params;
+  auto kept = [&](const PartCost &part) {
+    return savedBytes(part.saved, plan.recompute, plan.sequenceParallel, t);
+  };
+  costs.embedding = itemCost(model.embedding, plan, costs.comm.embedding,
+                             params.embedding, kept(model.embedding));
+  costs.layer = itemCost(model.layer, plan, costs.comm.perLayer, params.layer,
+                         costs.layerKept);
+  costs.head = itemCost(model.head, plan, costs.comm.head, params.head,
+                        kept(model.head));
+  costs.temporaries = model.temporaries;
+  if (plan.recompute == Recompute::Full) // one layer rebuilt at a time
+    costs.rebuiltLayer =
+        model.layerKept(Recompute::None, plan.sequenceParallel, t);
+  return costs;
+}
+
+/// Micro-batches stage i keeps in flight: all of them under GPipe; under
+/// 1F1B stage i holds p - i [N21 §2.2].
+int64_t inFlight(const ParallelPlan &plan, int64_t i, int64_t m) {
+  return plan.schedule == Schedule::GPipe ? m
+                                          : std::min<int64_t>(plan.pp - i, m);
+}
+
 /// One pipeline stage's share: seconds per micro-batch, parameters and
 /// activations on one of its devices.
 struct Stage {
@@ -344,66 +432,56 @@ struct Stage {
   double params = 0, activations = 0;
 };
 
-Stage buildStage(int64_t i, const ModelConfig &config,
-                 const ClusterSpec &cluster, const ParallelPlan &plan,
-                 int64_t numMicroBatches, const ModelCosts &model,
-                 const MicroBatchComm &comm, const ParamCounts &params,
-                 const StateBytesPerParam &perParam, double layerKept) {
-  const int64_t p = plan.pp, t = plan.tp, m = numMicroBatches;
-  const bool first = i == 0, last = i == p - 1;
-  int64_t layers = config.numLayers / p + (i < config.numLayers % p ? 1 : 0);
-  PartCost work;
-  for (int64_t l = 0; l < layers; ++l)
-    work.add(model.layer);
-  if (first)
-    work.add(model.embedding);
-  if (last)
-    work.add(model.head);
-
+Stage buildStage(int64_t i, int64_t layers, const ClusterSpec &cluster,
+                 const ParallelPlan &plan, int64_t numMicroBatches,
+                 const PlanCosts &costs) {
+  const bool first = i == 0, last = i == plan.pp - 1;
   Stage stage;
-  double spShare = plan.sequenceParallel ? 1.0 - 1.0 / double(t) : 0;
-  stage.forward = work.forward - spShare * work.forwardReplicated;
-  double backward = work.backward - spShare * work.backwardReplicated;
-  double recompute = plan.recompute == Recompute::Full        ? stage.forward
-                     : plan.recompute == Recompute::Selective ? work.coreForward
-                                                              : 0;
-  stage.backward = backward + recompute;
-  stage.perStep = work.perStep;
+  double kept = 0;
+  auto add = [&](const ItemCost &item, double count) {
+    stage.forward += count * item.forward;
+    stage.backward += count * item.backward;
+    stage.comm += count * item.comm;
+    stage.perStep += count * item.perStep;
+    stage.params += count * item.params;
+    kept += count * item.kept;
+  };
+  add(costs.layer, double(layers));
+  if (first)
+    add(costs.embedding, 1);
+  if (last)
+    add(costs.head, 1);
   stage.compute = stage.forward + stage.backward;
-  stage.comm = double(layers) * comm.perLayer + (first ? comm.embedding : 0) +
-               (last ? comm.head : 0) + (last ? 0 : comm.sendRecv) +
-               (first ? 0 : comm.sendRecv);
-  stage.params = double(layers) * params.layer +
-                 (first ? params.embedding : 0) + (last ? params.head : 0);
+  stage.comm +=
+      (last ? 0 : costs.comm.sendRecv) + (first ? 0 : costs.comm.sendRecv);
   if (plan.zero == ZeroStage::Parameters && plan.dp > 1) {
     // [Z20 §7]: every micro-batch gathers the parameters for its forward
     // and again for its backward, prefetched behind the compute.
-    auto dpGroup = GroupPlacement::strided(plan.dp, t, cluster.devicesPerNode);
+    auto dpGroup =
+        GroupPlacement::strided(plan.dp, plan.tp, cluster.devicesPerNode);
     double gather =
-        collectiveCost(Collective::AllGather, stage.params * perParam.params,
-                       dpGroup, cluster)
+        collectiveCost(Collective::AllGather,
+                       stage.params * costs.perParam.params, dpGroup, cluster)
             .seconds;
     stage.comm += exposedTime(gather, stage.forward) +
                   exposedTime(gather, stage.backward);
   }
   stage.seconds = stage.compute + stage.comm;
-
-  double kept = double(layers) * layerKept +
-                (first ? savedBytes(model.embedding.saved, plan.recompute,
-                                    plan.sequenceParallel, t)
-                       : 0) +
-                (last ? savedBytes(model.head.saved, plan.recompute,
-                                   plan.sequenceParallel, t)
-                      : 0);
-  // Micro-batches in flight: all of them under GPipe; under 1F1B stage i
-  // holds p - i [N21 §2.2].
-  int64_t inFlight =
-      plan.schedule == Schedule::GPipe ? m : std::min<int64_t>(p - i, m);
-  stage.activations = double(inFlight) * kept;
-  if (plan.recompute == Recompute::Full) // one layer rebuilt at a time
-    stage.activations +=
-        model.layerKept(Recompute::None, plan.sequenceParallel, t);
+  stage.activations =
+      double(inFlight(plan, i, numMicroBatches)) * kept + costs.rebuiltLayer;
   return stage;
+}
+
+/// Transformer layers per stage: the plan's, or the even split.
+std::vector<int64_t> stageLayers(const ModelConfig &config,
+                                 const ParallelPlan &plan) {
+  if (!plan.stageLayers.empty())
+    return plan.stageLayers;
+  std::vector<int64_t> layers;
+  for (int64_t i = 0; i < plan.pp; ++i)
+    layers.push_back(config.numLayers / plan.pp +
+                     (i < config.numLayers % plan.pp ? 1 : 0));
+  return layers;
 }
 
 } // namespace
@@ -439,20 +517,87 @@ std::string checkPlan(const ModelConfig &config, const ClusterSpec &cluster,
     return llvm::formatv("sequence parallelism: T = {0} does not divide the "
                          "sequence length {1}",
                          plan.tp, seq);
+  if (!plan.stageLayers.empty()) {
+    int64_t sum = 0;
+    for (int64_t layers : plan.stageLayers)
+      sum += layers < 0 ? config.numLayers + 1 : layers;
+    if (int64_t(plan.stageLayers.size()) != plan.pp || sum != config.numLayers)
+      return llvm::formatv("the stage layout gives {0} stages {1} layers; "
+                           "the plan has {2} stages of {3} layers",
+                           plan.stageLayers.size(), sum, plan.pp,
+                           config.numLayers);
+    for (int64_t i = 1; i + 1 < plan.pp; ++i)
+      if (plan.stageLayers[i] == 0)
+        return llvm::formatv("pipeline stage {0} has no layers", i);
+  }
   return "";
 }
 
-llvm::Expected<Estimate> estimatePlan(MLIRContext &context,
-                                      const ModelConfig &config,
-                                      const ClusterSpec &cluster,
-                                      const ParallelPlan &plan,
-                                      const TrainingSetup &setup) {
+PlanEvaluator::PlanEvaluator(MLIRContext &context, const ModelConfig &config,
+                             const ClusterSpec &cluster,
+                             const TrainingSetup &setup)
+    : context(context), config(config), cluster(cluster), setup(setup) {}
+
+PlanEvaluator::~PlanEvaluator() = default;
+
+llvm::Expected<const ModelCosts *>
+PlanEvaluator::modelCosts(int64_t tp, int64_t microBatch) {
+  auto &slot = cache[{tp, microBatch}];
+  if (!slot) {
+    auto costs =
+        costModel(context, config, cluster.device, tp, microBatch, setup);
+    if (!costs) {
+      cache.erase({tp, microBatch});
+      return costs.takeError();
+    }
+    slot = std::move(*costs);
+  }
+  return slot.get();
+}
+
+llvm::Expected<StageProblem>
+PlanEvaluator::stageProblem(const ParallelPlan &plan) {
+  ParallelPlan even = plan;
+  even.stageLayers.clear();
+  if (std::string reason = checkPlan(config, cluster, even, setup);
+      !reason.empty())
+    return llvm::createStringError(reason);
+  auto model = modelCosts(plan.tp, plan.microBatch);
+  if (!model)
+    return model.takeError();
+  PlanCosts costs = planCosts(config, cluster, plan, setup, **model);
+  const int64_t m = setup.globalBatch / (plan.dp * plan.microBatch);
+  auto item = [&](const ItemCost &cost) {
+    return StageItem{
+        cost.seconds(),
+        modelStateMemory(cost.params, costs.perParam, plan.zero, plan.dp)
+            .total(),
+        cost.kept};
+  };
+  StageProblem problem;
+  problem.items.push_back(item(costs.embedding));
+  problem.items.insert(problem.items.end(), config.numLayers,
+                       item(costs.layer));
+  problem.items.push_back(item(costs.head));
+  problem.numStages = plan.pp;
+  problem.numMicroBatches = m;
+  for (int64_t i = 0; i < plan.pp; ++i) {
+    problem.inFlight.push_back(inFlight(plan, i, m));
+    problem.stageSeconds.push_back(costs.comm.sendRecv *
+                                   double((i > 0) + (i + 1 < plan.pp)));
+  }
+  problem.stageBytes = costs.temporaries + costs.rebuiltLayer;
+  problem.capacity = cluster.device.memoryBytes;
+  return problem;
+}
+
+llvm::Expected<Estimate> PlanEvaluator::estimate(const ParallelPlan &plan) {
   if (std::string reason = checkPlan(config, cluster, plan, setup);
       !reason.empty())
     return llvm::createStringError(reason);
-  const int64_t d = plan.dp, t = plan.tp, p = plan.pp, b = plan.microBatch;
+  const int64_t d = plan.dp, t = plan.tp, p = plan.pp;
   const int64_t seq = setup.seqLen ? setup.seqLen : config.maxPositions;
-  const int64_t m = setup.globalBatch / (d * b);
+  const int64_t m = setup.globalBatch / (d * plan.microBatch);
   const DeviceSpec &device = cluster.device;
   Estimate estimate;
   estimate.numMicroBatches = m;
@@ -462,28 +607,19 @@ llvm::Expected<Estimate> estimatePlan(MLIRContext &context,
                       "split it over T = {2}",
                       config.vocab, (config.vocab + t - 1) / t * t, t);
 
-  auto model = costModel(context, config, device, plan, setup);
+  auto model = modelCosts(t, plan.microBatch);
   if (!model)
     return model.takeError();
-  estimate.modelFlopsPerStep = model->modelFlops * double(d * m);
-  double hiddenBytes =
-      double(b * seq * config.hidden) * (setup.mixedPrecision ? 2 : 4);
-  estimate.activationsPerLayer =
-      plan.recompute == Recompute::Full
-          ? hiddenBytes / (plan.sequenceParallel ? double(t) : 1)
-          : model->layerKept(plan.recompute, plan.sequenceParallel, t);
-  MicroBatchComm comm =
-      microBatchComm(cluster, plan, hiddenBytes, double(b * seq));
-  StateBytesPerParam perParam =
-      stateBytesPerParam(setup.mixedPrecision, setup.optimizer);
-  ParamCounts params = countParams(tensorParallelShard(config, t),
-                                   /*tiedCopy=*/p > 1 && config.tieEmbeddings);
-  estimate.numParams = countParams(config, false).total;
+  estimate.modelFlopsPerStep = (*model)->modelFlops * double(d * m);
+  PlanCosts costs = planCosts(config, cluster, plan, setup, **model);
+  const StateBytesPerParam &perParam = costs.perParam;
+  estimate.activationsPerLayer = costs.layerKept;
+  estimate.numParams = (*model)->totalParams;
+  estimate.stageLayers = stageLayers(config, plan);
   llvm::SmallVector<Stage> stages;
   for (int64_t i = 0; i < p; ++i)
-    stages.push_back(buildStage(i, config, cluster, plan, m, *model, comm,
-                                params, perParam,
-                                estimate.activationsPerLayer));
+    stages.push_back(
+        buildStage(i, estimate.stageLayers[i], cluster, plan, m, costs));
 
   // Pipeline [N21 §2.2]: the first micro-batch crosses every stage, the
   // others follow at the pace of the slowest: sum + (m - 1) * max.
@@ -542,7 +678,7 @@ llvm::Expected<Estimate> estimatePlan(MLIRContext &context,
     ModelStateMemory states =
         modelStateMemory(stages[i].params, perParam, plan.zero, d);
     MemoryBreakdown memory{states.params, states.grads, states.optimizerStates,
-                           stages[i].activations, model->temporaries};
+                           stages[i].activations, costs.temporaries};
     if (i == 0 || memory.peak() > estimate.memory.peak()) {
       estimate.memory = memory;
       estimate.peakStage = i;
@@ -552,6 +688,14 @@ llvm::Expected<Estimate> estimatePlan(MLIRContext &context,
   estimate.deviceMemory = device.memoryBytes;
   estimate.fits = estimate.memory.peak() <= device.memoryBytes;
   return estimate;
+}
+
+llvm::Expected<Estimate> estimatePlan(MLIRContext &context,
+                                      const ModelConfig &config,
+                                      const ClusterSpec &cluster,
+                                      const ParallelPlan &plan,
+                                      const TrainingSetup &setup) {
+  return PlanEvaluator(context, config, cluster, setup).estimate(plan);
 }
 
 } // namespace loom::plan
