@@ -1,0 +1,239 @@
+//===- Search.cpp - Joint search over parallel plans ----------------------===//
+//
+// Exhaustive over the discrete dimensions, which stay small (for 1536
+// devices and an 80-layer model, about 10^4 plans): a plan's estimate is
+// arithmetic on the PlanEvaluator's cached per-layer costs, and the stage DP
+// is O(P · L²) additions, so enumerating beats a heuristic that could miss
+// the optimum. Pipelined plans get their layers from the stage DP under the
+// device memory; a plan for which no layout fits is rejected for memory,
+// with the smallest peak any layout reaches.
+//
+//===----------------------------------------------------------------------===//
+
+#include "loom/Planner/Search.h"
+
+#include "llvm/ADT/STLExtras.h"
+#include "llvm/Support/FormatVariadic.h"
+
+#include <algorithm>
+
+using namespace loom::cost;
+
+namespace loom::plan {
+
+namespace {
+
+template <typename T>
+std::vector<T> orDefault(const std::vector<T> &pinned,
+                         std::vector<T> defaults) {
+  return pinned.empty() ? defaults : pinned;
+}
+
+std::vector<int64_t> divisors(int64_t n, int64_t max) {
+  std::vector<int64_t> result;
+  for (int64_t d = 1; d <= std::min(n, max); ++d)
+    if (n % d == 0)
+      result.push_back(d);
+  return result;
+}
+
+bool allowed(const std::vector<int64_t> &pinned, int64_t value) {
+  return pinned.empty() || llvm::is_contained(pinned, value);
+}
+
+/// Transformer layers per stage from the DP's item bounds (item 0 is the
+/// embedding, items 1..L the layers, item L + 1 the head).
+std::vector<int64_t> layersOf(const std::vector<int64_t> &bounds,
+                              int64_t numLayers) {
+  std::vector<int64_t> layers;
+  for (size_t s = 0; s + 1 < bounds.size(); ++s) {
+    int64_t begin = std::max<int64_t>(bounds[s], 1);
+    int64_t end = std::min<int64_t>(bounds[s + 1], numLayers + 1);
+    layers.push_back(std::max<int64_t>(end - begin, 0));
+  }
+  return layers;
+}
+
+/// Sorts by step time, then peak memory; the first plan of a run with the
+/// same estimate (enumerated first: the simpler) stands for all of it.
+void rank(std::vector<RankedPlan> &plans, int64_t topK) {
+  std::vector<size_t> order(plans.size());
+  for (size_t i = 0; i < order.size(); ++i)
+    order[i] = i;
+  std::sort(order.begin(), order.end(), [&](size_t a, size_t b) {
+    const Estimate &x = plans[a].estimate, &y = plans[b].estimate;
+    if (x.stepTime != y.stepTime)
+      return x.stepTime < y.stepTime;
+    if (x.memory.peak() != y.memory.peak())
+      return x.memory.peak() < y.memory.peak();
+    return a < b;
+  });
+  std::vector<RankedPlan> kept;
+  for (size_t i : order) {
+    RankedPlan &plan = plans[i];
+    if (int64_t(kept.size()) >= topK)
+      break;
+    if (!kept.empty() &&
+        kept.back().estimate.stepTime == plan.estimate.stepTime &&
+        kept.back().estimate.memory.peak() == plan.estimate.memory.peak())
+      continue;
+    kept.push_back(std::move(plan));
+  }
+  plans = std::move(kept);
+}
+
+} // namespace
+
+std::vector<ParallelPlan> enumeratePlans(const ModelConfig &config,
+                                         const ClusterSpec &cluster,
+                                         const TrainingSetup &setup,
+                                         const SearchSpace &space) {
+  const int64_t n = cluster.numDevices();
+  std::vector<int64_t> tps;
+  for (int64_t t = 1; t <= std::min(n, cluster.devicesPerNode); t *= 2)
+    tps.push_back(t);
+  std::vector<ParallelPlan> plans;
+  for (int64_t t : orDefault(space.tp, tps)) {
+    for (int64_t p : divisors(n / t, config.numLayers)) {
+      int64_t d = n / (t * p);
+      if (n % t != 0 || !allowed(space.pp, p) || !allowed(space.dp, d) ||
+          setup.globalBatch % d != 0)
+        continue;
+      for (int64_t b : divisors(setup.globalBatch / d, setup.globalBatch)) {
+        if (!allowed(space.microBatch, b))
+          continue;
+        for (Schedule schedule :
+             orDefault(space.schedules,
+                       p > 1 ? std::vector<Schedule>{Schedule::OneFOneB,
+                                                     Schedule::GPipe}
+                             : std::vector<Schedule>{Schedule::OneFOneB}))
+          for (ZeroStage zero : orDefault(
+                   space.zero,
+                   d > 1 ? std::vector<ZeroStage>{ZeroStage::None,
+                                                  ZeroStage::OptimizerStates,
+                                                  ZeroStage::Gradients,
+                                                  ZeroStage::Parameters}
+                         : std::vector<ZeroStage>{ZeroStage::None}))
+            for (bool sp : orDefault(space.sequenceParallel,
+                                     t > 1 ? std::vector<bool>{false, true}
+                                           : std::vector<bool>{false}))
+              for (Recompute recompute : orDefault(
+                       space.recompute, {Recompute::None, Recompute::Selective,
+                                         Recompute::Full})) {
+                ParallelPlan plan;
+                plan.dp = d;
+                plan.tp = t;
+                plan.pp = p;
+                plan.microBatch = b;
+                plan.schedule = schedule;
+                plan.zero = zero;
+                plan.sequenceParallel = sp;
+                plan.recompute = recompute;
+                if (checkPlan(config, cluster, plan, setup).empty())
+                  plans.push_back(plan);
+              }
+      }
+    }
+  }
+  return plans;
+}
+
+llvm::Expected<SearchResult> searchPlans(PlanEvaluator &evaluator,
+                                         const ModelConfig &config,
+                                         const ClusterSpec &cluster,
+                                         const TrainingSetup &setup,
+                                         const SearchOptions &options) {
+  std::vector<ParallelPlan> plans =
+      enumeratePlans(config, cluster, setup, options.space);
+  if (plans.empty())
+    return llvm::createStringError(llvm::formatv(
+        "no plan runs on the {0} devices: no data x tensor x pipeline split "
+        "of them (tensor within a node of {1}, a power of two, dividing the "
+        "{2} heads; at most {3} stages) also divides the global batch {4} "
+        "into whole micro-batches{5}",
+        cluster.numDevices(), cluster.devicesPerNode, config.numHeads,
+        config.numLayers, setup.globalBatch,
+        options.space.dp.empty() && options.space.tp.empty() &&
+                options.space.pp.empty() && options.space.microBatch.empty()
+            ? ""
+            : " within the pinned degrees"));
+  SearchResult result;
+  result.numPlans = int64_t(plans.size());
+  std::vector<RankedPlan> fitting;
+  auto reject = [&](const ParallelPlan &plan, const Estimate &estimate) {
+    ++result.numRejectedForMemory;
+    if (!result.closestRejected ||
+        estimate.memory.peak() < result.closestRejected->estimate.memory.peak())
+      result.closestRejected = RankedPlan{plan, estimate};
+  };
+  for (size_t i = 0; i < plans.size(); ++i) {
+    if (options.progress && i % 256 == 0)
+      options.progress(int64_t(i), result.numPlans);
+    ParallelPlan plan = plans[i];
+    if (plan.pp > 1) {
+      auto problem = evaluator.stageProblem(plan);
+      if (!problem)
+        return problem.takeError();
+      std::optional<StagePartition> partition = partitionStages(*problem);
+      if (!partition) {
+        // Estimate the tightest layout only when it could be the closest.
+        std::optional<StagePartition> tightest = partitionForMemory(*problem);
+        if (!tightest || (result.closestRejected &&
+                          tightest->peakBytes >=
+                              result.closestRejected->estimate.memory.peak())) {
+          ++result.numRejectedForMemory;
+          continue;
+        }
+        plan.stageLayers = layersOf(tightest->bounds, config.numLayers);
+        auto estimate = evaluator.estimate(plan);
+        if (!estimate)
+          return estimate.takeError();
+        reject(plan, *estimate);
+        continue;
+      }
+      plan.stageLayers = layersOf(partition->bounds, config.numLayers);
+    }
+    auto estimate = evaluator.estimate(plan);
+    if (!estimate)
+      return estimate.takeError();
+    if (!estimate->fits) {
+      reject(plan, *estimate);
+      continue;
+    }
+    fitting.push_back({plan, std::move(*estimate)});
+  }
+  if (options.progress)
+    options.progress(result.numPlans, result.numPlans);
+  rank(fitting, options.topK);
+  result.best = std::move(fitting);
+  result.numCostedModels = int64_t(evaluator.numCostedModels());
+  return result;
+}
+
+std::string whyLost(const Estimate &winner, const Estimate &loser) {
+  struct Component {
+    const char *name;
+    double winner, loser;
+  };
+  Component components[] = {
+      {"compute", winner.compute - winner.optimizer,
+       loser.compute - loser.optimizer},
+      {"exposed communication", winner.exposedComm, loser.exposedComm},
+      {"pipeline bubble", winner.bubble, loser.bubble},
+      {"optimizer step", winner.optimizer, loser.optimizer},
+  };
+  if (loser.stepTime == winner.stepTime)
+    return llvm::formatv("same step time, more memory: {0:f2} GiB vs {1:f2} "
+                         "GiB",
+                         loser.memory.peak() / double(1ull << 30),
+                         winner.memory.peak() / double(1ull << 30));
+  const Component *largest = &components[0];
+  for (const Component &c : components)
+    if (c.loser - c.winner > largest->loser - largest->winner)
+      largest = &c;
+  return llvm::formatv("+{0:f1}% step time: {1} {2:f3} s vs {3:f3} s",
+                       100 * (loser.stepTime / winner.stepTime - 1),
+                       largest->name, largest->loser, largest->winner);
+}
+
+} // namespace loom::plan
