@@ -82,6 +82,15 @@ void rank(std::vector<RankedPlan> &plans, int64_t topK) {
   plans = std::move(kept);
 }
 
+/// Seconds in s, ms or µs, three decimals.
+std::string formatSeconds(double seconds) {
+  if (seconds >= 1 || seconds == 0)
+    return llvm::formatv("{0:f3} s", seconds);
+  if (seconds >= 1e-3)
+    return llvm::formatv("{0:f3} ms", seconds * 1e3);
+  return llvm::formatv("{0:f3} us", seconds * 1e6);
+}
+
 } // namespace
 
 std::vector<ParallelPlan> enumeratePlans(const ModelConfig &config,
@@ -223,17 +232,17 @@ std::string whyLost(const Estimate &winner, const Estimate &loser) {
       {"optimizer step", winner.optimizer, loser.optimizer},
   };
   if (loser.stepTime == winner.stepTime)
-    return llvm::formatv("same step time, more memory: {0:f2} GiB vs {1:f2} "
-                         "GiB",
-                         loser.memory.peak() / double(1ull << 30),
-                         winner.memory.peak() / double(1ull << 30));
+    return llvm::formatv("same step time, more memory: {0} vs {1} bytes",
+                         int64_t(loser.memory.peak()),
+                         int64_t(winner.memory.peak()));
   const Component *largest = &components[0];
   for (const Component &c : components)
     if (c.loser - c.winner > largest->loser - largest->winner)
       largest = &c;
-  return llvm::formatv("+{0:f1}% step time: {1} {2:f3} s vs {3:f3} s",
+  return llvm::formatv("+{0:f1}% step time: {1} {2} vs {3}",
                        100 * (loser.stepTime / winner.stepTime - 1),
-                       largest->name, largest->loser, largest->winner);
+                       largest->name, formatSeconds(largest->loser),
+                       formatSeconds(largest->winner));
 }
 
 } // namespace loom::plan

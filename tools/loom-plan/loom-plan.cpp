@@ -302,9 +302,11 @@ void printSearch(const plan::SearchResult &result, double seconds,
   for (size_t i = 1; i < result.best.size(); ++i) {
     const plan::RankedPlan &alt = result.best[i];
     os << formatv("  {0}. {1}\n", i + 1, describePlan(alt.plan, alt.estimate));
-    os << formatv("     {0:f4} s, {1:f1} tokens/s, MFU {2:f1}%, {3}: {4}\n",
+    os << formatv("     {0:f4} s, {1:f1} tokens/s, MFU {2:f1}%, {3} per "
+                  "device: {4}\n",
                   alt.estimate.stepTime, alt.estimate.tokensPerSecond,
-                  100 * alt.estimate.mfu, formatGiB(alt.estimate.memory.peak()),
+                  100 * alt.estimate.mfu,
+                  formatBytes(alt.estimate.memory.peak()),
                   plan::whyLost(best.estimate, alt.estimate));
   }
   if (const auto &closest = result.closestRejected)
