@@ -50,7 +50,22 @@ llvm::StringRef stringifySchedule(Schedule schedule) {
   return schedule == Schedule::GPipe ? "gpipe" : "1f1b";
 }
 
+llvm::StringRef stringifyRankOrder(RankOrder order) {
+  return order == RankOrder::TensorDataPipeline ? "tp-dp-pp" : "tp-pp-dp";
+}
+
 namespace {
+
+/// Distance between consecutive members of a data-parallel group and
+/// between neighbouring pipeline stages, in ranks.
+int64_t dataStride(const ParallelPlan &plan) {
+  return plan.rankOrder == RankOrder::TensorDataPipeline ? plan.tp
+                                                         : plan.tp * plan.pp;
+}
+int64_t pipelineStride(const ParallelPlan &plan) {
+  return plan.rankOrder == RankOrder::TensorDataPipeline ? plan.tp * plan.dp
+                                                         : plan.tp;
+}
 
 /// Per micro-batch costs of a part of @forward_backward on one device.
 struct PartCost {
@@ -320,7 +335,7 @@ MicroBatchComm microBatchComm(const ClusterSpec &cluster,
   const int64_t t = plan.tp;
   auto tpGroup = GroupPlacement::strided(t, 1, cluster.devicesPerNode);
   auto ppGroup =
-      GroupPlacement::strided(2, t * plan.dp, cluster.devicesPerNode);
+      GroupPlacement::strided(2, pipelineStride(plan), cluster.devicesPerNode);
   auto coll = [&](Collective kind, double bytes, const GroupPlacement &g) {
     return collectiveCost(kind, bytes, g, cluster).seconds;
   };
@@ -457,8 +472,8 @@ Stage buildStage(int64_t i, int64_t layers, const ClusterSpec &cluster,
   if (plan.zero == ZeroStage::Parameters && plan.dp > 1) {
     // [Z20 §7]: every micro-batch gathers the parameters for its forward
     // and again for its backward, prefetched behind the compute.
-    auto dpGroup =
-        GroupPlacement::strided(plan.dp, plan.tp, cluster.devicesPerNode);
+    auto dpGroup = GroupPlacement::strided(plan.dp, dataStride(plan),
+                                           cluster.devicesPerNode);
     double gather =
         collectiveCost(Collective::AllGather,
                        stage.params * costs.perParam.params, dpGroup, cluster)
@@ -637,7 +652,8 @@ llvm::Expected<Estimate> PlanEvaluator::estimate(const ParallelPlan &plan) {
   // parameters gathered after the optimizer (ZeRO-1/2) [Z20 §7].
   double dpComm = 0;
   if (d > 1) {
-    auto dpGroup = GroupPlacement::strided(d, t, cluster.devicesPerNode);
+    auto dpGroup =
+        GroupPlacement::strided(d, dataStride(plan), cluster.devicesPerNode);
     auto coll = [&](Collective kind, double bytes) {
       return collectiveCost(kind, bytes, dpGroup, cluster).seconds;
     };

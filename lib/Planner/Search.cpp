@@ -1,7 +1,7 @@
 //===- Search.cpp - Joint search over parallel plans ----------------------===//
 //
 // Exhaustive over the discrete dimensions, which stay small (for 1536
-// devices and an 80-layer model, about 10^4 plans): a plan's estimate is
+// devices and an 80-layer model, about 4·10^4 plans): a plan's estimate is
 // arithmetic on the PlanEvaluator's cached per-layer costs, and the stage DP
 // is O(P · L²) additions, so enumerating beats a heuristic that could miss
 // the optimum. Pipelined plans get their layers from the stage DP under the
@@ -138,8 +138,18 @@ std::vector<ParallelPlan> enumeratePlans(const ModelConfig &config,
                 plan.zero = zero;
                 plan.sequenceParallel = sp;
                 plan.recompute = recompute;
-                if (checkPlan(config, cluster, plan, setup).empty())
-                  plans.push_back(plan);
+                for (RankOrder order : orDefault(
+                         space.rankOrders,
+                         d > 1 && p > 1
+                             ? std::vector<
+                                   RankOrder>{RankOrder::TensorDataPipeline,
+                                              RankOrder::TensorPipelineData}
+                             : std::vector<RankOrder>{
+                                   RankOrder::TensorDataPipeline})) {
+                  plan.rankOrder = order;
+                  if (checkPlan(config, cluster, plan, setup).empty())
+                    plans.push_back(plan);
+                }
               }
       }
     }

@@ -86,6 +86,14 @@ cl::opt<plan::Schedule>
                                    "all forwards, then all backwards"),
                         clEnumValN(plan::Schedule::OneFOneB, "1f1b",
                                    "one forward, one backward (default)")));
+cl::opt<plan::RankOrder> rankOrder(
+    "rank-order", cl::init(plan::RankOrder::TensorDataPipeline),
+    cl::cat(category), cl::desc("How ranks map to nodes"),
+    cl::values(clEnumValN(plan::RankOrder::TensorDataPipeline, "tp-dp-pp",
+                          "tensor fastest, then data, then pipeline "
+                          "(Megatron-LM's, default)"),
+               clEnumValN(plan::RankOrder::TensorPipelineData, "tp-pp-dp",
+                          "tensor fastest, then pipeline, then data")));
 cl::opt<bool> sequenceParallel(
     "sequence-parallel", cl::cat(category),
     cl::desc("Split the ops tensor parallelism replicates along the "
@@ -137,11 +145,14 @@ std::string formatBytes(double bytes) {
 /// "D=24 T=8 P=8, micro-batch 1 x 96 micro-batches, 1f1b, ZeRO-0, ..."
 std::string describePlan(const plan::ParallelPlan &p, const plan::Estimate &e) {
   return formatv("D={0} T={1} P={2}, micro-batch {3} x {4} micro-batches, "
-                 "{5}, ZeRO-{6}, recompute {7}{8}",
+                 "{5}, ZeRO-{6}, recompute {7}{8}{9}",
                  p.dp, p.tp, p.pp, p.microBatch, e.numMicroBatches,
                  plan::stringifySchedule(p.schedule), int(p.zero),
                  cost::stringifyRecompute(p.recompute),
-                 p.sequenceParallel ? ", sequence parallel" : "")
+                 p.sequenceParallel ? ", sequence parallel" : "",
+                 p.rankOrder == plan::RankOrder::TensorDataPipeline
+                     ? ""
+                     : ", ranks tp-pp-dp")
       .str();
 }
 
@@ -215,7 +226,8 @@ json::Value toJSON(const plan::Estimate &e, const plan::ParallelPlan &p) {
                     {"stage_layers", json::Array(e.stageLayers)},
                     {"zero", int(p.zero)},
                     {"sequence_parallel", p.sequenceParallel},
-                    {"recompute", cost::stringifyRecompute(p.recompute)}}},
+                    {"recompute", cost::stringifyRecompute(p.recompute)},
+                    {"rank_order", plan::stringifyRankOrder(p.rankOrder)}}},
       {"step_time_s", e.stepTime},
       {"compute_s", e.compute},
       {"exposed_comm_s", e.exposedComm},
@@ -258,6 +270,8 @@ plan::SearchSpace pinnedSpace() {
     space.schedules = {schedule};
   if (sequenceParallel.getNumOccurrences())
     space.sequenceParallel = {sequenceParallel};
+  if (rankOrder.getNumOccurrences())
+    space.rankOrders = {rankOrder};
   return space;
 }
 
@@ -409,6 +423,7 @@ int main(int argc, char **argv) {
   parallel.recompute = recompute;
   parallel.schedule = schedule;
   parallel.sequenceParallel = sequenceParallel;
+  parallel.rankOrder = rankOrder;
   plan::TrainingSetup setup;
   setup.globalBatch = globalBatch;
   setup.seqLen = seqLen;

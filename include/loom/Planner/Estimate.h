@@ -37,6 +37,12 @@ namespace loom::plan {
 enum class Schedule { GPipe, OneFOneB };
 llvm::StringRef stringifySchedule(Schedule schedule);
 
+/// How ranks map to devices (consecutive ranks share a node): tensor
+/// fastest, then data, then pipeline (Megatron-LM's order), or tensor,
+/// pipeline, data (pipeline neighbours close, data-parallel groups spread).
+enum class RankOrder { TensorDataPipeline, TensorPipelineData };
+llvm::StringRef stringifyRankOrder(RankOrder order); ///< "tp-dp-pp", ...
+
 struct ParallelPlan {
   int64_t dp = 1, tp = 1, pp = 1;
   /// Sequences per micro-batch on one data-parallel rank.
@@ -45,6 +51,7 @@ struct ParallelPlan {
   cost::Recompute recompute = cost::Recompute::None;
   Schedule schedule = Schedule::OneFOneB;
   bool sequenceParallel = false;
+  RankOrder rankOrder = RankOrder::TensorDataPipeline;
   /// Transformer layers of each pipeline stage (P entries summing to the
   /// layer count; the embedding is on stage 0, the head on the last), or
   /// empty for the even split: L / P each, the first L mod P stages one

@@ -3,11 +3,11 @@
 // `loom-plan` without --estimate: enumerates every plan of a model on a
 // cluster — data/tensor/pipeline degrees whose product is the device count
 // (tensor degree a power of two within a node, dividing the heads and the
-// MLP), micro-batch size (so the global batch splits into whole
-// micro-batches), pipeline schedule, ZeRO stage, sequence parallelism and
-// recomputation — places the layers of every pipelined plan with the stage
-// DP (StageDP.h), estimates each with the PlanEvaluator (Estimate.h) and
-// keeps the fastest that fit in memory.
+// MLP) and their order over the nodes, micro-batch size (so the global batch
+// splits into whole micro-batches), pipeline schedule, ZeRO stage, sequence
+// parallelism and recomputation — places the layers of every pipelined plan
+// with the stage DP (StageDP.h), estimates each with the PlanEvaluator
+// (Estimate.h) and keeps the fastest that fit in memory.
 //
 // Each dimension can be pinned (a command-line flag given in search mode),
 // which restricts the enumeration to that value.
@@ -31,6 +31,7 @@ struct SearchSpace {
   std::vector<cost::ZeroStage> zero;
   std::vector<bool> sequenceParallel;
   std::vector<cost::Recompute> recompute;
+  std::vector<RankOrder> rankOrders;
 };
 
 struct SearchOptions {
