@@ -14,7 +14,8 @@
 //  [N21] D. Narayanan et al., "Efficient Large-Scale Language Model Training
 //        on GPU Clusters Using Megatron-LM", SC'21: pipeline time (m + p - 1)
 //        stage times, the 1F1B schedule keeping at most p micro-batches in
-//        flight on the first stage, and MFU from model FLOPs.
+//        flight on the first stage, and MFU from model FLOPs. The pipelined
+//        time of every schedule is simulated (loom/Schedule/Simulator.h).
 //  [K23] V. Korthikanti et al., "Reducing Activation Recomputation in Large
 //        Transformer Models", MLSys'23, §4.2.2: sequence parallelism turns
 //        each all-reduce into an all-gather plus a reduce-scatter.
@@ -47,7 +48,7 @@ using namespace loom::cost;
 namespace loom::plan {
 
 llvm::StringRef stringifySchedule(Schedule schedule) {
-  return schedule == Schedule::GPipe ? "gpipe" : "1f1b";
+  return sched::stringifyScheduleKind(schedule);
 }
 
 llvm::StringRef stringifyRankOrder(RankOrder order) {
@@ -433,10 +434,21 @@ PlanCosts planCosts(const ModelConfig &config, const ClusterSpec &cluster,
 }
 
 /// Micro-batches stage i keeps in flight: all of them under GPipe; under
-/// 1F1B stage i holds p - i [N21 §2.2].
-int64_t inFlight(const ParallelPlan &plan, int64_t i, int64_t m) {
-  return plan.schedule == Schedule::GPipe ? m
-                                          : std::min<int64_t>(plan.pp - i, m);
+/// 1F1B stage i holds p - i [N21 §2.2]; a virtual stage holds 1/V of the
+/// rank's layers.
+double inFlight(const ParallelPlan &plan, int64_t i, int64_t m) {
+  int64_t v = plan.virtualStages;
+  return double(sched::peakInFlight(plan.schedule, int(plan.pp), int(m), int(v),
+                                    int(i))) /
+         double(v);
+}
+
+/// Whether sched::buildSchedule accepts the plan's schedule shape (the
+/// conditions of its checkShape), without building it.
+bool scheduleShapeOk(const ParallelPlan &plan, int64_t m) {
+  if (plan.schedule == Schedule::Interleaved1F1B)
+    return plan.virtualStages >= 2 && m % plan.pp == 0;
+  return plan.virtualStages == 1;
 }
 
 /// One pipeline stage's share: seconds per micro-batch, parameters and
@@ -483,7 +495,7 @@ Stage buildStage(int64_t i, int64_t layers, const ClusterSpec &cluster,
   }
   stage.seconds = stage.compute + stage.comm;
   stage.activations =
-      double(inFlight(plan, i, numMicroBatches)) * kept + costs.rebuiltLayer;
+      inFlight(plan, i, numMicroBatches) * kept + costs.rebuiltLayer;
   return stage;
 }
 
@@ -523,6 +535,10 @@ std::string checkPlan(const ModelConfig &config, const ClusterSpec &cluster,
   if (plan.pp > config.numLayers)
     return llvm::formatv("P = {0} stages but the model has {1} layers", plan.pp,
                          config.numLayers);
+  if (plan.virtualStages < 1 || plan.pp * plan.virtualStages > config.numLayers)
+    return llvm::formatv("P x V = {0} x {1} stages but the model has {2} "
+                         "layers",
+                         plan.pp, plan.virtualStages, config.numLayers);
   if (setup.globalBatch % (plan.dp * plan.microBatch) != 0)
     return llvm::formatv("the global batch {0} is not a multiple of D x "
                          "micro-batch = {1} x {2}",
@@ -545,8 +561,68 @@ std::string checkPlan(const ModelConfig &config, const ClusterSpec &cluster,
       if (plan.stageLayers[i] == 0)
         return llvm::formatv("pipeline stage {0} has no layers", i);
   }
+  int64_t m = setup.globalBatch / (plan.dp * plan.microBatch);
+  if (!scheduleShapeOk(plan, m)) {
+    // Only an invalid shape builds the schedule, for its message: plans
+    // are checked by the thousand in a search.
+    auto schedule = sched::buildSchedule(plan.schedule, int(plan.pp), int(m),
+                                         int(plan.virtualStages));
+    if (!schedule)
+      return toString(schedule.takeError());
+  }
   return "";
 }
+
+namespace {
+/// The pipelined step under plan.schedule, simulated. A rank's V virtual
+/// stages share its stage's costs evenly. A stage's communication (its
+/// tensor-parallel collectives, and the transfers to its neighbours, which
+/// Megatron-LM waits for between kernels) is split between its forward and
+/// backward as its compute is, so the simulated transfers are free; the
+/// data-parallel reduction and the optimizer close every rank's step.
+llvm::Expected<sched::Simulation> simulatePipeline(llvm::ArrayRef<Stage> stages,
+                                                   const ParallelPlan &plan,
+                                                   int64_t m, double dpComm,
+                                                   double optimizer) {
+  int P = int(plan.pp), V = int(plan.virtualStages);
+  llvm::Expected<sched::Schedule> schedule =
+      sched::buildSchedule(plan.schedule, P, int(m), V);
+  if (!schedule)
+    return schedule.takeError();
+  sched::ScheduleCosts costs;
+  for (int s = 0; s < schedule->numStages(); ++s) {
+    const Stage &stage = stages[schedule->rankOfStage(s)];
+    double forwardShare =
+        stage.compute > 0 ? stage.forward / stage.compute : 0.5;
+    double forward = stage.forward + forwardShare * stage.comm;
+    costs.forward.push_back(forward / V);
+    costs.backward.push_back((stage.seconds - forward) / V);
+  }
+  costs.allReduce.assign(P, dpComm);
+  costs.optimizer.assign(P, optimizer);
+  return sched::simulate(*schedule, costs);
+}
+
+/// The pipelined time in closed form: the slowest stage paces the M
+/// micro-batches and the others add the fill and drain, Σ t_s + (M − 1) ·
+/// max t_s under GPipe and 1F1B [N21 §2.2]; interleaving divides the fill
+/// and drain by V [N21 §2.2.2]; ZB-H1 leaves (F + B − W)/(F + B + W) of it
+/// (Qi et al. 2023 §3), F/(F + b) with B and W each half of the backward b.
+double closedFormPipeline(llvm::ArrayRef<Stage> stages,
+                          const ParallelPlan &plan, int64_t m,
+                          const Stage &bottleneck) {
+  double sum = 0;
+  for (const Stage &stage : stages)
+    sum += stage.seconds;
+  double fill = sum - bottleneck.seconds;
+  if (plan.schedule == Schedule::Interleaved1F1B)
+    fill /= double(plan.virtualStages);
+  else if (plan.schedule == Schedule::ZeroBubbleH1 && bottleneck.compute > 0)
+    fill *= bottleneck.forward / bottleneck.compute;
+  return double(m) * bottleneck.seconds + fill;
+}
+
+} // namespace
 
 PlanEvaluator::PlanEvaluator(MLIRContext &context, const ModelConfig &config,
                              const ClusterSpec &cluster,
@@ -606,7 +682,8 @@ PlanEvaluator::stageProblem(const ParallelPlan &plan) {
   return problem;
 }
 
-llvm::Expected<Estimate> PlanEvaluator::estimate(const ParallelPlan &plan) {
+llvm::Expected<Estimate> PlanEvaluator::estimate(const ParallelPlan &plan,
+                                                 bool simulate) {
   if (std::string reason = checkPlan(config, cluster, plan, setup);
       !reason.empty())
     return llvm::createStringError(reason);
@@ -636,17 +713,11 @@ llvm::Expected<Estimate> PlanEvaluator::estimate(const ParallelPlan &plan) {
     stages.push_back(
         buildStage(i, estimate.stageLayers[i], cluster, plan, m, costs));
 
-  // Pipeline [N21 §2.2]: the first micro-batch crosses every stage, the
-  // others follow at the pace of the slowest: sum + (m - 1) * max.
+  // The slowest stage sets the pace of the pipeline [N21 §2.2].
   const Stage *bottleneck = &stages.front();
-  double sum = 0;
-  for (const Stage &stage : stages) {
-    sum += stage.seconds;
+  for (const Stage &stage : stages)
     if (stage.seconds > bottleneck->seconds)
       bottleneck = &stage;
-  }
-  double pipeline = sum + double(m - 1) * bottleneck->seconds;
-  estimate.bubble = pipeline - double(m) * bottleneck->seconds;
 
   // Data parallelism: gradients reduced behind the last backward, updated
   // parameters gathered after the optimizer (ZeRO-1/2) [Z20 §7].
@@ -681,7 +752,23 @@ llvm::Expected<Estimate> PlanEvaluator::estimate(const ParallelPlan &plan) {
 
   estimate.compute = double(m) * bottleneck->compute + estimate.optimizer;
   estimate.exposedComm = double(m) * bottleneck->comm + dpComm;
-  estimate.stepTime = pipeline + dpComm + estimate.optimizer;
+  if (simulate) {
+    auto pipeline =
+        simulatePipeline(stages, plan, m, dpComm, estimate.optimizer);
+    if (!pipeline)
+      return pipeline.takeError();
+    estimate.pipeline = std::move(*pipeline);
+    // The bubble: what the slowest stage's devices wait in the pipelined
+    // part.
+    estimate.bubble =
+        estimate.pipeline.pipelineTime -
+        estimate.pipeline.rankCompute[bottleneck - stages.begin()];
+    estimate.stepTime = estimate.pipeline.stepTime;
+  } else {
+    double pipeline = closedFormPipeline(stages, plan, m, *bottleneck);
+    estimate.bubble = pipeline - double(m) * bottleneck->seconds;
+    estimate.stepTime = pipeline + dpComm + estimate.optimizer;
+  }
   estimate.tokensPerSecond =
       double(setup.globalBatch * seq) / estimate.stepTime;
   MathMode mode = setup.mixedPrecision ? MathMode::BF16 : MathMode::FP32;

@@ -1,12 +1,14 @@
 //===- Search.cpp - Joint search over parallel plans ----------------------===//
 //
 // Exhaustive over the discrete dimensions, which stay small (for 1536
-// devices and an 80-layer model, about 4·10^4 plans): a plan's estimate is
+// devices and an 80-layer model, about 10^5 plans): a plan's estimate is
 // arithmetic on the PlanEvaluator's cached per-layer costs, and the stage DP
 // is O(P · L²) additions, so enumerating beats a heuristic that could miss
-// the optimum. Pipelined plans get their layers from the stage DP under the
-// device memory; a plan for which no layout fits is rejected for memory,
-// with the smallest peak any layout reaches.
+// the optimum. Plans are screened with the schedules' closed-form bubbles;
+// the best `simulated` of them are then timed by the schedule simulator and
+// ranked by that, the time --estimate reports. Pipelined plans get their layers
+// from the stage DP under the device memory; a plan for which no layout fits is
+// rejected for memory, with the smallest peak any layout reaches.
 //
 //===----------------------------------------------------------------------===//
 
@@ -91,6 +93,32 @@ std::string formatSeconds(double seconds) {
   return llvm::formatv("{0:f3} us", seconds * 1e6);
 }
 
+/// The (schedule, virtual stages) pairs to try for P stages and M
+/// micro-batches: GPipe, 1F1B and ZB-H1, and interleaved 1F1B with V = 2
+/// or 4 where P · V divides the layers and P the micro-batches.
+std::vector<std::pair<Schedule, int64_t>>
+schedulesFor(const SearchSpace &space, const ModelConfig &config, int64_t p,
+             int64_t m) {
+  std::vector<Schedule> kinds = orDefault(
+      space.schedules,
+      p > 1 ? std::vector<Schedule>{Schedule::OneFOneB, Schedule::GPipe,
+                                    Schedule::Interleaved1F1B,
+                                    Schedule::ZeroBubbleH1}
+            : std::vector<Schedule>{Schedule::OneFOneB});
+  std::vector<std::pair<Schedule, int64_t>> result;
+  for (Schedule kind : kinds) {
+    if (kind != Schedule::Interleaved1F1B) {
+      if (allowed(space.virtualStages, 1))
+        result.push_back({kind, 1});
+      continue;
+    }
+    for (int64_t v : orDefault(space.virtualStages, {2, 4}))
+      if (v >= 2 && config.numLayers % (p * v) == 0 && m % p == 0)
+        result.push_back({kind, v});
+  }
+  return result;
+}
+
 } // namespace
 
 std::vector<ParallelPlan> enumeratePlans(const ModelConfig &config,
@@ -111,11 +139,8 @@ std::vector<ParallelPlan> enumeratePlans(const ModelConfig &config,
       for (int64_t b : divisors(setup.globalBatch / d, setup.globalBatch)) {
         if (!allowed(space.microBatch, b))
           continue;
-        for (Schedule schedule :
-             orDefault(space.schedules,
-                       p > 1 ? std::vector<Schedule>{Schedule::OneFOneB,
-                                                     Schedule::GPipe}
-                             : std::vector<Schedule>{Schedule::OneFOneB}))
+        int64_t m = setup.globalBatch / (d * b);
+        for (auto [schedule, v] : schedulesFor(space, config, p, m))
           for (ZeroStage zero : orDefault(
                    space.zero,
                    d > 1 ? std::vector<ZeroStage>{ZeroStage::None,
@@ -135,6 +160,7 @@ std::vector<ParallelPlan> enumeratePlans(const ModelConfig &config,
                 plan.pp = p;
                 plan.microBatch = b;
                 plan.schedule = schedule;
+                plan.virtualStages = v;
                 plan.zero = zero;
                 plan.sequenceParallel = sp;
                 plan.recompute = recompute;
@@ -189,7 +215,8 @@ llvm::Expected<SearchResult> searchPlans(PlanEvaluator &evaluator,
     if (options.progress && i % 256 == 0)
       options.progress(int64_t(i), result.numPlans);
     ParallelPlan plan = plans[i];
-    if (plan.pp > 1) {
+    // Interleaved plans keep the even split (P · V divides the layers).
+    if (plan.pp > 1 && plan.schedule != Schedule::Interleaved1F1B) {
       auto problem = evaluator.stageProblem(plan);
       if (!problem)
         return problem.takeError();
@@ -204,7 +231,7 @@ llvm::Expected<SearchResult> searchPlans(PlanEvaluator &evaluator,
           continue;
         }
         plan.stageLayers = layersOf(tightest->bounds, config.numLayers);
-        auto estimate = evaluator.estimate(plan);
+        auto estimate = evaluator.estimate(plan, /*simulate=*/false);
         if (!estimate)
           return estimate.takeError();
         reject(plan, *estimate);
@@ -212,7 +239,7 @@ llvm::Expected<SearchResult> searchPlans(PlanEvaluator &evaluator,
       }
       plan.stageLayers = layersOf(partition->bounds, config.numLayers);
     }
-    auto estimate = evaluator.estimate(plan);
+    auto estimate = evaluator.estimate(plan, /*simulate=*/false);
     if (!estimate)
       return estimate.takeError();
     if (!estimate->fits) {
@@ -223,6 +250,14 @@ llvm::Expected<SearchResult> searchPlans(PlanEvaluator &evaluator,
   }
   if (options.progress)
     options.progress(result.numPlans, result.numPlans);
+  // The best screened plans, ranked again by their simulated pipelines.
+  rank(fitting, std::max(options.simulated, options.topK));
+  for (RankedPlan &ranked : fitting) {
+    auto estimate = evaluator.estimate(ranked.plan);
+    if (!estimate)
+      return estimate.takeError();
+    ranked.estimate = std::move(*estimate);
+  }
   rank(fitting, options.topK);
   result.best = std::move(fitting);
   result.numCostedModels = int64_t(evaluator.numCostedModels());

@@ -8,7 +8,9 @@
 //
 //   loom-plan CONFIG.json --cluster SPEC --global-batch B [--seq S]
 //             --dp D --tp T --pp P --micro-batch M [--zero 0|1|2|3]
-//             [--recompute none|selective|full] [--schedule gpipe|1f1b]
+//             [--recompute none|selective|full]
+//             [--schedule gpipe|1f1b|interleaved-1f1b|zb-h1]
+//             [--virtual-stages V] [--timeline FILE.json|FILE.svg]
 //             [--sequence-parallel] [--precision bf16|f32]
 //             [--optimizer adamw|sgd] [--unfused-attention]
 //             [--store-dropout-masks] --estimate [--json]
@@ -18,12 +20,14 @@
 // of the fullest device (see loom/Planner/Estimate.h for the model). A plan
 // that cannot run (degrees not matching the cluster or not dividing the
 // model) is an error with the reason; one that runs out of memory is an
-// estimate with `fits: false`.
+// estimate with `fits: false`. --timeline draws the estimated step's
+// pipeline schedule (loom/Schedule/Timeline.h).
 //
 //===----------------------------------------------------------------------===//
 
 #include "loom/Planner/Estimate.h"
 #include "loom/Planner/Search.h"
+#include "loom/Schedule/Timeline.h"
 
 #include "dialects/Loom/LoomDialect.h"
 
@@ -79,13 +83,25 @@ cl::opt<cost::Recompute> recompute(
                           "recompute the attention core"),
                clEnumValN(cost::Recompute::Full, "full",
                           "keep only each layer's input")));
-cl::opt<plan::Schedule>
-    schedule("schedule", cl::init(plan::Schedule::OneFOneB), cl::cat(category),
-             cl::desc("Pipeline schedule"),
-             cl::values(clEnumValN(plan::Schedule::GPipe, "gpipe",
-                                   "all forwards, then all backwards"),
-                        clEnumValN(plan::Schedule::OneFOneB, "1f1b",
-                                   "one forward, one backward (default)")));
+cl::opt<plan::Schedule> schedule(
+    "schedule", cl::init(plan::Schedule::OneFOneB), cl::cat(category),
+    cl::desc("Pipeline schedule"),
+    cl::values(clEnumValN(plan::Schedule::GPipe, "gpipe",
+                          "all forwards, then all backwards"),
+               clEnumValN(plan::Schedule::OneFOneB, "1f1b",
+                          "one forward, one backward (default)"),
+               clEnumValN(plan::Schedule::Interleaved1F1B, "interleaved-1f1b",
+                          "Megatron-LM's interleaved 1F1B over "
+                          "--virtual-stages"),
+               clEnumValN(plan::Schedule::ZeroBubbleH1, "zb-h1",
+                          "zero bubble H1 (Qi et al. 2023)")));
+cl::opt<int64_t> virtualStages(
+    "virtual-stages", cl::init(1), cl::cat(category),
+    cl::desc("Stages per pipeline rank for interleaved-1f1b (default 1)"));
+cl::opt<std::string> timelinePath(
+    "timeline", cl::cat(category), cl::value_desc("file"),
+    cl::desc("Write the estimated step's pipeline schedule: a Chrome "
+             "trace (.json, opens in Perfetto) or a picture (.svg)"));
 cl::opt<plan::RankOrder> rankOrder(
     "rank-order", cl::init(plan::RankOrder::TensorDataPipeline),
     cl::cat(category), cl::desc("How ranks map to nodes"),
@@ -147,8 +163,13 @@ std::string describePlan(const plan::ParallelPlan &p, const plan::Estimate &e) {
   return formatv("D={0} T={1} P={2}, micro-batch {3} x {4} micro-batches, "
                  "{5}, ZeRO-{6}, recompute {7}{8}{9}",
                  p.dp, p.tp, p.pp, p.microBatch, e.numMicroBatches,
-                 plan::stringifySchedule(p.schedule), int(p.zero),
-                 cost::stringifyRecompute(p.recompute),
+                 p.virtualStages > 1
+                     ? formatv("{0} (V={1})",
+                               plan::stringifySchedule(p.schedule),
+                               p.virtualStages)
+                           .str()
+                     : plan::stringifySchedule(p.schedule).str(),
+                 int(p.zero), cost::stringifyRecompute(p.recompute),
                  p.sequenceParallel ? ", sequence parallel" : "",
                  p.rankOrder == plan::RankOrder::TensorDataPipeline
                      ? ""
@@ -222,7 +243,7 @@ json::Value toJSON(const plan::Estimate &e, const plan::ParallelPlan &p) {
                     {"micro_batch", p.microBatch},
                     {"num_micro_batches", e.numMicroBatches},
                     {"schedule", plan::stringifySchedule(p.schedule)},
-                    {"virtual_stages", 1},
+                    {"virtual_stages", p.virtualStages},
                     {"stage_layers", json::Array(e.stageLayers)},
                     {"zero", int(p.zero)},
                     {"sequence_parallel", p.sequenceParallel},
@@ -251,6 +272,23 @@ json::Value toJSON(const plan::Estimate &e, const plan::ParallelPlan &p) {
   };
 }
 
+/// --timeline: the estimated step's pipeline schedule, as a Chrome trace
+/// (.json) or a picture (.svg).
+int writeTimeline(const plan::Estimate &estimate, const plan::ParallelPlan &p,
+                  StringRef path) {
+  std::string title =
+      formatv("{0}: D={1} T={2} P={3} V={4}, {5} x {6} "
+              "micro-batches",
+              plan::stringifySchedule(p.schedule), p.dp, p.tp, p.pp,
+              p.virtualStages, p.microBatch, estimate.numMicroBatches);
+  Error error = path.ends_with(".svg")
+                    ? sched::writeSvg(estimate.pipeline, path, title)
+                    : sched::writeChromeTrace(estimate.pipeline, path);
+  if (error)
+    return fail(toString(std::move(error)));
+  return 0;
+}
+
 /// The dimensions the command line pins in search mode.
 plan::SearchSpace pinnedSpace() {
   plan::SearchSpace space;
@@ -268,6 +306,8 @@ plan::SearchSpace pinnedSpace() {
     space.recompute = {recompute};
   if (schedule.getNumOccurrences())
     space.schedules = {schedule};
+  if (virtualStages.getNumOccurrences())
+    space.virtualStages = {virtualStages};
   if (sequenceParallel.getNumOccurrences())
     space.sequenceParallel = {sequenceParallel};
   if (rankOrder.getNumOccurrences())
@@ -382,6 +422,10 @@ int search(mlir::MLIRContext &context, const ModelConfig &config,
                         formatGiB(closest.estimate.deviceMemory),
                         describePlan(closest.plan, closest.estimate)));
   }
+  if (!timelinePath.empty())
+    if (int rc = writeTimeline(result->best.front().estimate,
+                               result->best.front().plan, timelinePath))
+      return rc;
   if (jsonOutput)
     outs() << formatv("{0:2}", searchToJSON(*result, seconds)) << "\n";
   else
@@ -403,6 +447,11 @@ int main(int argc, char **argv) {
                         zero.getValue()));
   if (globalBatch < 1 || seqLen < 0)
     return fail("--global-batch must be positive and --seq non-negative");
+  StringRef timeline = timelinePath;
+  if (!timeline.empty() && !timeline.ends_with(".json") &&
+      !timeline.ends_with(".svg"))
+    return fail("--timeline=" + timeline +
+                ": the file must end in .json (Chrome trace) or .svg");
 
   auto buffer = MemoryBuffer::getFile(configPath);
   if (!buffer)
@@ -422,6 +471,7 @@ int main(int argc, char **argv) {
   parallel.zero = static_cast<cost::ZeroStage>(zero.getValue());
   parallel.recompute = recompute;
   parallel.schedule = schedule;
+  parallel.virtualStages = virtualStages;
   parallel.sequenceParallel = sequenceParallel;
   parallel.rankOrder = rankOrder;
   plan::TrainingSetup setup;
@@ -441,6 +491,9 @@ int main(int argc, char **argv) {
       plan::estimatePlan(context, *config, *cluster, parallel, setup);
   if (!estimate)
     return fail("impossible plan: " + toString(estimate.takeError()));
+  if (!timeline.empty())
+    if (int rc = writeTimeline(*estimate, parallel, timeline))
+      return rc;
   if (jsonOutput)
     outs() << formatv("{0:2}", toJSON(*estimate, parallel)) << "\n";
   else

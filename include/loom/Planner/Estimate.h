@@ -23,6 +23,7 @@
 #include "loom/CostModel/MemoryModel.h"
 #include "loom/Import/ModelConfig.h"
 #include "loom/Planner/StageDP.h"
+#include "loom/Schedule/Simulator.h"
 
 #include "mlir/IR/MLIRContext.h"
 #include "llvm/Support/Error.h"
@@ -34,7 +35,8 @@
 
 namespace loom::plan {
 
-enum class Schedule { GPipe, OneFOneB };
+/// The pipeline schedule: the planner's name for sched::ScheduleKind.
+using Schedule = sched::ScheduleKind;
 llvm::StringRef stringifySchedule(Schedule schedule);
 
 /// How ranks map to devices (consecutive ranks share a node): tensor
@@ -50,6 +52,8 @@ struct ParallelPlan {
   cost::ZeroStage zero = cost::ZeroStage::None;
   cost::Recompute recompute = cost::Recompute::None;
   Schedule schedule = Schedule::OneFOneB;
+  /// Stages per pipeline rank (V of interleaved-1f1b, else 1).
+  int64_t virtualStages = 1;
   bool sequenceParallel = false;
   RankOrder rankOrder = RankOrder::TensorDataPipeline;
   /// Transformer layers of each pipeline stage (P entries summing to the
@@ -98,6 +102,9 @@ struct Estimate {
   std::string notes;
   /// Transformer layers of each stage (the plan's, or the even split).
   std::vector<int64_t> stageLayers;
+  /// The simulated step of the pipeline schedule (sched::simulate), for
+  /// `loom-plan --timeline`.
+  sched::Simulation pipeline;
 };
 
 /// Why `plan` cannot run `config` on `cluster` (degrees that do not match
@@ -121,8 +128,12 @@ public:
   ~PlanEvaluator();
 
   /// The estimate; an error for an impossible plan (checkPlan's reason) or
-  /// a model the importer refuses.
-  llvm::Expected<Estimate> estimate(const ParallelPlan &plan);
+  /// a model the importer refuses. `simulate`: time the pipeline with the
+  /// schedule's simulator (sched::simulate, filling Estimate::pipeline);
+  /// otherwise with the closed forms of the schedules' bubbles, what a
+  /// search screens thousands of plans with.
+  llvm::Expected<Estimate> estimate(const ParallelPlan &plan,
+                                    bool simulate = true);
 
   /// The chain of the stage DP for `plan` (its stageLayers ignored): the
   /// embedding, the layers and the head with their seconds per micro-batch,

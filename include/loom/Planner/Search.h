@@ -28,6 +28,7 @@ namespace loom::plan {
 struct SearchSpace {
   std::vector<int64_t> dp, tp, pp, microBatch;
   std::vector<Schedule> schedules;
+  std::vector<int64_t> virtualStages;
   std::vector<cost::ZeroStage> zero;
   std::vector<bool> sequenceParallel;
   std::vector<cost::Recompute> recompute;
@@ -38,6 +39,9 @@ struct SearchOptions {
   SearchSpace space;
   /// Plans to keep: the best and K - 1 alternatives.
   int64_t topK = 5;
+  /// Plans screened with the closed-form pipeline times whose pipelines
+  /// are then simulated (Estimate.h) to rank them: at least topK.
+  int64_t simulated = 32;
   /// Called now and then with (plans estimated, plans in all).
   std::function<void(int64_t, int64_t)> progress;
 };

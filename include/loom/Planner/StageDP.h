@@ -49,7 +49,7 @@ struct StageProblem {
   int64_t numStages = 1;
   int64_t numMicroBatches = 1;
   /// Micro-batches stage s keeps in flight (numStages entries).
-  std::vector<int64_t> inFlight;
+  std::vector<double> inFlight;
   /// Seconds stage s adds per micro-batch whatever it holds (numStages
   /// entries, or empty for none), e.g. its sends and receives.
   std::vector<double> stageSeconds;
