@@ -6,9 +6,12 @@
 // is O(P · L²) additions, so enumerating beats a heuristic that could miss
 // the optimum. Plans are screened with the schedules' closed-form bubbles;
 // the best `simulated` of them are then timed by the schedule simulator and
-// ranked by that, the time --estimate reports. Pipelined plans get their layers
-// from the stage DP under the device memory; a plan for which no layout fits is
-// rejected for memory, with the smallest peak any layout reaches.
+// ranked by that, the time --estimate reports. A pipelined plan whose lower
+// bound (M times its average stage's work) is slower than the 2·`simulated`
+// best screened so far skips the stage DP: it could not rank. Pipelined plans
+// get their layers from the stage DP under the device memory; a plan for which
+// no layout fits is rejected for memory, with the smallest peak any layout
+// reaches.
 //
 //===----------------------------------------------------------------------===//
 
@@ -18,6 +21,7 @@
 #include "llvm/Support/FormatVariadic.h"
 
 #include <algorithm>
+#include <queue>
 
 using namespace loom::cost;
 
@@ -211,6 +215,10 @@ llvm::Expected<SearchResult> searchPlans(PlanEvaluator &evaluator,
         estimate.memory.peak() < result.closestRejected->estimate.memory.peak())
       result.closestRejected = RankedPlan{plan, estimate};
   };
+  // Step times of the best screened plans so far, at most `keep` of them
+  // (a max-heap): a plan whose lower bound exceeds the largest cannot rank.
+  const size_t keep = 2 * size_t(std::max(options.simulated, options.topK));
+  std::priority_queue<double> bestTimes;
   for (size_t i = 0; i < plans.size(); ++i) {
     if (options.progress && i % 256 == 0)
       options.progress(int64_t(i), result.numPlans);
@@ -220,8 +228,37 @@ llvm::Expected<SearchResult> searchPlans(PlanEvaluator &evaluator,
       auto problem = evaluator.stageProblem(plan);
       if (!problem)
         return problem.takeError();
-      std::optional<StagePartition> partition = partitionStages(*problem);
+      // M micro-batches through the slowest stage take at least M times
+      // the average stage's work, however the layers are placed.
+      double work = 0;
+      for (const StageItem &item : problem->items)
+        work += item.seconds;
+      if (bestTimes.size() >= keep &&
+          double(problem->numMicroBatches) * work / double(plan.pp) >
+              bestTimes.top()) {
+        ++result.numPruned;
+        continue;
+      }
+      // Every layout's peak is at least its stages' average.
+      double staticBytes = 0, activationBytes = 0;
+      for (const StageItem &item : problem->items) {
+        staticBytes += item.staticBytes;
+        activationBytes += item.activationBytes;
+      }
+      double leastInFlight =
+          *std::min_element(problem->inFlight.begin(), problem->inFlight.end());
+      double leastPeak =
+          (staticBytes + leastInFlight * activationBytes) / double(plan.pp) +
+          problem->stageBytes;
+      std::optional<StagePartition> partition;
+      if (leastPeak <= problem->capacity)
+        partition = partitionStages(*problem);
       if (!partition) {
+        if (result.closestRejected &&
+            leastPeak >= result.closestRejected->estimate.memory.peak()) {
+          ++result.numRejectedForMemory;
+          continue;
+        }
         // Estimate the tightest layout only when it could be the closest.
         std::optional<StagePartition> tightest = partitionForMemory(*problem);
         if (!tightest || (result.closestRejected &&
@@ -246,6 +283,9 @@ llvm::Expected<SearchResult> searchPlans(PlanEvaluator &evaluator,
       reject(plan, *estimate);
       continue;
     }
+    bestTimes.push(estimate->stepTime);
+    if (bestTimes.size() > keep)
+      bestTimes.pop();
     fitting.push_back({plan, std::move(*estimate)});
   }
   if (options.progress)

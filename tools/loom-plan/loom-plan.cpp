@@ -177,23 +177,42 @@ std::string describePlan(const plan::ParallelPlan &p, const plan::Estimate &e) {
       .str();
 }
 
-/// "0: embedding + layers 0-9 | 1: layers 10-19 | ... + head".
-std::string describeStages(const plan::Estimate &e) {
-  std::string text;
-  int64_t next = 0, numStages = int64_t(e.stageLayers.size());
-  for (int64_t s = 0; s < numStages; ++s) {
-    int64_t layers = e.stageLayers[s];
-    std::vector<std::string> parts;
-    if (s == 0)
-      parts.push_back("embedding");
-    if (layers == 1)
-      parts.push_back(formatv("layer {0}", next).str());
-    else if (layers > 1)
-      parts.push_back(formatv("layers {0}-{1}", next, next + layers - 1).str());
-    if (s == numStages - 1)
-      parts.push_back("head");
+/// "0: embedding + layers 0-9 | 1: layers 10-19 | ... + head"; with V
+/// virtual stages each rank lists its V chunks ("0: embedding + layers 0-4,
+/// 40-44 | ...").
+std::string describeStages(const plan::Estimate &e,
+                           const plan::ParallelPlan &p) {
+  int64_t numRanks = int64_t(e.stageLayers.size()), v = p.virtualStages;
+  // Layer ranges of every stage (P · V of them, in pipeline order).
+  std::vector<std::pair<int64_t, int64_t>> chunks;
+  int64_t next = 0;
+  for (int64_t c = 0; c < numRanks * v; ++c) {
+    int64_t layers = e.stageLayers[c % numRanks] / v;
+    chunks.push_back({next, next + layers});
     next += layers;
-    text += formatv("{0}{1}: {2}", s ? " | " : "", s,
+  }
+  std::string text;
+  for (int64_t r = 0; r < numRanks; ++r) {
+    std::vector<std::string> ranges;
+    for (int64_t c = r; c < numRanks * v; c += numRanks) {
+      auto [begin, end] = chunks[c];
+      if (end - begin == 1)
+        ranges.push_back(formatv("{0}", begin).str());
+      else if (end > begin)
+        ranges.push_back(formatv("{0}-{1}", begin, end - 1).str());
+    }
+    std::vector<std::string> parts;
+    if (r == 0)
+      parts.push_back("embedding");
+    if (!ranges.empty())
+      parts.push_back(
+          (ranges.size() == 1 && ranges[0].find('-') == std::string::npos
+               ? "layer "
+               : "layers ") +
+          join(ranges.begin(), ranges.end(), ", "));
+    if (r == (v > 1 ? (numRanks * v - 1) % numRanks : numRanks - 1))
+      parts.push_back("head");
+    text += formatv("{0}{1}: {2}", r ? " | " : "", r,
                     join(parts.begin(), parts.end(), " + "))
                 .str();
   }
@@ -205,7 +224,7 @@ void printText(const plan::Estimate &e, const plan::ParallelPlan &p,
                bool withStages = false) {
   os << "plan:        " << describePlan(p, e) << "\n";
   if (withStages && p.pp > 1)
-    os << "stages:      " << describeStages(e) << "\n";
+    os << "stages:      " << describeStages(e, p) << "\n";
   os << formatv("cluster:     {0}: {1} nodes x {2} devices ({3})\n",
                 cluster.name, cluster.nodes, cluster.devicesPerNode,
                 cluster.device.name);
@@ -347,9 +366,11 @@ void printSearch(const plan::SearchResult &result, double seconds,
                  const cost::ClusterSpec &cluster, raw_ostream &os) {
   const plan::RankedPlan &best = result.best.front();
   os << formatv("search:      {0} plans on {1} devices in {2:f2} s ({3} "
-                "costed programs), {4} rejected for memory\n",
+                "costed programs, {4} pruned by a bound), {5} rejected for "
+                "memory\n",
                 result.numPlans, cluster.numDevices(), seconds,
-                result.numCostedModels, result.numRejectedForMemory);
+                result.numCostedModels, result.numPruned,
+                result.numRejectedForMemory);
   printText(best.estimate, best.plan, cluster, os, /*withStages=*/true);
   if (result.best.size() > 1)
     os << "alternatives:\n";
@@ -378,6 +399,7 @@ json::Value searchToJSON(const plan::SearchResult &result, double seconds) {
   json::Object &object = *value.getAsObject();
   object["planning_time_s"] = seconds;
   object["plans_considered"] = result.numPlans;
+  object["plans_pruned"] = result.numPruned;
   object["rejected_for_memory"] = result.numRejectedForMemory;
   if (const auto &closest = result.closestRejected) {
     json::Value rejected = toJSON(closest->estimate, closest->plan);

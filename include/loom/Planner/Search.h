@@ -56,6 +56,9 @@ struct SearchResult {
   /// estimate equals an earlier, simpler one's are left out).
   std::vector<RankedPlan> best;
   int64_t numPlans = 0;
+  /// Pipelined plans skipped by their lower bound (not placed, so neither
+  /// fitting nor rejected).
+  int64_t numPruned = 0;
   /// Plans that fit no device's memory, and the one needing least.
   int64_t numRejectedForMemory = 0;
   std::optional<RankedPlan> closestRejected;
