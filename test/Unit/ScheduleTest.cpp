@@ -254,23 +254,25 @@ TEST(ScheduleTest, JsonRoundTrip) {
     EXPECT_EQ(back->streams, s.streams);
   }
   Schedule s = build(ScheduleKind::OneFOneB, 2, 1);
-  EXPECT_EQ(
-      scheduleToJson(s),
-      "{\"format\": \"loom-schedule\", \"version\": 1, \"kind\": "
-      "\"1f1b\", \"ranks\": 2, \"micro_batches\": 1, "
-      "\"virtual_stages\": 1,\n \"streams\": [\n"
-      "  [\n   {\"mb\":0,\"op\":\"forward\",\"stage\":0},\n"
-      "   {\"mb\":0,\"op\":\"send_activation\",\"peer\":1,\"stage\":0},\n"
-      "   {\"mb\":0,\"op\":\"recv_gradient\",\"peer\":1,\"stage\":1},\n"
-      "   {\"mb\":0,\"op\":\"backward\",\"stage\":0},\n"
-      "   {\"op\":\"all_reduce_gradients\"},\n"
-      "   {\"op\":\"optimizer\"}],\n"
-      "  [\n   {\"mb\":0,\"op\":\"recv_activation\",\"peer\":0,\"stage\":0},\n"
-      "   {\"mb\":0,\"op\":\"forward\",\"stage\":1},\n"
-      "   {\"mb\":0,\"op\":\"backward\",\"stage\":1},\n"
-      "   {\"mb\":0,\"op\":\"send_gradient\",\"peer\":0,\"stage\":1},\n"
-      "   {\"op\":\"all_reduce_gradients\"},\n"
-      "   {\"op\":\"optimizer\"}]]}\n");
+  EXPECT_EQ(scheduleToJson(s),
+            R"({"format": "loom-schedule", "version": 1, "kind": "1f1b", )"
+            R"("ranks": 2, "micro_batches": 1, "virtual_stages": 1,
+ "streams": [
+  [
+   {"op": "forward", "stage": 0, "mb": 0},
+   {"op": "send_activation", "stage": 0, "mb": 0, "peer": 1},
+   {"op": "recv_gradient", "stage": 1, "mb": 0, "peer": 1},
+   {"op": "backward", "stage": 0, "mb": 0},
+   {"op": "all_reduce_gradients"},
+   {"op": "optimizer"}],
+  [
+   {"op": "recv_activation", "stage": 0, "mb": 0, "peer": 0},
+   {"op": "forward", "stage": 1, "mb": 0},
+   {"op": "backward", "stage": 1, "mb": 0},
+   {"op": "send_gradient", "stage": 1, "mb": 0, "peer": 0},
+   {"op": "all_reduce_gradients"},
+   {"op": "optimizer"}]]}
+)");
 }
 
 TEST(ScheduleTest, JsonErrorsNameThePath) {
