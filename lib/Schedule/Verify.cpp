@@ -85,6 +85,17 @@ Error checkShape(const Schedule &schedule) {
 /// then optimizer close each rank's work.
 Error checkCoverage(const Schedule &schedule) {
   int M = schedule.numMicroBatches, S = schedule.numStages();
+  // Before sizing the tables by S x M (from the file, maybe absurd): a
+  // complete schedule has more than S M compute instructions.
+  size_t numCompute = 0;
+  for (const std::vector<Instr> &stream : schedule.streams)
+    numCompute += count_if(
+        stream, [](const Instr &instr) { return isCompute(instr.kind); });
+  if (numCompute < size_t(S) * size_t(M))
+    return createStringError(
+        formatv("{0} forward/backward instructions cannot cover {1} stages "
+                "x {2} micro-batches",
+                numCompute, S, M));
   // counts[kind][stage * M + mb]
   std::map<InstrKind, std::vector<int>> counts;
   for (InstrKind kind : {InstrKind::Forward, InstrKind::Backward,

@@ -215,6 +215,12 @@ TEST(ScheduleTest, VerifierReportsMissingAndMisplacedWork) {
   dropped.streams[1].erase(dropped.streams[1].begin() + 1); // F1.0
   EXPECT_EQ(errorOf(verifySchedule(dropped)), "stage 1 mb 0: no forward");
 
+  Schedule huge = s; // a file claiming 2^30 micro-batches
+  huge.numMicroBatches = 1 << 30;
+  EXPECT_EQ(errorOf(verifySchedule(huge)),
+            "8 forward/backward instructions cannot cover 2 stages x "
+            "1073741824 micro-batches");
+
   Schedule wrongRank = s;
   wrongRank.streams[0][0].stage = 1;
   EXPECT_EQ(errorOf(verifySchedule(wrongRank)),
