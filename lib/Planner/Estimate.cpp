@@ -14,7 +14,8 @@
 //  [N21] D. Narayanan et al., "Efficient Large-Scale Language Model Training
 //        on GPU Clusters Using Megatron-LM", SC'21: pipeline time (m + p - 1)
 //        stage times, the 1F1B schedule keeping at most p micro-batches in
-//        flight on the first stage, and MFU from model FLOPs.
+//        flight on the first stage, and MFU from model FLOPs. The pipelined
+//        time of every schedule is simulated (loom/Schedule/Simulator.h).
 //  [K23] V. Korthikanti et al., "Reducing Activation Recomputation in Large
 //        Transformer Models", MLSys'23, §4.2.2: sequence parallelism turns
 //        each all-reduce into an all-gather plus a reduce-scatter.
@@ -47,10 +48,25 @@ using namespace loom::cost;
 namespace loom::plan {
 
 llvm::StringRef stringifySchedule(Schedule schedule) {
-  return schedule == Schedule::GPipe ? "gpipe" : "1f1b";
+  return sched::stringifyScheduleKind(schedule);
+}
+
+llvm::StringRef stringifyRankOrder(RankOrder order) {
+  return order == RankOrder::TensorDataPipeline ? "tp-dp-pp" : "tp-pp-dp";
 }
 
 namespace {
+
+/// Distance between consecutive members of a data-parallel group and
+/// between neighbouring pipeline stages, in ranks.
+int64_t dataStride(const ParallelPlan &plan) {
+  return plan.rankOrder == RankOrder::TensorDataPipeline ? plan.tp
+                                                         : plan.tp * plan.pp;
+}
+int64_t pipelineStride(const ParallelPlan &plan) {
+  return plan.rankOrder == RankOrder::TensorDataPipeline ? plan.tp * plan.dp
+                                                         : plan.tp;
+}
 
 /// Per micro-batch costs of a part of @forward_backward on one device.
 struct PartCost {
@@ -238,9 +254,16 @@ ParamCounts countParams(const ModelConfig &config, bool tiedCopy) {
   return counts;
 }
 
-/// What the model costs one device per micro-batch, by part.
-struct ModelCosts {
+} // namespace
+
+/// What the model costs one device per micro-batch, by part, for one
+/// tensor-parallel degree and micro-batch.
+struct detail::ModelCosts {
   PartCost embedding, head, layer;
+  /// Parameters on one tensor-parallel rank: without and with the tied
+  /// copy of the token table on the last stage (P > 1).
+  ParamCounts params, paramsTiedCopy;
+  double totalParams = 0; ///< of the whole model
   /// Saved values of the one-layer program (embedding, one layer, head).
   llvm::SmallVector<std::pair<SavedValue, bool>> oneLayerSaved;
   double temporaries = 0;
@@ -256,33 +279,35 @@ struct ModelCosts {
   }
 };
 
+namespace {
+using detail::ModelCosts;
+
 /// Costs the per-device programs without layers and with one, and their
 /// full-width twins (for the replicated ops and the model FLOPs).
-llvm::Expected<ModelCosts> costModel(MLIRContext &context,
-                                     const ModelConfig &config,
-                                     const DeviceSpec &device,
-                                     const ParallelPlan &plan,
-                                     const TrainingSetup &setup) {
-  ModelConfig local = tensorParallelShard(config, plan.tp);
+llvm::Expected<std::unique_ptr<ModelCosts>>
+costModel(MLIRContext &context, const ModelConfig &config,
+          const DeviceSpec &device, int64_t tp, int64_t microBatch,
+          const TrainingSetup &setup) {
+  ModelConfig local = tensorParallelShard(config, tp);
   ProgramCost costs[2];
   double fullFlops[2];
   for (int64_t layers : {0, 1}) {
-    auto localProgram =
-        buildProgram(context, local, layers, setup, plan.microBatch);
+    auto localProgram = buildProgram(context, local, layers, setup, microBatch);
     if (!localProgram)
       return localProgram.takeError();
     auto globalProgram =
-        buildProgram(context, config, layers, setup, plan.microBatch);
+        buildProgram(context, config, layers, setup, microBatch);
     if (!globalProgram)
       return globalProgram.takeError();
     costs[layers] = costProgram(localProgram->forwardBackward,
                                 globalProgram->forwardBackward, device,
-                                setup.activations, plan.tp > 1);
+                                setup.activations, tp > 1);
     fullFlops[layers] = 0;
     for (Operation &op : globalProgram->forwardBackward.getBody().front())
       fullFlops[layers] += getOpWork(&op).modelFlops;
   }
-  ModelCosts model;
+  auto result = std::make_unique<ModelCosts>();
+  ModelCosts &model = *result;
   model.embedding = costs[0].embedding;
   model.head = costs[0].rest;
   model.layer = costs[1].embedding;
@@ -294,7 +319,10 @@ llvm::Expected<ModelCosts> costModel(MLIRContext &context,
   model.temporaries = costs[1].temporaries;
   model.modelFlops =
       fullFlops[0] + double(config.numLayers) * (fullFlops[1] - fullFlops[0]);
-  return model;
+  model.params = countParams(local, /*tiedCopy=*/false);
+  model.paramsTiedCopy = countParams(local, config.tieEmbeddings);
+  model.totalParams = countParams(config, false).total;
+  return std::move(result);
 }
 
 /// Seconds of communication one micro-batch costs a stage.
@@ -308,7 +336,7 @@ MicroBatchComm microBatchComm(const ClusterSpec &cluster,
   const int64_t t = plan.tp;
   auto tpGroup = GroupPlacement::strided(t, 1, cluster.devicesPerNode);
   auto ppGroup =
-      GroupPlacement::strided(2, t * plan.dp, cluster.devicesPerNode);
+      GroupPlacement::strided(2, pipelineStride(plan), cluster.devicesPerNode);
   auto coll = [&](Collective kind, double bytes, const GroupPlacement &g) {
     return collectiveCost(kind, bytes, g, cluster).seconds;
   };
@@ -336,6 +364,85 @@ MicroBatchComm microBatchComm(const ClusterSpec &cluster,
   return comm;
 }
 
+/// One link of the chain (the embedding, a layer, the head) on one device of
+/// its stage, per micro-batch under a plan.
+struct ItemCost {
+  double forward = 0, backward = 0, comm = 0, perStep = 0;
+  double params = 0, kept = 0;
+  double seconds() const { return forward + backward + comm; }
+};
+
+/// What a plan makes of the model's costs: every item, the communication
+/// and the memory every stage holds whatever its layers.
+struct PlanCosts {
+  ItemCost embedding, layer, head;
+  MicroBatchComm comm;
+  StateBytesPerParam perParam;
+  /// Bytes on every stage: temporaries, the layer rebuilt by full
+  /// recomputation.
+  double temporaries = 0, rebuiltLayer = 0;
+  double layerKept = 0;
+};
+
+ItemCost itemCost(const PartCost &part, const ParallelPlan &plan, double comm,
+                  double params, double kept) {
+  ItemCost item;
+  double spShare = plan.sequenceParallel ? 1.0 - 1.0 / double(plan.tp) : 0;
+  item.forward = part.forward - spShare * part.forwardReplicated;
+  double recompute = plan.recompute == Recompute::Full        ? item.forward
+                     : plan.recompute == Recompute::Selective ? part.coreForward
+                                                              : 0;
+  item.backward = part.backward - spShare * part.backwardReplicated + recompute;
+  item.comm = comm;
+  item.perStep = part.perStep;
+  item.params = params;
+  item.kept = kept;
+  return item;
+}
+
+PlanCosts planCosts(const ModelConfig &config, const ClusterSpec &cluster,
+                    const ParallelPlan &plan, const TrainingSetup &setup,
+                    const ModelCosts &model) {
+  const int64_t t = plan.tp,
+                seq = setup.seqLen ? setup.seqLen : config.maxPositions;
+  PlanCosts costs;
+  double hiddenBytes = double(plan.microBatch * seq * config.hidden) *
+                       (setup.mixedPrecision ? 2 : 4);
+  costs.layerKept =
+      plan.recompute == Recompute::Full
+          ? hiddenBytes / (plan.sequenceParallel ? double(t) : 1)
+          : model.layerKept(plan.recompute, plan.sequenceParallel, t);
+  costs.comm =
+      microBatchComm(cluster, plan, hiddenBytes, double(plan.microBatch * seq));
+  costs.perParam = stateBytesPerParam(setup.mixedPrecision, setup.optimizer);
+  const ParamCounts &params =
+      plan.pp > 1 && config.tieEmbeddings ? model.paramsTiedCopy : model.params;
+  auto kept = [&](const PartCost &part) {
+    return savedBytes(part.saved, plan.recompute, plan.sequenceParallel, t);
+  };
+  costs.embedding = itemCost(model.embedding, plan, costs.comm.embedding,
+                             params.embedding, kept(model.embedding));
+  costs.layer = itemCost(model.layer, plan, costs.comm.perLayer, params.layer,
+                         costs.layerKept);
+  costs.head = itemCost(model.head, plan, costs.comm.head, params.head,
+                        kept(model.head));
+  costs.temporaries = model.temporaries;
+  if (plan.recompute == Recompute::Full) // one layer rebuilt at a time
+    costs.rebuiltLayer =
+        model.layerKept(Recompute::None, plan.sequenceParallel, t);
+  return costs;
+}
+
+/// Micro-batches stage i keeps in flight: all of them under GPipe; under
+/// 1F1B stage i holds p - i [N21 §2.2]; a virtual stage holds 1/V of the
+/// rank's layers.
+double inFlight(const ParallelPlan &plan, int64_t i, int64_t m) {
+  int64_t v = plan.virtualStages;
+  return double(sched::peakInFlight(plan.schedule, int(plan.pp), int(m), int(v),
+                                    int(i))) /
+         double(v);
+}
+
 /// One pipeline stage's share: seconds per micro-batch, parameters and
 /// activations on one of its devices.
 struct Stage {
@@ -344,66 +451,56 @@ struct Stage {
   double params = 0, activations = 0;
 };
 
-Stage buildStage(int64_t i, const ModelConfig &config,
-                 const ClusterSpec &cluster, const ParallelPlan &plan,
-                 int64_t numMicroBatches, const ModelCosts &model,
-                 const MicroBatchComm &comm, const ParamCounts &params,
-                 const StateBytesPerParam &perParam, double layerKept) {
-  const int64_t p = plan.pp, t = plan.tp, m = numMicroBatches;
-  const bool first = i == 0, last = i == p - 1;
-  int64_t layers = config.numLayers / p + (i < config.numLayers % p ? 1 : 0);
-  PartCost work;
-  for (int64_t l = 0; l < layers; ++l)
-    work.add(model.layer);
-  if (first)
-    work.add(model.embedding);
-  if (last)
-    work.add(model.head);
-
+Stage buildStage(int64_t i, int64_t layers, const ClusterSpec &cluster,
+                 const ParallelPlan &plan, int64_t numMicroBatches,
+                 const PlanCosts &costs) {
+  const bool first = i == 0, last = i == plan.pp - 1;
   Stage stage;
-  double spShare = plan.sequenceParallel ? 1.0 - 1.0 / double(t) : 0;
-  stage.forward = work.forward - spShare * work.forwardReplicated;
-  double backward = work.backward - spShare * work.backwardReplicated;
-  double recompute = plan.recompute == Recompute::Full        ? stage.forward
-                     : plan.recompute == Recompute::Selective ? work.coreForward
-                                                              : 0;
-  stage.backward = backward + recompute;
-  stage.perStep = work.perStep;
+  double kept = 0;
+  auto add = [&](const ItemCost &item, double count) {
+    stage.forward += count * item.forward;
+    stage.backward += count * item.backward;
+    stage.comm += count * item.comm;
+    stage.perStep += count * item.perStep;
+    stage.params += count * item.params;
+    kept += count * item.kept;
+  };
+  add(costs.layer, double(layers));
+  if (first)
+    add(costs.embedding, 1);
+  if (last)
+    add(costs.head, 1);
   stage.compute = stage.forward + stage.backward;
-  stage.comm = double(layers) * comm.perLayer + (first ? comm.embedding : 0) +
-               (last ? comm.head : 0) + (last ? 0 : comm.sendRecv) +
-               (first ? 0 : comm.sendRecv);
-  stage.params = double(layers) * params.layer +
-                 (first ? params.embedding : 0) + (last ? params.head : 0);
+  stage.comm +=
+      (last ? 0 : costs.comm.sendRecv) + (first ? 0 : costs.comm.sendRecv);
   if (plan.zero == ZeroStage::Parameters && plan.dp > 1) {
     // [Z20 §7]: every micro-batch gathers the parameters for its forward
     // and again for its backward, prefetched behind the compute.
-    auto dpGroup = GroupPlacement::strided(plan.dp, t, cluster.devicesPerNode);
+    auto dpGroup = GroupPlacement::strided(plan.dp, dataStride(plan),
+                                           cluster.devicesPerNode);
     double gather =
-        collectiveCost(Collective::AllGather, stage.params * perParam.params,
-                       dpGroup, cluster)
+        collectiveCost(Collective::AllGather,
+                       stage.params * costs.perParam.params, dpGroup, cluster)
             .seconds;
     stage.comm += exposedTime(gather, stage.forward) +
                   exposedTime(gather, stage.backward);
   }
   stage.seconds = stage.compute + stage.comm;
-
-  double kept = double(layers) * layerKept +
-                (first ? savedBytes(model.embedding.saved, plan.recompute,
-                                    plan.sequenceParallel, t)
-                       : 0) +
-                (last ? savedBytes(model.head.saved, plan.recompute,
-                                   plan.sequenceParallel, t)
-                      : 0);
-  // Micro-batches in flight: all of them under GPipe; under 1F1B stage i
-  // holds p - i [N21 §2.2].
-  int64_t inFlight =
-      plan.schedule == Schedule::GPipe ? m : std::min<int64_t>(p - i, m);
-  stage.activations = double(inFlight) * kept;
-  if (plan.recompute == Recompute::Full) // one layer rebuilt at a time
-    stage.activations +=
-        model.layerKept(Recompute::None, plan.sequenceParallel, t);
+  stage.activations =
+      inFlight(plan, i, numMicroBatches) * kept + costs.rebuiltLayer;
   return stage;
+}
+
+/// Transformer layers per stage: the plan's, or the even split.
+std::vector<int64_t> stageLayers(const ModelConfig &config,
+                                 const ParallelPlan &plan) {
+  if (!plan.stageLayers.empty())
+    return plan.stageLayers;
+  std::vector<int64_t> layers;
+  for (int64_t i = 0; i < plan.pp; ++i)
+    layers.push_back(config.numLayers / plan.pp +
+                     (i < config.numLayers % plan.pp ? 1 : 0));
+  return layers;
 }
 
 } // namespace
@@ -430,6 +527,10 @@ std::string checkPlan(const ModelConfig &config, const ClusterSpec &cluster,
   if (plan.pp > config.numLayers)
     return llvm::formatv("P = {0} stages but the model has {1} layers", plan.pp,
                          config.numLayers);
+  if (plan.virtualStages < 1 || plan.pp * plan.virtualStages > config.numLayers)
+    return llvm::formatv("P x V = {0} x {1} stages but the model has {2} "
+                         "layers",
+                         plan.pp, plan.virtualStages, config.numLayers);
   if (setup.globalBatch % (plan.dp * plan.microBatch) != 0)
     return llvm::formatv("the global batch {0} is not a multiple of D x "
                          "micro-batch = {1} x {2}",
@@ -439,20 +540,143 @@ std::string checkPlan(const ModelConfig &config, const ClusterSpec &cluster,
     return llvm::formatv("sequence parallelism: T = {0} does not divide the "
                          "sequence length {1}",
                          plan.tp, seq);
+  if (!plan.stageLayers.empty()) {
+    int64_t sum = 0;
+    for (int64_t layers : plan.stageLayers)
+      sum += layers < 0 ? config.numLayers + 1 : layers;
+    if (int64_t(plan.stageLayers.size()) != plan.pp || sum != config.numLayers)
+      return llvm::formatv("the stage layout gives {0} stages {1} layers; "
+                           "the plan has {2} stages of {3} layers",
+                           plan.stageLayers.size(), sum, plan.pp,
+                           config.numLayers);
+    for (int64_t i = 1; i + 1 < plan.pp; ++i)
+      if (plan.stageLayers[i] == 0)
+        return llvm::formatv("pipeline stage {0} has no layers", i);
+  }
+  int64_t m = setup.globalBatch / (plan.dp * plan.microBatch);
+  if (llvm::Error error = sched::checkScheduleShape(
+          plan.schedule, int(plan.pp), int(m), int(plan.virtualStages)))
+    return toString(std::move(error));
   return "";
 }
 
-llvm::Expected<Estimate> estimatePlan(MLIRContext &context,
-                                      const ModelConfig &config,
-                                      const ClusterSpec &cluster,
-                                      const ParallelPlan &plan,
-                                      const TrainingSetup &setup) {
+namespace {
+/// The pipelined step under plan.schedule, simulated; `chunks` are the
+/// P x V stages of the schedule (the P stages unless interleaved). A
+/// stage's communication (its tensor-parallel collectives, and the
+/// transfers to its neighbours, which Megatron-LM waits for between
+/// kernels) is split between its forward and backward as its compute is, so
+/// the simulated transfers are free; the data-parallel reduction and the
+/// optimizer close every rank's step.
+llvm::Expected<sched::Simulation> simulatePipeline(llvm::ArrayRef<Stage> chunks,
+                                                   const ParallelPlan &plan,
+                                                   int64_t m, double dpComm,
+                                                   double optimizer) {
+  int P = int(plan.pp), V = int(plan.virtualStages);
+  llvm::Expected<sched::Schedule> schedule =
+      sched::buildSchedule(plan.schedule, P, int(m), V);
+  if (!schedule)
+    return schedule.takeError();
+  sched::ScheduleCosts costs;
+  for (const Stage &chunk : chunks) {
+    double forwardShare =
+        chunk.compute > 0 ? chunk.forward / chunk.compute : 0.5;
+    double forward = chunk.forward + forwardShare * chunk.comm;
+    costs.forward.push_back(forward);
+    costs.backward.push_back(chunk.seconds - forward);
+  }
+  costs.allReduce.assign(P, dpComm);
+  costs.optimizer.assign(P, optimizer);
+  return sched::simulate(*schedule, costs);
+}
+
+/// The pipelined time in closed form: the slowest stage paces the M
+/// micro-batches and the others add the fill and drain, Σ t_s + (M − 1) ·
+/// max t_s under GPipe and 1F1B [N21 §2.2]; interleaving divides the fill
+/// and drain by V [N21 §2.2.2]; ZB-H1 leaves (F + B − W)/(F + B + W) of it
+/// (Qi et al. 2023 §3), F/(F + b) with B and W each half of the backward b.
+double closedFormPipeline(llvm::ArrayRef<Stage> stages,
+                          const ParallelPlan &plan, int64_t m,
+                          const Stage &bottleneck) {
+  double sum = 0;
+  for (const Stage &stage : stages)
+    sum += stage.seconds;
+  double fill = sum - bottleneck.seconds;
+  if (plan.schedule == Schedule::Interleaved1F1B)
+    fill /= double(plan.virtualStages);
+  else if (plan.schedule == Schedule::ZeroBubbleH1 && bottleneck.compute > 0)
+    fill *= bottleneck.forward / bottleneck.compute;
+  return double(m) * bottleneck.seconds + fill;
+}
+
+} // namespace
+
+PlanEvaluator::PlanEvaluator(MLIRContext &context, const ModelConfig &config,
+                             const ClusterSpec &cluster,
+                             const TrainingSetup &setup)
+    : context(context), config(config), cluster(cluster), setup(setup) {}
+
+PlanEvaluator::~PlanEvaluator() = default;
+
+llvm::Expected<const ModelCosts *>
+PlanEvaluator::modelCosts(int64_t tp, int64_t microBatch) {
+  auto &slot = cache[{tp, microBatch}];
+  if (!slot) {
+    auto costs =
+        costModel(context, config, cluster.device, tp, microBatch, setup);
+    if (!costs) {
+      cache.erase({tp, microBatch});
+      return costs.takeError();
+    }
+    slot = std::move(*costs);
+  }
+  return slot.get();
+}
+
+llvm::Expected<StageProblem>
+PlanEvaluator::stageProblem(const ParallelPlan &plan) {
+  ParallelPlan even = plan;
+  even.stageLayers.clear();
+  if (std::string reason = checkPlan(config, cluster, even, setup);
+      !reason.empty())
+    return llvm::createStringError(reason);
+  auto model = modelCosts(plan.tp, plan.microBatch);
+  if (!model)
+    return model.takeError();
+  PlanCosts costs = planCosts(config, cluster, plan, setup, **model);
+  const int64_t m = setup.globalBatch / (plan.dp * plan.microBatch);
+  auto item = [&](const ItemCost &cost) {
+    return StageItem{
+        cost.seconds(),
+        modelStateMemory(cost.params, costs.perParam, plan.zero, plan.dp)
+            .total(),
+        cost.kept};
+  };
+  StageProblem problem;
+  problem.items.push_back(item(costs.embedding));
+  problem.items.insert(problem.items.end(), config.numLayers,
+                       item(costs.layer));
+  problem.items.push_back(item(costs.head));
+  problem.numStages = plan.pp;
+  problem.numMicroBatches = m;
+  for (int64_t i = 0; i < plan.pp; ++i) {
+    problem.inFlight.push_back(inFlight(plan, i, m));
+    problem.stageSeconds.push_back(costs.comm.sendRecv *
+                                   double((i > 0) + (i + 1 < plan.pp)));
+  }
+  problem.stageBytes = costs.temporaries + costs.rebuiltLayer;
+  problem.capacity = cluster.device.memoryBytes;
+  return problem;
+}
+
+llvm::Expected<Estimate> PlanEvaluator::estimate(const ParallelPlan &plan,
+                                                 bool simulate) {
   if (std::string reason = checkPlan(config, cluster, plan, setup);
       !reason.empty())
     return llvm::createStringError(reason);
-  const int64_t d = plan.dp, t = plan.tp, p = plan.pp, b = plan.microBatch;
+  const int64_t d = plan.dp, t = plan.tp, p = plan.pp;
   const int64_t seq = setup.seqLen ? setup.seqLen : config.maxPositions;
-  const int64_t m = setup.globalBatch / (d * b);
+  const int64_t m = setup.globalBatch / (d * plan.microBatch);
   const DeviceSpec &device = cluster.device;
   Estimate estimate;
   estimate.numMicroBatches = m;
@@ -462,46 +686,32 @@ llvm::Expected<Estimate> estimatePlan(MLIRContext &context,
                       "split it over T = {2}",
                       config.vocab, (config.vocab + t - 1) / t * t, t);
 
-  auto model = costModel(context, config, device, plan, setup);
+  auto model = modelCosts(t, plan.microBatch);
   if (!model)
     return model.takeError();
-  estimate.modelFlopsPerStep = model->modelFlops * double(d * m);
-  double hiddenBytes =
-      double(b * seq * config.hidden) * (setup.mixedPrecision ? 2 : 4);
-  estimate.activationsPerLayer =
-      plan.recompute == Recompute::Full
-          ? hiddenBytes / (plan.sequenceParallel ? double(t) : 1)
-          : model->layerKept(plan.recompute, plan.sequenceParallel, t);
-  MicroBatchComm comm =
-      microBatchComm(cluster, plan, hiddenBytes, double(b * seq));
-  StateBytesPerParam perParam =
-      stateBytesPerParam(setup.mixedPrecision, setup.optimizer);
-  ParamCounts params = countParams(tensorParallelShard(config, t),
-                                   /*tiedCopy=*/p > 1 && config.tieEmbeddings);
-  estimate.numParams = countParams(config, false).total;
+  estimate.modelFlopsPerStep = (*model)->modelFlops * double(d * m);
+  PlanCosts costs = planCosts(config, cluster, plan, setup, **model);
+  const StateBytesPerParam &perParam = costs.perParam;
+  estimate.activationsPerLayer = costs.layerKept;
+  estimate.numParams = (*model)->totalParams;
+  estimate.stageLayers = stageLayers(config, plan);
   llvm::SmallVector<Stage> stages;
   for (int64_t i = 0; i < p; ++i)
-    stages.push_back(buildStage(i, config, cluster, plan, m, *model, comm,
-                                params, perParam,
-                                estimate.activationsPerLayer));
+    stages.push_back(
+        buildStage(i, estimate.stageLayers[i], cluster, plan, m, costs));
 
-  // Pipeline [N21 §2.2]: the first micro-batch crosses every stage, the
-  // others follow at the pace of the slowest: sum + (m - 1) * max.
+  // The slowest stage sets the pace of the pipeline [N21 §2.2].
   const Stage *bottleneck = &stages.front();
-  double sum = 0;
-  for (const Stage &stage : stages) {
-    sum += stage.seconds;
+  for (const Stage &stage : stages)
     if (stage.seconds > bottleneck->seconds)
       bottleneck = &stage;
-  }
-  double pipeline = sum + double(m - 1) * bottleneck->seconds;
-  estimate.bubble = pipeline - double(m) * bottleneck->seconds;
 
   // Data parallelism: gradients reduced behind the last backward, updated
   // parameters gathered after the optimizer (ZeRO-1/2) [Z20 §7].
   double dpComm = 0;
   if (d > 1) {
-    auto dpGroup = GroupPlacement::strided(d, t, cluster.devicesPerNode);
+    auto dpGroup =
+        GroupPlacement::strided(d, dataStride(plan), cluster.devicesPerNode);
     auto coll = [&](Collective kind, double bytes) {
       return collectiveCost(kind, bytes, dpGroup, cluster).seconds;
     };
@@ -528,8 +738,41 @@ llvm::Expected<Estimate> estimatePlan(MLIRContext &context,
   estimate.optimizer = opTime(update, device) + bottleneck->perStep;
 
   estimate.compute = double(m) * bottleneck->compute + estimate.optimizer;
-  estimate.exposedComm = double(m) * bottleneck->comm + dpComm;
-  estimate.stepTime = pipeline + dpComm + estimate.optimizer;
+  if (simulate) {
+    // Interleaved: the schedule's P x V stages, costed like P x V pipeline
+    // stages (a rank's layers shared among its V stages, the embedding on
+    // the first, the head on the last, each with its own transfers).
+    llvm::SmallVector<Stage> chunks(stages);
+    const int64_t v = plan.virtualStages;
+    if (v > 1) {
+      ParallelPlan chunked = plan;
+      chunked.pp = p * v;
+      chunked.virtualStages = 1;
+      chunked.schedule = Schedule::OneFOneB;
+      chunks.clear();
+      for (int64_t s = 0; s < p * v; ++s) {
+        int64_t rankLayers = estimate.stageLayers[s % p], chunk = s / p;
+        int64_t layers = rankLayers / v + (chunk < rankLayers % v ? 1 : 0);
+        chunks.push_back(buildStage(s, layers, cluster, chunked, m, costs));
+      }
+    }
+    auto pipeline =
+        simulatePipeline(chunks, plan, m, dpComm, estimate.optimizer);
+    if (!pipeline)
+      return pipeline.takeError();
+    estimate.pipeline = std::move(*pipeline);
+    // The slowest stage's devices: their busy time less compute is exposed
+    // communication, the rest of the pipelined time is bubble.
+    double busy = estimate.pipeline.rankCompute[bottleneck - stages.begin()];
+    estimate.exposedComm = busy - double(m) * bottleneck->compute + dpComm;
+    estimate.bubble = estimate.pipeline.pipelineTime - busy;
+    estimate.stepTime = estimate.pipeline.stepTime;
+  } else {
+    estimate.exposedComm = double(m) * bottleneck->comm + dpComm;
+    double pipeline = closedFormPipeline(stages, plan, m, *bottleneck);
+    estimate.bubble = pipeline - double(m) * bottleneck->seconds;
+    estimate.stepTime = pipeline + dpComm + estimate.optimizer;
+  }
   estimate.tokensPerSecond =
       double(setup.globalBatch * seq) / estimate.stepTime;
   MathMode mode = setup.mixedPrecision ? MathMode::BF16 : MathMode::FP32;
@@ -542,7 +785,7 @@ llvm::Expected<Estimate> estimatePlan(MLIRContext &context,
     ModelStateMemory states =
         modelStateMemory(stages[i].params, perParam, plan.zero, d);
     MemoryBreakdown memory{states.params, states.grads, states.optimizerStates,
-                           stages[i].activations, model->temporaries};
+                           stages[i].activations, costs.temporaries};
     if (i == 0 || memory.peak() > estimate.memory.peak()) {
       estimate.memory = memory;
       estimate.peakStage = i;
@@ -552,6 +795,14 @@ llvm::Expected<Estimate> estimatePlan(MLIRContext &context,
   estimate.deviceMemory = device.memoryBytes;
   estimate.fits = estimate.memory.peak() <= device.memoryBytes;
   return estimate;
+}
+
+llvm::Expected<Estimate> estimatePlan(MLIRContext &context,
+                                      const ModelConfig &config,
+                                      const ClusterSpec &cluster,
+                                      const ParallelPlan &plan,
+                                      const TrainingSetup &setup) {
+  return PlanEvaluator(context, config, cluster, setup).estimate(plan);
 }
 
 } // namespace loom::plan

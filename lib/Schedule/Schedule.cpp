@@ -144,10 +144,14 @@ ComputeOrder oneFOneBOrder(int rank, int P, int M) {
 /// runs micro-batch (i / PV) * P + i % P on model chunk (i % PV) / P for
 /// forwards, chunk V-1 minus that for backwards; chunk c of rank r is stage
 /// c * P + r. Warm-up: (P-r-1)*2 + (V-1)*P units (all when M == P).
+int interleavedWarmup(int rank, int P, int M, int V) {
+  int total = M * V;
+  return M == P ? total : std::min((P - rank - 1) * 2 + (V - 1) * P, total);
+}
+
 ComputeOrder interleavedOrder(int rank, int P, int M, int V) {
   int total = M * V;
-  int warmup =
-      M == P ? total : std::min((P - rank - 1) * 2 + (V - 1) * P, total);
+  int warmup = interleavedWarmup(rank, P, M, V);
   auto unit = [&](int i, bool forward) {
     int chunk = (i % (P * V)) / P;
     if (!forward)
@@ -225,7 +229,9 @@ std::vector<Instr> expandTransfers(const Schedule &schedule, int rank,
   return stream;
 }
 
-Error checkShape(ScheduleKind kind, int P, int M, int V) {
+} // namespace
+
+Error checkScheduleShape(ScheduleKind kind, int P, int M, int V) {
   StringRef name = stringifyScheduleKind(kind);
   if (P < 1)
     return createStringError(
@@ -249,10 +255,23 @@ Error checkShape(ScheduleKind kind, int P, int M, int V) {
   return Error::success();
 }
 
-} // namespace
+int peakInFlight(ScheduleKind kind, int P, int M, int V, int rank) {
+  switch (kind) {
+  case ScheduleKind::GPipe:
+    return M;
+  case ScheduleKind::OneFOneB:
+    return std::min(P - rank, M);
+  case ScheduleKind::ZeroBubbleH1:
+    // Warm-up, the forward before the first B, and r deferred W's.
+    return std::min(P, M);
+  case ScheduleKind::Interleaved1F1B:
+    return std::min(interleavedWarmup(rank, P, M, V) + 1, M * V);
+  }
+  llvm_unreachable("unknown schedule kind");
+}
 
 Expected<Schedule> buildSchedule(ScheduleKind kind, int P, int M, int V) {
-  if (Error error = checkShape(kind, P, M, V))
+  if (Error error = checkScheduleShape(kind, P, M, V))
     return std::move(error);
   Schedule schedule{kind, P, M, V, {}};
   for (int rank = 0; rank < P; ++rank) {

@@ -22,15 +22,16 @@ std::string scheduleToJson(const Schedule &schedule) {
   for (auto [r, stream] : enumerate(schedule.streams)) {
     os << (r ? ",\n  [" : "\n  [");
     for (auto [i, instr] : enumerate(stream)) {
-      json::Object object{{"op", stringifyInstrKind(instr.kind)}};
+      // Keys in reading order: op, stage, mb, peer.
+      os << (i ? ",\n   " : "\n   ") << "{\"op\": \""
+         << stringifyInstrKind(instr.kind) << "\"";
       if (instr.kind != InstrKind::AllReduceGradients &&
-          instr.kind != InstrKind::Optimizer) {
-        object["stage"] = instr.stage;
-        object["mb"] = instr.microBatch;
-      }
+          instr.kind != InstrKind::Optimizer)
+        os << ", \"stage\": " << instr.stage
+           << ", \"mb\": " << instr.microBatch;
       if (isTransfer(instr.kind))
-        object["peer"] = instr.peer;
-      os << (i ? ",\n   " : "\n   ") << json::Value(std::move(object));
+        os << ", \"peer\": " << instr.peer;
+      os << "}";
     }
     os << "]";
   }

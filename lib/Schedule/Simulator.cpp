@@ -14,14 +14,29 @@
 
 #include <algorithm>
 #include <cassert>
-#include <map>
-#include <tuple>
 
 namespace loom::sched {
 namespace {
 
-using Message = std::tuple<int, int, bool, int, int>; // from, to,
-                                                      // activation, stage, mb
+/// When each transfer's data is ready, by direction, stage and micro-batch
+/// (a verified schedule sends each at most once); negative: not sent yet.
+class ReadyTimes {
+public:
+  explicit ReadyTimes(const Schedule &schedule)
+      : numMicroBatches(schedule.numMicroBatches),
+        times(2 * size_t(schedule.numStages()) * schedule.numMicroBatches,
+              -1.0) {}
+  double &operator[](const Instr &instr) {
+    bool activation = instr.kind == InstrKind::SendActivation ||
+                      instr.kind == InstrKind::RecvActivation;
+    return times[(size_t(instr.stage) * 2 + activation) * numMicroBatches +
+                 instr.microBatch];
+  }
+
+private:
+  int numMicroBatches;
+  std::vector<double> times;
+};
 
 double at(const std::vector<double> &costs, int i) {
   return i >= 0 && size_t(i) < costs.size() ? costs[i] : 0.0;
@@ -88,7 +103,7 @@ Simulation simulate(const Schedule &schedule, const ScheduleCosts &costs) {
   result.numRanks = P;
   std::vector<RankClock> clocks(P);
   std::vector<std::vector<Simulation::Event>> events(P);
-  std::map<Message, double> ready;
+  ReadyTimes ready(schedule);
   for (bool progress = true; progress;) {
     progress = false;
     for (int r = 0; r < P; ++r) {
@@ -102,19 +117,16 @@ Simulation simulate(const Schedule &schedule, const ScheduleCosts &costs) {
         };
         if (instr.kind == InstrKind::SendActivation ||
             instr.kind == InstrKind::SendGradient) {
-          ready[{r, instr.peer, instr.kind == InstrKind::SendActivation,
-                 instr.stage, instr.microBatch}] = clock.now;
+          ready[instr] = clock.now;
           continue;
         }
         if (instr.kind == InstrKind::RecvActivation ||
             instr.kind == InstrKind::RecvGradient) {
-          auto sent = ready.find({instr.peer, r,
-                                  instr.kind == InstrKind::RecvActivation,
-                                  instr.stage, instr.microBatch});
-          if (sent == ready.end())
+          double sent = ready[instr];
+          if (sent < 0)
             break;
-          double arrival = sent->second + costs.p2p;
-          double start = std::max(clock.now, sent->second);
+          double arrival = sent + costs.p2p;
+          double start = std::max(clock.now, sent);
           if (arrival > start)
             record(start, arrival);
           clock.now = std::max(clock.now, arrival);
@@ -143,6 +155,7 @@ Simulation simulate(const Schedule &schedule, const ScheduleCosts &costs) {
     result.stepTime = std::max(result.stepTime, clocks[r].now);
     result.pipelineTime = std::max(result.pipelineTime, clocks[r].pipelineEnd);
     result.computeTime += clocks[r].compute;
+    result.rankCompute.push_back(clocks[r].compute);
     llvm::append_range(result.events, events[r]);
   }
   result.idleTime = P * result.pipelineTime - result.computeTime;

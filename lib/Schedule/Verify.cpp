@@ -12,6 +12,7 @@
 
 #include "llvm/Support/FormatVariadic.h"
 
+#include <deque>
 #include <map>
 #include <set>
 #include <tuple>
@@ -84,6 +85,17 @@ Error checkShape(const Schedule &schedule) {
 /// then optimizer close each rank's work.
 Error checkCoverage(const Schedule &schedule) {
   int M = schedule.numMicroBatches, S = schedule.numStages();
+  // Before sizing the tables by S x M (from the file, maybe absurd): a
+  // complete schedule has more than S M compute instructions.
+  size_t numCompute = 0;
+  for (const std::vector<Instr> &stream : schedule.streams)
+    numCompute += count_if(
+        stream, [](const Instr &instr) { return isCompute(instr.kind); });
+  if (numCompute < size_t(S) * size_t(M))
+    return createStringError(
+        formatv("{0} forward/backward instructions cannot cover {1} stages "
+                "x {2} micro-batches",
+                numCompute, S, M));
   // counts[kind][stage * M + mb]
   std::map<InstrKind, std::vector<int>> counts;
   for (InstrKind kind : {InstrKind::Forward, InstrKind::Backward,
@@ -181,10 +193,14 @@ struct RankState {
   std::set<std::pair<int, int>> activations, gradients, forwards, inputGrads;
 };
 
+/// Messages sent and not yet received, per (from, to) pair in send order.
+using Channels =
+    std::map<std::pair<int, int>, std::deque<std::tuple<InstrKind, int, int>>>;
+
 /// Runs instruction `instr` of rank `r` if it can; returns false when it is
 /// a recv whose message has not been sent yet.
 Expected<bool> step(int r, size_t i, const Instr &instr, RankState &state,
-                    std::set<Message> &inFlight, int last) {
+                    Channels &inFlight, int last) {
   std::pair<int, int> key{instr.stage, instr.microBatch};
   std::pair<int, int> before{instr.stage - 1, instr.microBatch};
   std::pair<int, int> after{instr.stage + 1, instr.microBatch};
@@ -219,14 +235,24 @@ Expected<bool> step(int r, size_t i, const Instr &instr, RankState &state,
     bool activation = instr.kind == InstrKind::SendActivation;
     if (!(activation ? state.activations : state.gradients).count(key))
       return errorAt(r, i, instr, "sends a tensor not computed yet");
-    inFlight.insert({r, instr.peer, instr.kind, instr.stage, instr.microBatch});
+    inFlight[{r, instr.peer}].push_back(
+        {instr.kind, instr.stage, instr.microBatch});
     return true;
   }
   case InstrKind::RecvActivation:
   case InstrKind::RecvGradient: {
-    Message m{instr.peer, r, sendOf(instr.kind), instr.stage, instr.microBatch};
-    if (!inFlight.erase(m))
+    // MPI and NCCL match the messages between two ranks in order.
+    auto &channel = inFlight[{instr.peer, r}];
+    if (channel.empty())
       return false;
+    auto [kind, stage, mb] = channel.front();
+    if (kind != sendOf(instr.kind) || stage != instr.stage ||
+        mb != instr.microBatch)
+      return errorAt(r, i, instr,
+                     formatv("rank {0} sent {1} first: receives must take a "
+                             "peer's messages in the order it sends them",
+                             instr.peer, describeInstr({kind, stage, mb, r})));
+    channel.pop_front();
     (instr.kind == InstrKind::RecvActivation ? state.activations
                                              : state.gradients)
         .insert(key);
@@ -243,7 +269,7 @@ Expected<bool> step(int r, size_t i, const Instr &instr, RankState &state,
 Error checkProgress(const Schedule &schedule) {
   int P = schedule.numRanks, last = schedule.numStages() - 1;
   std::vector<RankState> states(P);
-  std::set<Message> inFlight;
+  Channels inFlight;
   for (bool progress = true; progress;) {
     progress = false;
     for (int r = 0; r < P; ++r) {

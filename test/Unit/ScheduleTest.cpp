@@ -195,11 +195,31 @@ TEST(ScheduleTest, VerifierReportsDeadlock) {
             "peer 0)");
 }
 
+TEST(ScheduleTest, VerifierWantsMessagesInSendOrder) {
+  // Rank 1 of GPipe P=2 M=2 receives mb 1's activation before mb 0's.
+  Schedule s = build(ScheduleKind::GPipe, 2, 2);
+  std::vector<Instr> &stream = s.streams[1];
+  ASSERT_EQ(stream[0].kind, InstrKind::RecvActivation);
+  ASSERT_EQ(stream[2].kind, InstrKind::RecvActivation);
+  std::swap(stream[0], stream[2]);
+  std::swap(stream[1], stream[3]);
+  EXPECT_EQ(errorOf(verifySchedule(s)),
+            "streams[1][0] (recv_activation stage 0 mb 1 peer 0): rank 0 "
+            "sent send_activation stage 0 mb 0 peer 1 first: receives must "
+            "take a peer's messages in the order it sends them");
+}
+
 TEST(ScheduleTest, VerifierReportsMissingAndMisplacedWork) {
   Schedule s = build(ScheduleKind::GPipe, 2, 2);
   Schedule dropped = s;
   dropped.streams[1].erase(dropped.streams[1].begin() + 1); // F1.0
   EXPECT_EQ(errorOf(verifySchedule(dropped)), "stage 1 mb 0: no forward");
+
+  Schedule huge = s; // a file claiming 2^30 micro-batches
+  huge.numMicroBatches = 1 << 30;
+  EXPECT_EQ(errorOf(verifySchedule(huge)),
+            "8 forward/backward instructions cannot cover 2 stages x "
+            "1073741824 micro-batches");
 
   Schedule wrongRank = s;
   wrongRank.streams[0][0].stage = 1;
@@ -240,23 +260,25 @@ TEST(ScheduleTest, JsonRoundTrip) {
     EXPECT_EQ(back->streams, s.streams);
   }
   Schedule s = build(ScheduleKind::OneFOneB, 2, 1);
-  EXPECT_EQ(
-      scheduleToJson(s),
-      "{\"format\": \"loom-schedule\", \"version\": 1, \"kind\": "
-      "\"1f1b\", \"ranks\": 2, \"micro_batches\": 1, "
-      "\"virtual_stages\": 1,\n \"streams\": [\n"
-      "  [\n   {\"mb\":0,\"op\":\"forward\",\"stage\":0},\n"
-      "   {\"mb\":0,\"op\":\"send_activation\",\"peer\":1,\"stage\":0},\n"
-      "   {\"mb\":0,\"op\":\"recv_gradient\",\"peer\":1,\"stage\":1},\n"
-      "   {\"mb\":0,\"op\":\"backward\",\"stage\":0},\n"
-      "   {\"op\":\"all_reduce_gradients\"},\n"
-      "   {\"op\":\"optimizer\"}],\n"
-      "  [\n   {\"mb\":0,\"op\":\"recv_activation\",\"peer\":0,\"stage\":0},\n"
-      "   {\"mb\":0,\"op\":\"forward\",\"stage\":1},\n"
-      "   {\"mb\":0,\"op\":\"backward\",\"stage\":1},\n"
-      "   {\"mb\":0,\"op\":\"send_gradient\",\"peer\":0,\"stage\":1},\n"
-      "   {\"op\":\"all_reduce_gradients\"},\n"
-      "   {\"op\":\"optimizer\"}]]}\n");
+  EXPECT_EQ(scheduleToJson(s),
+            R"({"format": "loom-schedule", "version": 1, "kind": "1f1b", )"
+            R"("ranks": 2, "micro_batches": 1, "virtual_stages": 1,
+ "streams": [
+  [
+   {"op": "forward", "stage": 0, "mb": 0},
+   {"op": "send_activation", "stage": 0, "mb": 0, "peer": 1},
+   {"op": "recv_gradient", "stage": 1, "mb": 0, "peer": 1},
+   {"op": "backward", "stage": 0, "mb": 0},
+   {"op": "all_reduce_gradients"},
+   {"op": "optimizer"}],
+  [
+   {"op": "recv_activation", "stage": 0, "mb": 0, "peer": 0},
+   {"op": "forward", "stage": 1, "mb": 0},
+   {"op": "backward", "stage": 1, "mb": 0},
+   {"op": "send_gradient", "stage": 1, "mb": 0, "peer": 0},
+   {"op": "all_reduce_gradients"},
+   {"op": "optimizer"}]]}
+)");
 }
 
 TEST(ScheduleTest, JsonErrorsNameThePath) {

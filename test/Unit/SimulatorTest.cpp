@@ -81,6 +81,28 @@ TEST(SimulatorTest, PeakInFlight) {
   EXPECT_EQ(sim.peakInFlight, (std::vector<int>{8, 8, 8, 8}));
 }
 
+TEST(SimulatorTest, ClosedFormPeakInFlightMatchesTheStreams) {
+  for (int P = 1; P <= 8; ++P) {
+    for (int M = 1; M <= 16; ++M) {
+      for (int V = 1; V <= 4; ++V) {
+        for (auto kind :
+             {ScheduleKind::GPipe, ScheduleKind::OneFOneB,
+              ScheduleKind::ZeroBubbleH1, ScheduleKind::Interleaved1F1B}) {
+          if ((kind == ScheduleKind::Interleaved1F1B) != (V > 1) ||
+              (V > 1 && M % P != 0))
+            continue;
+          Schedule s = build(kind, P, M, V);
+          Simulation sim = simulate(s, ScheduleCosts::uniform(s, 1, 1));
+          for (int r = 0; r < P; ++r)
+            EXPECT_EQ(peakInFlight(kind, P, M, V, r), sim.peakInFlight[r])
+                << stringifyScheduleKind(kind).str() << " P=" << P << " M=" << M
+                << " V=" << V << " rank " << r;
+        }
+      }
+    }
+  }
+}
+
 TEST(SimulatorTest, TransfersAndStepEnd) {
   // P=2, M=1: F0 [0,1], activation arrives at 1.5, F1 [1.5,2.5],
   // B1 [2.5,4.5], gradient arrives at 5, B0 [5,7]; then all-reduce and
@@ -117,6 +139,7 @@ TEST(SimulatorTest, TransfersAndStepEnd) {
   EXPECT_NEAR(sim.pipelineTime, 7, 1e-12);
   // Compute 6 of 14 device-seconds: idle 8.
   EXPECT_NEAR(sim.idleTime, 8, 1e-12);
+  EXPECT_EQ(sim.rankCompute, (std::vector<double>{3, 3}));
   EXPECT_NEAR(sim.bubbleFraction, 8.0 / 14.0, 1e-12);
 }
 

@@ -1,22 +1,33 @@
-//===- loom-plan.cpp - Estimating a parallel plan of a training step ------===//
+//===- loom-plan.cpp - Choosing and estimating parallel plans -------------===//
+//
+//   loom-plan CONFIG.json --cluster SPEC --global-batch B [--seq S]
+//             [--top K] [--json] [any of the plan flags below, pinning it]
+//
+// searches every plan (loom/Planner/Search.h) and prints the fastest that
+// fits with the next K - 1 and why each lost;
 //
 //   loom-plan CONFIG.json --cluster SPEC --global-batch B [--seq S]
 //             --dp D --tp T --pp P --micro-batch M [--zero 0|1|2|3]
-//             [--recompute none|selective|full] [--schedule gpipe|1f1b]
+//             [--recompute none|selective|full]
+//             [--schedule gpipe|1f1b|interleaved-1f1b|zb-h1]
+//             [--virtual-stages V] [--timeline FILE.json|FILE.svg]
 //             [--sequence-parallel] [--precision bf16|f32]
 //             [--optimizer adamw|sgd] [--unfused-attention]
 //             [--store-dropout-masks] --estimate [--json]
 //
-// Prints, for that manual plan, the predicted step time (compute, exposed
+// prints, for that manual plan, the predicted step time (compute, exposed
 // communication, pipeline bubble, optimizer), tokens/s, MFU and the memory
 // of the fullest device (see loom/Planner/Estimate.h for the model). A plan
 // that cannot run (degrees not matching the cluster or not dividing the
 // model) is an error with the reason; one that runs out of memory is an
-// estimate with `fits: false`.
+// estimate with `fits: false`. --timeline draws the estimated step's
+// pipeline schedule (loom/Schedule/Timeline.h).
 //
 //===----------------------------------------------------------------------===//
 
 #include "loom/Planner/Estimate.h"
+#include "loom/Planner/Search.h"
+#include "loom/Schedule/Timeline.h"
 
 #include "dialects/Loom/LoomDialect.h"
 
@@ -28,7 +39,11 @@
 #include "llvm/Support/InitLLVM.h"
 #include "llvm/Support/JSON.h"
 #include "llvm/Support/MemoryBuffer.h"
+#include "llvm/Support/Process.h"
 #include "llvm/Support/WithColor.h"
+
+#include <chrono>
+#include <memory>
 
 using namespace llvm;
 using namespace loom;
@@ -68,13 +83,33 @@ cl::opt<cost::Recompute> recompute(
                           "recompute the attention core"),
                clEnumValN(cost::Recompute::Full, "full",
                           "keep only each layer's input")));
-cl::opt<plan::Schedule>
-    schedule("schedule", cl::init(plan::Schedule::OneFOneB), cl::cat(category),
-             cl::desc("Pipeline schedule"),
-             cl::values(clEnumValN(plan::Schedule::GPipe, "gpipe",
-                                   "all forwards, then all backwards"),
-                        clEnumValN(plan::Schedule::OneFOneB, "1f1b",
-                                   "one forward, one backward (default)")));
+cl::opt<plan::Schedule> schedule(
+    "schedule", cl::init(plan::Schedule::OneFOneB), cl::cat(category),
+    cl::desc("Pipeline schedule"),
+    cl::values(clEnumValN(plan::Schedule::GPipe, "gpipe",
+                          "all forwards, then all backwards"),
+               clEnumValN(plan::Schedule::OneFOneB, "1f1b",
+                          "one forward, one backward (default)"),
+               clEnumValN(plan::Schedule::Interleaved1F1B, "interleaved-1f1b",
+                          "Megatron-LM's interleaved 1F1B over "
+                          "--virtual-stages"),
+               clEnumValN(plan::Schedule::ZeroBubbleH1, "zb-h1",
+                          "zero bubble H1 (Qi et al. 2023)")));
+cl::opt<int64_t> virtualStages(
+    "virtual-stages", cl::init(1), cl::cat(category),
+    cl::desc("Stages per pipeline rank for interleaved-1f1b (default 1)"));
+cl::opt<std::string> timelinePath(
+    "timeline", cl::cat(category), cl::value_desc("file"),
+    cl::desc("Write the estimated step's pipeline schedule: a Chrome "
+             "trace (.json, opens in Perfetto) or a picture (.svg)"));
+cl::opt<plan::RankOrder> rankOrder(
+    "rank-order", cl::init(plan::RankOrder::TensorDataPipeline),
+    cl::cat(category), cl::desc("How ranks map to nodes"),
+    cl::values(clEnumValN(plan::RankOrder::TensorDataPipeline, "tp-dp-pp",
+                          "tensor fastest, then data, then pipeline "
+                          "(Megatron-LM's, default)"),
+               clEnumValN(plan::RankOrder::TensorPipelineData, "tp-pp-dp",
+                          "tensor fastest, then pipeline, then data")));
 cl::opt<bool> sequenceParallel(
     "sequence-parallel", cl::cat(category),
     cl::desc("Split the ops tensor parallelism replicates along the "
@@ -103,6 +138,9 @@ cl::opt<bool> estimateFlag("estimate", cl::cat(category),
                                     "--pp and --micro-batch"));
 cl::opt<bool> jsonOutput("json", cl::cat(category),
                          cl::desc("Print the estimate as JSON"));
+cl::opt<int64_t> topK("top", cl::init(5), cl::cat(category),
+                      cl::desc("Search: print the best plan and the next "
+                               "K - 1 (default 5)"));
 
 int fail(const Twine &message) {
   WithColor::error(errs(), "loom-plan") << message << "\n";
@@ -120,14 +158,73 @@ std::string formatBytes(double bytes) {
   return formatv("{0:f2} {1}", bytes, units[unit]).str();
 }
 
+/// "D=24 T=8 P=8, micro-batch 1 x 96 micro-batches, 1f1b, ZeRO-0, ..."
+std::string describePlan(const plan::ParallelPlan &p, const plan::Estimate &e) {
+  return formatv("D={0} T={1} P={2}, micro-batch {3} x {4} micro-batches, "
+                 "{5}, ZeRO-{6}, recompute {7}{8}{9}",
+                 p.dp, p.tp, p.pp, p.microBatch, e.numMicroBatches,
+                 p.virtualStages > 1
+                     ? formatv("{0} (V={1})",
+                               plan::stringifySchedule(p.schedule),
+                               p.virtualStages)
+                           .str()
+                     : plan::stringifySchedule(p.schedule).str(),
+                 int(p.zero), cost::stringifyRecompute(p.recompute),
+                 p.sequenceParallel ? ", sequence parallel" : "",
+                 p.rankOrder == plan::RankOrder::TensorDataPipeline
+                     ? ""
+                     : ", ranks tp-pp-dp")
+      .str();
+}
+
+/// "0: embedding + layers 0-9 | 1: layers 10-19 | ... + head"; with V
+/// virtual stages each rank lists its V chunks ("0: embedding + layers 0-4,
+/// 40-44 | ...").
+std::string describeStages(const plan::Estimate &e,
+                           const plan::ParallelPlan &p) {
+  int64_t numRanks = int64_t(e.stageLayers.size()), v = p.virtualStages;
+  // Layer ranges of every stage (P · V of them, in pipeline order).
+  std::vector<std::pair<int64_t, int64_t>> chunks;
+  int64_t next = 0;
+  for (int64_t c = 0; c < numRanks * v; ++c) {
+    int64_t layers = e.stageLayers[c % numRanks] / v;
+    chunks.push_back({next, next + layers});
+    next += layers;
+  }
+  std::string text;
+  for (int64_t r = 0; r < numRanks; ++r) {
+    std::vector<std::string> ranges;
+    for (int64_t c = r; c < numRanks * v; c += numRanks) {
+      auto [begin, end] = chunks[c];
+      if (end - begin == 1)
+        ranges.push_back(formatv("{0}", begin).str());
+      else if (end > begin)
+        ranges.push_back(formatv("{0}-{1}", begin, end - 1).str());
+    }
+    std::vector<std::string> parts;
+    if (r == 0)
+      parts.push_back("embedding");
+    if (!ranges.empty())
+      parts.push_back(
+          (ranges.size() == 1 && ranges[0].find('-') == std::string::npos
+               ? "layer "
+               : "layers ") +
+          join(ranges.begin(), ranges.end(), ", "));
+    if (r == (v > 1 ? (numRanks * v - 1) % numRanks : numRanks - 1))
+      parts.push_back("head");
+    text += formatv("{0}{1}: {2}", r ? " | " : "", r,
+                    join(parts.begin(), parts.end(), " + "))
+                .str();
+  }
+  return text;
+}
+
 void printText(const plan::Estimate &e, const plan::ParallelPlan &p,
-               const cost::ClusterSpec &cluster, raw_ostream &os) {
-  os << formatv("plan:        D={0} T={1} P={2}, micro-batch {3} x {4} "
-                "micro-batches, {5}, ZeRO-{6}, recompute {7}{8}\n",
-                p.dp, p.tp, p.pp, p.microBatch, e.numMicroBatches,
-                plan::stringifySchedule(p.schedule), int(p.zero),
-                cost::stringifyRecompute(p.recompute),
-                p.sequenceParallel ? ", sequence parallel" : "");
+               const cost::ClusterSpec &cluster, raw_ostream &os,
+               bool withStages = false) {
+  os << "plan:        " << describePlan(p, e) << "\n";
+  if (withStages && p.pp > 1)
+    os << "stages:      " << describeStages(e, p) << "\n";
   os << formatv("cluster:     {0}: {1} nodes x {2} devices ({3})\n",
                 cluster.name, cluster.nodes, cluster.devicesPerNode,
                 cluster.device.name);
@@ -165,9 +262,12 @@ json::Value toJSON(const plan::Estimate &e, const plan::ParallelPlan &p) {
                     {"micro_batch", p.microBatch},
                     {"num_micro_batches", e.numMicroBatches},
                     {"schedule", plan::stringifySchedule(p.schedule)},
+                    {"virtual_stages", p.virtualStages},
+                    {"stage_layers", json::Array(e.stageLayers)},
                     {"zero", int(p.zero)},
                     {"sequence_parallel", p.sequenceParallel},
-                    {"recompute", cost::stringifyRecompute(p.recompute)}}},
+                    {"recompute", cost::stringifyRecompute(p.recompute)},
+                    {"rank_order", plan::stringifyRankOrder(p.rankOrder)}}},
       {"step_time_s", e.stepTime},
       {"compute_s", e.compute},
       {"exposed_comm_s", e.exposedComm},
@@ -190,6 +290,169 @@ json::Value toJSON(const plan::Estimate &e, const plan::ParallelPlan &p) {
       {"notes", e.notes},
   };
 }
+
+/// --timeline: the estimated step's pipeline schedule, as a Chrome trace
+/// (.json) or a picture (.svg).
+int writeTimeline(const plan::Estimate &estimate, const plan::ParallelPlan &p,
+                  StringRef path) {
+  std::string title =
+      formatv("{0}: D={1} T={2} P={3} V={4}, micro-batch {5} x {6}",
+              plan::stringifySchedule(p.schedule), p.dp, p.tp, p.pp,
+              p.virtualStages, p.microBatch, estimate.numMicroBatches);
+  Error error = path.ends_with(".svg")
+                    ? sched::writeSvg(estimate.pipeline, path, title)
+                    : sched::writeChromeTrace(estimate.pipeline, path);
+  if (error)
+    return fail(toString(std::move(error)));
+  return 0;
+}
+
+/// The dimensions the command line pins in search mode.
+plan::SearchSpace pinnedSpace() {
+  plan::SearchSpace space;
+  if (dp.getNumOccurrences())
+    space.dp = {dp};
+  if (tp.getNumOccurrences())
+    space.tp = {tp};
+  if (pp.getNumOccurrences())
+    space.pp = {pp};
+  if (microBatch.getNumOccurrences())
+    space.microBatch = {microBatch};
+  if (zero.getNumOccurrences())
+    space.zero = {static_cast<cost::ZeroStage>(zero.getValue())};
+  if (recompute.getNumOccurrences())
+    space.recompute = {recompute};
+  if (schedule.getNumOccurrences())
+    space.schedules = {schedule};
+  if (virtualStages.getNumOccurrences())
+    space.virtualStages = {virtualStages};
+  if (sequenceParallel.getNumOccurrences())
+    space.sequenceParallel = {sequenceParallel};
+  if (rankOrder.getNumOccurrences())
+    space.rankOrders = {rankOrder};
+  return space;
+}
+
+/// Progress on stderr: a counter redrawn in place on a terminal, a line
+/// every 5 s otherwise (so short searches print nothing).
+std::function<void(int64_t, int64_t)> progressReporter() {
+  using Clock = std::chrono::steady_clock;
+  bool terminal = sys::Process::StandardErrIsDisplayed();
+  auto start = Clock::now();
+  auto last = std::make_shared<Clock::time_point>(start);
+  return [=](int64_t done, int64_t total) {
+    auto now = Clock::now();
+    double elapsed = std::chrono::duration<double>(now - start).count();
+    if (terminal) {
+      errs() << formatv("\rloom-plan: {0}/{1} plans ({2:f1} s)", done, total,
+                        elapsed);
+      if (done == total)
+        errs() << "\r\033[K";
+      errs().flush();
+    } else if (done < total && now - *last >= std::chrono::seconds(5)) {
+      errs() << formatv("loom-plan: {0} of {1} plans estimated ({2:f1} s)\n",
+                        done, total, elapsed);
+      *last = now;
+    }
+  };
+}
+
+std::string formatGiB(double bytes) {
+  return formatv("{0:f2} GiB", bytes / double(1ull << 30)).str();
+}
+
+void printSearch(const plan::SearchResult &result, double seconds,
+                 const cost::ClusterSpec &cluster, raw_ostream &os) {
+  const plan::RankedPlan &best = result.best.front();
+  os << formatv("search:      {0} plans on {1} devices in {2:f2} s ({3} "
+                "costed programs, {4} pruned by a bound), {5} rejected for "
+                "memory\n",
+                result.numPlans, cluster.numDevices(), seconds,
+                result.numCostedModels, result.numPruned,
+                result.numRejectedForMemory);
+  printText(best.estimate, best.plan, cluster, os, /*withStages=*/true);
+  if (result.best.size() > 1)
+    os << "alternatives:\n";
+  for (size_t i = 1; i < result.best.size(); ++i) {
+    const plan::RankedPlan &alt = result.best[i];
+    os << formatv("  {0}. {1}\n", i + 1, describePlan(alt.plan, alt.estimate));
+    os << formatv("     {0:f4} s, {1:f1} tokens/s, MFU {2:f1}%, {3} per "
+                  "device: {4}\n",
+                  alt.estimate.stepTime, alt.estimate.tokensPerSecond,
+                  100 * alt.estimate.mfu,
+                  formatBytes(alt.estimate.memory.peak()),
+                  plan::whyLost(best.estimate, alt.estimate));
+  }
+  if (const auto &closest = result.closestRejected)
+    os << formatv("rejected:    {0} plans for memory; the closest needs {1} > "
+                  "{2}: {3}\n",
+                  result.numRejectedForMemory,
+                  formatGiB(closest->estimate.memory.peak()),
+                  formatGiB(closest->estimate.deviceMemory),
+                  describePlan(closest->plan, closest->estimate));
+}
+
+json::Value searchToJSON(const plan::SearchResult &result, double seconds) {
+  const plan::RankedPlan &best = result.best.front();
+  json::Value value = toJSON(best.estimate, best.plan);
+  json::Object &object = *value.getAsObject();
+  object["planning_time_s"] = seconds;
+  object["plans_considered"] = result.numPlans;
+  object["plans_pruned"] = result.numPruned;
+  object["rejected_for_memory"] = result.numRejectedForMemory;
+  if (const auto &closest = result.closestRejected) {
+    json::Value rejected = toJSON(closest->estimate, closest->plan);
+    object["closest_rejected"] = std::move(rejected);
+  } else {
+    object["closest_rejected"] = nullptr;
+  }
+  json::Array alternatives;
+  for (size_t i = 1; i < result.best.size(); ++i) {
+    const plan::RankedPlan &alt = result.best[i];
+    json::Value entry = toJSON(alt.estimate, alt.plan);
+    (*entry.getAsObject())["why_lost"] =
+        plan::whyLost(best.estimate, alt.estimate);
+    alternatives.push_back(std::move(entry));
+  }
+  object["alternatives"] = std::move(alternatives);
+  return value;
+}
+
+int search(mlir::MLIRContext &context, const ModelConfig &config,
+           const cost::ClusterSpec &cluster, const plan::TrainingSetup &setup) {
+  if (topK < 1)
+    return fail("--top must be at least 1");
+  plan::PlanEvaluator evaluator(context, config, cluster, setup);
+  plan::SearchOptions options;
+  options.space = pinnedSpace();
+  options.topK = topK;
+  options.progress = progressReporter();
+  auto start = std::chrono::steady_clock::now();
+  auto result = plan::searchPlans(evaluator, config, cluster, setup, options);
+  if (!result)
+    return fail(toString(result.takeError()));
+  double seconds =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - start)
+          .count();
+  if (result->best.empty()) {
+    const plan::RankedPlan &closest = *result->closestRejected;
+    return fail(formatv("no plan fits in memory: all {0} plans were rejected; "
+                        "the closest needs {1} > {2} per device: {3}",
+                        result->numPlans,
+                        formatGiB(closest.estimate.memory.peak()),
+                        formatGiB(closest.estimate.deviceMemory),
+                        describePlan(closest.plan, closest.estimate)));
+  }
+  if (!timelinePath.empty())
+    if (int rc = writeTimeline(result->best.front().estimate,
+                               result->best.front().plan, timelinePath))
+      return rc;
+  if (jsonOutput)
+    outs() << formatv("{0:2}", searchToJSON(*result, seconds)) << "\n";
+  else
+    printSearch(*result, seconds, cluster, outs());
+  return 0;
+}
 } // namespace
 
 int main(int argc, char **argv) {
@@ -197,16 +460,19 @@ int main(int argc, char **argv) {
   cl::HideUnrelatedOptions(category);
   cl::ParseCommandLineOptions(
       argc, argv,
-      "Loom's planner: estimate a parallel plan of a training step\n");
+      "Loom's planner: choose or estimate a parallel plan of a training "
+      "step\n");
 
-  if (!estimateFlag)
-    return fail("choosing a plan automatically is not available yet; give "
-                "the plan with --dp/--tp/--pp/--micro-batch and --estimate");
   if (zero > 3)
     return fail(formatv("--zero={0}: the ZeRO stage must be 0, 1, 2 or 3",
                         zero.getValue()));
   if (globalBatch < 1 || seqLen < 0)
     return fail("--global-batch must be positive and --seq non-negative");
+  StringRef timeline = timelinePath;
+  if (!timeline.empty() && !timeline.ends_with(".json") &&
+      !timeline.ends_with(".svg"))
+    return fail("--timeline=" + timeline +
+                ": the file must end in .json (Chrome trace) or .svg");
 
   auto buffer = MemoryBuffer::getFile(configPath);
   if (!buffer)
@@ -226,7 +492,9 @@ int main(int argc, char **argv) {
   parallel.zero = static_cast<cost::ZeroStage>(zero.getValue());
   parallel.recompute = recompute;
   parallel.schedule = schedule;
+  parallel.virtualStages = virtualStages;
   parallel.sequenceParallel = sequenceParallel;
+  parallel.rankOrder = rankOrder;
   plan::TrainingSetup setup;
   setup.globalBatch = globalBatch;
   setup.seqLen = seqLen;
@@ -238,10 +506,15 @@ int main(int argc, char **argv) {
   mlir::MLIRContext context;
   context.loadDialect<LoomDialect, mlir::func::FuncDialect,
                       mlir::arith::ArithDialect>();
+  if (!estimateFlag)
+    return search(context, *config, *cluster, setup);
   auto estimate =
       plan::estimatePlan(context, *config, *cluster, parallel, setup);
   if (!estimate)
     return fail("impossible plan: " + toString(estimate.takeError()));
+  if (!timeline.empty())
+    if (int rc = writeTimeline(*estimate, parallel, timeline))
+      return rc;
   if (jsonOutput)
     outs() << formatv("{0:2}", toJSON(*estimate, parallel)) << "\n";
   else

@@ -22,16 +22,28 @@
 #include "loom/CostModel/ClusterSpec.h"
 #include "loom/CostModel/MemoryModel.h"
 #include "loom/Import/ModelConfig.h"
+#include "loom/Planner/StageDP.h"
+#include "loom/Schedule/Simulator.h"
 
 #include "mlir/IR/MLIRContext.h"
 #include "llvm/Support/Error.h"
 
+#include <map>
+#include <memory>
 #include <string>
+#include <vector>
 
 namespace loom::plan {
 
-enum class Schedule { GPipe, OneFOneB };
+/// The pipeline schedule: the planner's name for sched::ScheduleKind.
+using Schedule = sched::ScheduleKind;
 llvm::StringRef stringifySchedule(Schedule schedule);
+
+/// How ranks map to devices (consecutive ranks share a node): tensor
+/// fastest, then data, then pipeline (Megatron-LM's order), or tensor,
+/// pipeline, data (pipeline neighbours close, data-parallel groups spread).
+enum class RankOrder { TensorDataPipeline, TensorPipelineData };
+llvm::StringRef stringifyRankOrder(RankOrder order); ///< "tp-dp-pp", ...
 
 struct ParallelPlan {
   int64_t dp = 1, tp = 1, pp = 1;
@@ -40,7 +52,15 @@ struct ParallelPlan {
   cost::ZeroStage zero = cost::ZeroStage::None;
   cost::Recompute recompute = cost::Recompute::None;
   Schedule schedule = Schedule::OneFOneB;
+  /// Stages per pipeline rank (V of interleaved-1f1b, else 1).
+  int64_t virtualStages = 1;
   bool sequenceParallel = false;
+  RankOrder rankOrder = RankOrder::TensorDataPipeline;
+  /// Transformer layers of each pipeline stage (P entries summing to the
+  /// layer count; the embedding is on stage 0, the head on the last), or
+  /// empty for the even split: L / P each, the first L mod P stages one
+  /// more.
+  std::vector<int64_t> stageLayers;
 };
 
 struct TrainingSetup {
@@ -80,6 +100,11 @@ struct Estimate {
   double numParams = 0, numParamsPerDevice = 0;
   /// Adjustments made to the model, e.g. the padded vocabulary.
   std::string notes;
+  /// Transformer layers of each stage (the plan's, or the even split).
+  std::vector<int64_t> stageLayers;
+  /// The simulated step of the pipeline schedule (sched::simulate), for
+  /// `loom-plan --timeline`.
+  sched::Simulation pipeline;
 };
 
 /// Why `plan` cannot run `config` on `cluster` (degrees that do not match
@@ -88,8 +113,51 @@ std::string checkPlan(const ModelConfig &config,
                       const cost::ClusterSpec &cluster,
                       const ParallelPlan &plan, const TrainingSetup &setup);
 
-/// The estimate; an error for an impossible plan (checkPlan's reason) or a
-/// model the importer refuses.
+namespace detail {
+struct ModelCosts;
+} // namespace detail
+
+/// Estimates many plans of one model, cluster and setup. The model's costs
+/// (its per-device programs built and costed op by op) depend only on the
+/// tensor-parallel degree and the micro-batch: they are computed once per
+/// pair and cached, so estimating a plan afterwards is arithmetic.
+class PlanEvaluator {
+public:
+  PlanEvaluator(mlir::MLIRContext &context, const ModelConfig &config,
+                const cost::ClusterSpec &cluster, const TrainingSetup &setup);
+  ~PlanEvaluator();
+
+  /// The estimate; an error for an impossible plan (checkPlan's reason) or
+  /// a model the importer refuses. `simulate`: time the pipeline with the
+  /// schedule's simulator (sched::simulate, filling Estimate::pipeline);
+  /// otherwise with the closed forms of the schedules' bubbles, what a
+  /// search screens thousands of plans with.
+  llvm::Expected<Estimate> estimate(const ParallelPlan &plan,
+                                    bool simulate = true);
+
+  /// The chain of the stage DP for `plan` (its stageLayers ignored): the
+  /// embedding, the layers and the head with their seconds per micro-batch,
+  /// model-state and activation bytes on one device, the micro-batches each
+  /// stage keeps in flight and the device memory. ZeRO-3's parameter
+  /// gathers, which overlap a stage's compute as a whole, are left out.
+  llvm::Expected<StageProblem> stageProblem(const ParallelPlan &plan);
+
+  /// (tensor-parallel degree, micro-batch) pairs costed so far.
+  size_t numCostedModels() const { return cache.size(); }
+
+private:
+  llvm::Expected<const detail::ModelCosts *> modelCosts(int64_t tp,
+                                                        int64_t microBatch);
+
+  mlir::MLIRContext &context;
+  const ModelConfig &config;
+  const cost::ClusterSpec &cluster;
+  TrainingSetup setup;
+  std::map<std::pair<int64_t, int64_t>, std::unique_ptr<detail::ModelCosts>>
+      cache;
+};
+
+/// One plan's estimate (a PlanEvaluator used once).
 llvm::Expected<Estimate> estimatePlan(mlir::MLIRContext &context,
                                       const ModelConfig &config,
                                       const cost::ClusterSpec &cluster,

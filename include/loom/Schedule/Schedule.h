@@ -96,10 +96,20 @@ struct Schedule {
 };
 
 /// The schedule of `kind` for P ranks, M micro-batches and V stages per rank.
-/// Errors for P < 1, M < 1, V != 1 for gpipe/1f1b/zb-h1, and for
-/// interleaved-1f1b V < 2 or M not a multiple of P.
+/// Errors (checkScheduleShape's) for P < 1, M < 1, V != 1 for
+/// gpipe/1f1b/zb-h1, and for interleaved-1f1b V < 2 or M not a multiple of P.
 llvm::Expected<Schedule> buildSchedule(ScheduleKind kind, int P, int M,
                                        int V = 1);
+
+/// buildSchedule's errors, without building it.
+llvm::Error checkScheduleShape(ScheduleKind kind, int P, int M, int V);
+
+/// The most (stage, micro-batch) pairs rank `rank` of buildSchedule(kind, P,
+/// M, V) holds between a forward and the end of its backward (its
+/// backward_weight for zb-h1), without building it: M for gpipe,
+/// min(P - rank, M) for 1f1b, min(P, M) for zb-h1, Megatron's warm-up plus
+/// one for interleaved-1f1b. Equals simulate()'s peakInFlight.
+int peakInFlight(ScheduleKind kind, int P, int M, int V, int rank);
 
 } // namespace loom::sched
 

@@ -63,6 +63,8 @@ struct Simulation {
   double pipelineTime = 0;
   /// Sum over ranks of idle and of compute time in the pipelined part.
   double idleTime = 0, computeTime = 0;
+  /// Per rank: compute (forward/backward) time.
+  std::vector<double> rankCompute;
   /// Per rank: the most (stage, micro-batch) pairs whose forward ran and
   /// whose backward (backward_weight when split) did not finish.
   std::vector<int> peakInFlight;

@@ -13,8 +13,10 @@
 //  4. progress: the streams are executed abstractly (recvs block until the
 //     matching send ran, sends are buffered) and every compute instruction
 //     must find its inputs present: F(s,k) needs F(s-1,k)'s activation,
-//     B(s,k) needs F(s,k) and B(s+1,k)'s gradient, W after B. A deadlock is
-//     reported naming every blocked rank and the recv it waits on.
+//     B(s,k) needs F(s,k) and B(s+1,k)'s gradient, W after B. A recv takes
+//     its peer's messages in the order they were sent (as MPI and NCCL
+//     match point-to-point messages). A deadlock is reported naming every
+//     blocked rank and the recv it waits on.
 //
 //===----------------------------------------------------------------------===//
 

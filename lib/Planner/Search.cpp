@@ -1,0 +1,333 @@
+//===- Search.cpp - Joint search over parallel plans ----------------------===//
+//
+// Exhaustive over the discrete dimensions, which stay small (for 1536
+// devices and an 80-layer model, about 10^5 plans): a plan's estimate is
+// arithmetic on the PlanEvaluator's cached per-layer costs, and the stage DP
+// is O(P · L²) additions, so enumerating beats a heuristic that could miss
+// the optimum. Plans are screened with the schedules' closed-form bubbles;
+// the best `simulated` of them are then timed by the schedule simulator and
+// ranked by that, the time --estimate reports. A pipelined plan whose lower
+// bound (M times its average stage's work) is slower than the 2·`simulated`
+// best screened so far skips the stage DP: it could not rank. Pipelined plans
+// get their layers from the stage DP under the device memory; a plan for which
+// no layout fits is rejected for memory, with the smallest peak any layout
+// reaches.
+//
+//===----------------------------------------------------------------------===//
+
+#include "loom/Planner/Search.h"
+
+#include "llvm/ADT/STLExtras.h"
+#include "llvm/Support/FormatVariadic.h"
+
+#include <algorithm>
+#include <queue>
+
+using namespace loom::cost;
+
+namespace loom::plan {
+
+namespace {
+
+template <typename T>
+std::vector<T> orDefault(const std::vector<T> &pinned,
+                         std::vector<T> defaults) {
+  return pinned.empty() ? defaults : pinned;
+}
+
+std::vector<int64_t> divisors(int64_t n, int64_t max) {
+  std::vector<int64_t> result;
+  for (int64_t d = 1; d <= std::min(n, max); ++d)
+    if (n % d == 0)
+      result.push_back(d);
+  return result;
+}
+
+bool allowed(const std::vector<int64_t> &pinned, int64_t value) {
+  return pinned.empty() || llvm::is_contained(pinned, value);
+}
+
+/// Transformer layers per stage from the DP's item bounds (item 0 is the
+/// embedding, items 1..L the layers, item L + 1 the head).
+std::vector<int64_t> layersOf(const std::vector<int64_t> &bounds,
+                              int64_t numLayers) {
+  std::vector<int64_t> layers;
+  for (size_t s = 0; s + 1 < bounds.size(); ++s) {
+    int64_t begin = std::max<int64_t>(bounds[s], 1);
+    int64_t end = std::min<int64_t>(bounds[s + 1], numLayers + 1);
+    layers.push_back(std::max<int64_t>(end - begin, 0));
+  }
+  return layers;
+}
+
+/// Sorts by step time, then peak memory; the first plan of a run with the
+/// same estimate (enumerated first: the simpler) stands for all of it.
+void rank(std::vector<RankedPlan> &plans, int64_t topK) {
+  std::vector<size_t> order(plans.size());
+  for (size_t i = 0; i < order.size(); ++i)
+    order[i] = i;
+  std::sort(order.begin(), order.end(), [&](size_t a, size_t b) {
+    const Estimate &x = plans[a].estimate, &y = plans[b].estimate;
+    if (x.stepTime != y.stepTime)
+      return x.stepTime < y.stepTime;
+    if (x.memory.peak() != y.memory.peak())
+      return x.memory.peak() < y.memory.peak();
+    return a < b;
+  });
+  std::vector<RankedPlan> kept;
+  for (size_t i : order) {
+    RankedPlan &plan = plans[i];
+    if (int64_t(kept.size()) >= topK)
+      break;
+    if (!kept.empty() &&
+        kept.back().estimate.stepTime == plan.estimate.stepTime &&
+        kept.back().estimate.memory.peak() == plan.estimate.memory.peak())
+      continue;
+    kept.push_back(std::move(plan));
+  }
+  plans = std::move(kept);
+}
+
+/// Seconds in s, ms or µs, three decimals.
+std::string formatSeconds(double seconds) {
+  if (seconds >= 1 || seconds == 0)
+    return llvm::formatv("{0:f3} s", seconds);
+  if (seconds >= 1e-3)
+    return llvm::formatv("{0:f3} ms", seconds * 1e3);
+  return llvm::formatv("{0:f3} us", seconds * 1e6);
+}
+
+/// The (schedule, virtual stages) pairs to try for P stages and M
+/// micro-batches: GPipe, 1F1B and ZB-H1, and interleaved 1F1B with V = 2
+/// or 4 where P · V divides the layers and P the micro-batches.
+std::vector<std::pair<Schedule, int64_t>>
+schedulesFor(const SearchSpace &space, const ModelConfig &config, int64_t p,
+             int64_t m) {
+  std::vector<Schedule> kinds = orDefault(
+      space.schedules,
+      p > 1 ? std::vector<Schedule>{Schedule::OneFOneB, Schedule::GPipe,
+                                    Schedule::Interleaved1F1B,
+                                    Schedule::ZeroBubbleH1}
+            : std::vector<Schedule>{Schedule::OneFOneB});
+  std::vector<std::pair<Schedule, int64_t>> result;
+  for (Schedule kind : kinds) {
+    if (kind != Schedule::Interleaved1F1B) {
+      if (allowed(space.virtualStages, 1))
+        result.push_back({kind, 1});
+      continue;
+    }
+    for (int64_t v : orDefault(space.virtualStages, {2, 4}))
+      if (v >= 2 && config.numLayers % (p * v) == 0 && m % p == 0)
+        result.push_back({kind, v});
+  }
+  return result;
+}
+
+} // namespace
+
+std::vector<ParallelPlan> enumeratePlans(const ModelConfig &config,
+                                         const ClusterSpec &cluster,
+                                         const TrainingSetup &setup,
+                                         const SearchSpace &space) {
+  const int64_t n = cluster.numDevices();
+  std::vector<int64_t> tps;
+  for (int64_t t = 1; t <= std::min(n, cluster.devicesPerNode); t *= 2)
+    tps.push_back(t);
+  std::vector<ParallelPlan> plans;
+  for (int64_t t : orDefault(space.tp, tps)) {
+    for (int64_t p : divisors(n / t, config.numLayers)) {
+      int64_t d = n / (t * p);
+      if (n % t != 0 || !allowed(space.pp, p) || !allowed(space.dp, d) ||
+          setup.globalBatch % d != 0)
+        continue;
+      for (int64_t b : divisors(setup.globalBatch / d, setup.globalBatch)) {
+        if (!allowed(space.microBatch, b))
+          continue;
+        int64_t m = setup.globalBatch / (d * b);
+        for (auto [schedule, v] : schedulesFor(space, config, p, m))
+          for (ZeroStage zero : orDefault(
+                   space.zero,
+                   d > 1 ? std::vector<ZeroStage>{ZeroStage::None,
+                                                  ZeroStage::OptimizerStates,
+                                                  ZeroStage::Gradients,
+                                                  ZeroStage::Parameters}
+                         : std::vector<ZeroStage>{ZeroStage::None}))
+            for (bool sp : orDefault(space.sequenceParallel,
+                                     t > 1 ? std::vector<bool>{false, true}
+                                           : std::vector<bool>{false}))
+              for (Recompute recompute : orDefault(
+                       space.recompute, {Recompute::None, Recompute::Selective,
+                                         Recompute::Full})) {
+                ParallelPlan plan;
+                plan.dp = d;
+                plan.tp = t;
+                plan.pp = p;
+                plan.microBatch = b;
+                plan.schedule = schedule;
+                plan.virtualStages = v;
+                plan.zero = zero;
+                plan.sequenceParallel = sp;
+                plan.recompute = recompute;
+                for (RankOrder order : orDefault(
+                         space.rankOrders,
+                         d > 1 && p > 1
+                             ? std::vector<
+                                   RankOrder>{RankOrder::TensorDataPipeline,
+                                              RankOrder::TensorPipelineData}
+                             : std::vector<RankOrder>{
+                                   RankOrder::TensorDataPipeline})) {
+                  plan.rankOrder = order;
+                  if (checkPlan(config, cluster, plan, setup).empty())
+                    plans.push_back(plan);
+                }
+              }
+      }
+    }
+  }
+  return plans;
+}
+
+llvm::Expected<SearchResult> searchPlans(PlanEvaluator &evaluator,
+                                         const ModelConfig &config,
+                                         const ClusterSpec &cluster,
+                                         const TrainingSetup &setup,
+                                         const SearchOptions &options) {
+  std::vector<ParallelPlan> plans =
+      enumeratePlans(config, cluster, setup, options.space);
+  if (plans.empty())
+    return llvm::createStringError(llvm::formatv(
+        "no plan runs on the {0} devices: no data x tensor x pipeline split "
+        "of them (tensor within a node of {1}, a power of two, dividing the "
+        "{2} heads; at most {3} stages) also divides the global batch {4} "
+        "into whole micro-batches{5}",
+        cluster.numDevices(), cluster.devicesPerNode, config.numHeads,
+        config.numLayers, setup.globalBatch,
+        options.space.dp.empty() && options.space.tp.empty() &&
+                options.space.pp.empty() && options.space.microBatch.empty()
+            ? ""
+            : " within the pinned degrees"));
+  SearchResult result;
+  result.numPlans = int64_t(plans.size());
+  std::vector<RankedPlan> fitting;
+  auto reject = [&](const ParallelPlan &plan, const Estimate &estimate) {
+    ++result.numRejectedForMemory;
+    if (!result.closestRejected ||
+        estimate.memory.peak() < result.closestRejected->estimate.memory.peak())
+      result.closestRejected = RankedPlan{plan, estimate};
+  };
+  // Step times of the best screened plans so far, at most `keep` of them
+  // (a max-heap): a plan whose lower bound exceeds the largest cannot rank.
+  const size_t keep = 2 * size_t(std::max(options.simulated, options.topK));
+  std::priority_queue<double> bestTimes;
+  for (size_t i = 0; i < plans.size(); ++i) {
+    if (options.progress && i % 256 == 0)
+      options.progress(int64_t(i), result.numPlans);
+    ParallelPlan plan = plans[i];
+    // Interleaved plans keep the even split (P · V divides the layers).
+    if (plan.pp > 1 && plan.schedule != Schedule::Interleaved1F1B) {
+      auto problem = evaluator.stageProblem(plan);
+      if (!problem)
+        return problem.takeError();
+      // M micro-batches through the slowest stage take at least M times
+      // the average stage's work, however the layers are placed.
+      double work = 0;
+      for (const StageItem &item : problem->items)
+        work += item.seconds;
+      if (bestTimes.size() >= keep &&
+          double(problem->numMicroBatches) * work / double(plan.pp) >
+              bestTimes.top()) {
+        ++result.numPruned;
+        continue;
+      }
+      // Every layout's peak is at least its stages' average.
+      double staticBytes = 0, activationBytes = 0;
+      for (const StageItem &item : problem->items) {
+        staticBytes += item.staticBytes;
+        activationBytes += item.activationBytes;
+      }
+      double leastInFlight =
+          *std::min_element(problem->inFlight.begin(), problem->inFlight.end());
+      double leastPeak =
+          (staticBytes + leastInFlight * activationBytes) / double(plan.pp) +
+          problem->stageBytes;
+      std::optional<StagePartition> partition;
+      if (leastPeak <= problem->capacity)
+        partition = partitionStages(*problem);
+      if (!partition) {
+        if (result.closestRejected &&
+            leastPeak >= result.closestRejected->estimate.memory.peak()) {
+          ++result.numRejectedForMemory;
+          continue;
+        }
+        // Estimate the tightest layout only when it could be the closest.
+        std::optional<StagePartition> tightest = partitionForMemory(*problem);
+        if (!tightest || (result.closestRejected &&
+                          tightest->peakBytes >=
+                              result.closestRejected->estimate.memory.peak())) {
+          ++result.numRejectedForMemory;
+          continue;
+        }
+        plan.stageLayers = layersOf(tightest->bounds, config.numLayers);
+        auto estimate = evaluator.estimate(plan, /*simulate=*/false);
+        if (!estimate)
+          return estimate.takeError();
+        reject(plan, *estimate);
+        continue;
+      }
+      plan.stageLayers = layersOf(partition->bounds, config.numLayers);
+    }
+    auto estimate = evaluator.estimate(plan, /*simulate=*/false);
+    if (!estimate)
+      return estimate.takeError();
+    if (!estimate->fits) {
+      reject(plan, *estimate);
+      continue;
+    }
+    bestTimes.push(estimate->stepTime);
+    if (bestTimes.size() > keep)
+      bestTimes.pop();
+    fitting.push_back({plan, std::move(*estimate)});
+  }
+  if (options.progress)
+    options.progress(result.numPlans, result.numPlans);
+  // The best screened plans, ranked again by their simulated pipelines.
+  rank(fitting, std::max(options.simulated, options.topK));
+  for (RankedPlan &ranked : fitting) {
+    auto estimate = evaluator.estimate(ranked.plan);
+    if (!estimate)
+      return estimate.takeError();
+    ranked.estimate = std::move(*estimate);
+  }
+  rank(fitting, options.topK);
+  result.best = std::move(fitting);
+  result.numCostedModels = int64_t(evaluator.numCostedModels());
+  return result;
+}
+
+std::string whyLost(const Estimate &winner, const Estimate &loser) {
+  struct Component {
+    const char *name;
+    double winner, loser;
+  };
+  Component components[] = {
+      {"compute", winner.compute - winner.optimizer,
+       loser.compute - loser.optimizer},
+      {"exposed communication", winner.exposedComm, loser.exposedComm},
+      {"pipeline bubble", winner.bubble, loser.bubble},
+      {"optimizer step", winner.optimizer, loser.optimizer},
+  };
+  if (loser.stepTime == winner.stepTime)
+    return llvm::formatv("same step time, more memory: {0} vs {1} bytes",
+                         int64_t(loser.memory.peak()),
+                         int64_t(winner.memory.peak()));
+  const Component *largest = &components[0];
+  for (const Component &c : components)
+    if (c.loser - c.winner > largest->loser - largest->winner)
+      largest = &c;
+  return llvm::formatv("+{0:f1}% step time: {1} {2} vs {3}",
+                       100 * (loser.stepTime / winner.stepTime - 1),
+                       largest->name, formatSeconds(largest->loser),
+                       formatSeconds(largest->winner));
+}
+
+} // namespace loom::plan

@@ -1,0 +1,133 @@
+//===- PlanSearchTest.cpp - loom-plan's joint plan search -----------------===//
+//
+// The enumeration against an independent count of the device splits, pinned
+// dimensions, the search on GPT-2 small (sorted, fitting, the best plan no
+// slower than any plan estimated directly), the cache (one costing per
+// tensor degree and micro-batch), and the reason an alternative lost.
+//
+//===----------------------------------------------------------------------===//
+
+#include "loom/Planner/Search.h"
+
+#include "dialects/Loom/LoomDialect.h"
+
+#include "mlir/Dialect/Arith/IR/Arith.h"
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "llvm/ADT/Twine.h"
+#include "llvm/Support/MemoryBuffer.h"
+
+#include <gtest/gtest.h>
+
+#include <set>
+#include <tuple>
+
+using namespace loom;
+using namespace loom::plan;
+
+namespace {
+
+ModelConfig loadConfig(llvm::StringRef name) {
+  std::string path =
+      (llvm::Twine(LOOM_EXAMPLES_DIR) + "/configs/" + name).str();
+  auto buffer = llvm::MemoryBuffer::getFile(path);
+  EXPECT_TRUE(bool(buffer)) << path;
+  auto config = parseModelConfig((*buffer)->getBuffer(), path);
+  EXPECT_TRUE(bool(config));
+  return *config;
+}
+
+cost::ClusterSpec loadCluster(llvm::StringRef spec) {
+  auto cluster = cost::resolveClusterSpec(spec);
+  EXPECT_TRUE(bool(cluster));
+  return *cluster;
+}
+
+TEST(PlanSearchTest, EnumerationCoversEverySplit) {
+  // GPT-2 small (12 heads, 12 layers) on 16 devices, batch 64: T in {1, 2,
+  // 4} (8 does not divide 12 heads), P ≤ 12 dividing 16 / T, D dividing 64.
+  ModelConfig config = loadConfig("gpt2.json");
+  cost::ClusterSpec cluster = loadCluster("a100-80g:2");
+  TrainingSetup setup;
+  setup.globalBatch = 64;
+  setup.seqLen = 1024;
+  std::set<std::tuple<int64_t, int64_t, int64_t>> expected, found;
+  for (int64_t t : {1, 2, 4, 8, 16})
+    for (int64_t p = 1; p <= 16; ++p)
+      if (16 % (t * p) == 0 && t <= 8 && 12 % t == 0 && p <= 12 &&
+          64 % (16 / (t * p)) == 0)
+        expected.insert({16 / (t * p), t, p});
+  std::vector<ParallelPlan> plans = enumeratePlans(config, cluster, setup, {});
+  for (const ParallelPlan &plan : plans) {
+    found.insert({plan.dp, plan.tp, plan.pp});
+    EXPECT_EQ(checkPlan(config, cluster, plan, setup), "");
+    if (plan.tp == 1)
+      EXPECT_FALSE(plan.sequenceParallel);
+    if (plan.dp == 1)
+      EXPECT_EQ(plan.zero, cost::ZeroStage::None);
+  }
+  EXPECT_EQ(found, expected);
+
+  SearchSpace pinned;
+  pinned.tp = {2};
+  pinned.recompute = {cost::Recompute::Full};
+  for (const ParallelPlan &plan :
+       enumeratePlans(config, cluster, setup, pinned)) {
+    EXPECT_EQ(plan.tp, 2);
+    EXPECT_EQ(plan.recompute, cost::Recompute::Full);
+  }
+}
+
+TEST(PlanSearchTest, BestPlanBeatsEveryPlanEstimatedAlone) {
+  mlir::MLIRContext context;
+  context.loadDialect<LoomDialect, mlir::func::FuncDialect,
+                      mlir::arith::ArithDialect>();
+  ModelConfig config = loadConfig("gpt2.json");
+  cost::ClusterSpec cluster = loadCluster("a100-80g");
+  TrainingSetup setup;
+  setup.globalBatch = 16;
+  setup.seqLen = 1024;
+  PlanEvaluator evaluator(context, config, cluster, setup);
+  SearchOptions options;
+  options.topK = 3;
+  auto result = searchPlans(evaluator, config, cluster, setup, options);
+  ASSERT_TRUE(bool(result)) << llvm::toString(result.takeError());
+  ASSERT_EQ(result->best.size(), 3u);
+  for (size_t i = 1; i < result->best.size(); ++i)
+    EXPECT_LE(result->best[i - 1].estimate.stepTime,
+              result->best[i].estimate.stepTime);
+  // Every plan with the even layer split, estimated on its own, is no
+  // faster than the chosen one (the DP layout can only be better).
+  std::set<std::pair<int64_t, int64_t>> pairs;
+  PlanEvaluator fresh(context, config, cluster, setup);
+  for (const ParallelPlan &plan : enumeratePlans(config, cluster, setup, {})) {
+    pairs.insert({plan.tp, plan.microBatch});
+    auto estimate = fresh.estimate(plan);
+    ASSERT_TRUE(bool(estimate));
+    if (estimate->fits)
+      EXPECT_GE(estimate->stepTime,
+                result->best[0].estimate.stepTime * (1 - 1e-12));
+  }
+  // One costing of the model per (tensor degree, micro-batch).
+  EXPECT_EQ(result->numCostedModels, int64_t(pairs.size()));
+  EXPECT_EQ(fresh.numCostedModels(), pairs.size());
+}
+
+TEST(PlanSearchTest, WhyLostNamesTheComponentThatGrew) {
+  Estimate winner, loser;
+  winner.stepTime = 1.0;
+  winner.compute = 0.7;
+  winner.exposedComm = 0.2;
+  winner.bubble = 0.1;
+  loser = winner;
+  loser.stepTime = 1.14;
+  loser.bubble = 0.2;
+  loser.exposedComm = 0.24;
+  EXPECT_EQ(whyLost(winner, loser),
+            "+14.0% step time: pipeline bubble 200.000 ms vs 100.000 ms");
+  loser.stepTime = winner.stepTime;
+  loser.memory.activations = 2;
+  EXPECT_EQ(whyLost(winner, loser),
+            "same step time, more memory: 2 vs 0 bytes");
+}
+
+} // namespace
