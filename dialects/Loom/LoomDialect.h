@@ -40,6 +40,31 @@ constexpr llvm::StringLiteral kAttentionCoreAttr = "loom.attention_core";
 constexpr llvm::StringLiteral kMaskSplitAxesAttr = "loom.mask_split_axes";
 constexpr llvm::StringLiteral kMaskGridAttr = "loom.mask_grid";
 
+/// Pipeline parallelism (`--loom-pipeline`, `--loom-split-stages`,
+/// docs/pipeline.md). On ops of the training step: the pipeline stage
+/// (i64) that runs the op, and a unit attribute on the ops of the backward
+/// pass; on the module: the pipeline's shape (a dictionary: schedule,
+/// ranks, virtual_stages, micro_batches, recompute, stage_items), and after
+/// the split the serialized schedule (loom/Schedule/Serialize.h JSON).
+constexpr llvm::StringLiteral kStageAttr = "loom.stage";
+constexpr llvm::StringLiteral kBackwardAttr = "loom.backward";
+constexpr llvm::StringLiteral kPipelineAttr = "loom.pipeline";
+constexpr llvm::StringLiteral kScheduleAttr = "loom.schedule";
+/// On the `loom.add` that sums the gradient contributions of a parameter
+/// used by several stages (GPT-2's tied embedding): the stages keep their
+/// contributions apart until the step's gradient reduction.
+constexpr llvm::StringLiteral kTiedGradientAttr = "loom.tied_gradient";
+/// On a stage function (`--loom-split-stages`): {stage, kind} with kind
+/// forward, backward, backward_input, backward_weight or optimizer.
+constexpr llvm::StringLiteral kStageFunctionAttr = "loom.stage_function";
+/// On a stage function's arguments and results that are not @train_step's
+/// (activations, their gradients, saved values, accumulators): the key
+/// that names the value of the training step they carry.
+constexpr llvm::StringLiteral kValueKeyAttr = "loom.value";
+/// On an accumulator argument of an optimizer function: the stages whose
+/// accumulators of the same key are summed into it before the step.
+constexpr llvm::StringLiteral kTiedStagesAttr = "loom.tied_stages";
+
 /// A ranked tensor of floats: what has a gradient and what an optimizer
 /// updates.
 inline bool isFloatTensorType(mlir::Type type) {

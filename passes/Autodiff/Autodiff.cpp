@@ -1,5 +1,4 @@
-//===- Autodiff.cpp - Reverse-mode differentiation (--loom-autodiff)
-//-------===//
+//===- Autodiff.cpp - Reverse-mode differentiation (--loom-autodiff) -----===//
 //
 // Clones the loss function, then walks its ops from last to first, asking
 // each op's gradient rule for the adjoints of its operands and summing the
@@ -9,6 +8,7 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "passes/Autodiff/Autodiff.h"
 #include "passes/Autodiff/Passes.h"
 
 #include "GradientRules.h"
@@ -49,6 +49,22 @@ private:
   DenseMap<Value, Value> grads;
 };
 
+/// Reports every op the backward pass inserts to the caller's hook, with
+/// the forward op being differentiated.
+class HookListener : public OpBuilder::Listener {
+public:
+  explicit HookListener(BackwardOpHook hook) : hook(hook) {}
+  Operation *current = nullptr;
+
+  void notifyOperationInserted(Operation *op, OpBuilder::InsertPoint) override {
+    if (hook)
+      hook(op, current);
+  }
+
+private:
+  BackwardOpHook hook;
+};
+
 /// Checks that `fn` is a loss: one block, one 0-d float result.
 LogicalResult verifyLossFunction(func::FuncOp fn) {
   if (fn.isExternal() || !fn.getBody().hasOneBlock())
@@ -65,13 +81,14 @@ LogicalResult verifyLossFunction(func::FuncOp fn) {
 }
 
 /// Walks the cloned body backwards and returns the argument gradients.
-LogicalResult buildBackward(func::FuncOp fn) {
+LogicalResult buildBackward(func::FuncOp fn, BackwardOpHook hook) {
   Block &body = fn.getBody().front();
   auto ret = cast<func::ReturnOp>(body.getTerminator());
   Value loss = ret.getOperand(0);
   Location loc = ret.getLoc();
 
-  OpBuilder b(ret);
+  HookListener listener(hook);
+  OpBuilder b(ret, &listener);
   Adjoints adjoints(b);
   adjoints.accumulate(
       loc, loss,
@@ -89,6 +106,7 @@ LogicalResult buildBackward(func::FuncOp fn) {
     }
     if (!any)
       continue;
+    listener.current = op;
     SmallVector<Value> operandGrads;
     if (failed(buildOperandGradients(b, op, resultGrads, operandGrads)))
       return failure();
@@ -97,6 +115,7 @@ LogicalResult buildBackward(func::FuncOp fn) {
         adjoints.accumulate(op->getLoc(), operand, grad);
   }
 
+  listener.current = nullptr;
   SmallVector<Value> results{loss};
   for (BlockArgument arg : body.getArguments()) {
     if (!isFloatTensorType(arg.getType()))
@@ -106,7 +125,8 @@ LogicalResult buildBackward(func::FuncOp fn) {
       grad = buildSplat(b, loc, cast<RankedTensorType>(arg.getType()), 0.0);
     results.push_back(grad);
   }
-  func::ReturnOp::create(b, loc, results);
+  OpBuilder plain(ret);
+  func::ReturnOp::create(plain, loc, results);
   ret.erase();
   return success();
 }
@@ -142,25 +162,34 @@ struct AutodiffPass : impl::LoomAutodiffBase<AutodiffPass> {
       module.emitError("loom-autodiff: no function '") << funcName << "'";
       return signalPassFailure();
     }
-    if (failed(verifyLossFunction(forward)))
-      return signalPassFailure();
     std::string name = funcName + "_backward";
     if (module.lookupSymbol(name)) {
       forward.emitError("loom-autodiff: '") << name << "' already exists";
       return signalPassFailure();
     }
 
-    OpBuilder b(module.getContext());
-    b.setInsertionPointAfter(forward);
-    auto fn = cast<func::FuncOp>(b.clone(*forward));
-    fn.setSymName(name);
-    if (failed(buildBackward(fn))) {
-      fn.erase();
+    if (failed(buildGradientFunction(forward, name)))
       return signalPassFailure();
-    }
-    setSignature(fn, forward);
   }
 };
 
 } // namespace
+
+FailureOr<func::FuncOp> buildGradientFunction(func::FuncOp forward,
+                                              StringRef name,
+                                              BackwardOpHook hook) {
+  if (failed(verifyLossFunction(forward)))
+    return failure();
+  OpBuilder b(forward.getContext());
+  b.setInsertionPointAfter(forward);
+  auto fn = cast<func::FuncOp>(b.clone(*forward));
+  fn.setSymName(name);
+  if (failed(buildBackward(fn, hook))) {
+    fn.erase();
+    return failure();
+  }
+  setSignature(fn, forward);
+  return fn;
+}
+
 } // namespace loom

@@ -104,7 +104,7 @@ void bucketGradientAllReduces(Block &block, double bucketBytes) {
     double bytes = 0;
   };
   llvm::SmallVector<Bucket> buckets;
-  llvm::MapVector<std::pair<Attribute, Type>, Bucket> open;
+  llvm::MapVector<std::tuple<Attribute, Type, Attribute>, Bucket> open;
   for (Operation &op : block) {
     auto reduce = dyn_cast<shard::AllReduceOp>(op);
     if (!reduce || !isGradientAllReduce(reduce))
@@ -114,8 +114,12 @@ void bucketGradientAllReduces(Block &block, double bucketBytes) {
       continue;
     double bytes = type.getNumElements() *
                    type.getElementType().getIntOrFloatBitWidth() / 8.0;
-    auto key = std::make_pair(Attribute(reduce.getGridAxesAttr()),
-                              type.getElementType());
+    // A pipelined step (--loom-pipeline) keeps each stage's gradients in
+    // buckets of their own: each stage reduces and updates its parameters.
+    Operation *producer = reduce.getInput().getDefiningOp();
+    Attribute stage = producer ? producer->getAttr(kStageAttr) : Attribute();
+    auto key = std::make_tuple(Attribute(reduce.getGridAxesAttr()),
+                               type.getElementType(), stage);
     Bucket &bucket = open[key];
     int64_t def = defined(reduce.getInput()), use = firstUse(reduce);
     bool fits =

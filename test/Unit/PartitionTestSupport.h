@@ -143,10 +143,12 @@ protected:
   }
 
   /// @train_step of `json` (AdamW) for 4 sequences of 8 tokens, with
-  /// @forward_backward inlined; with `decomposeAttention`, fused attention
-  /// is first rewritten into unfused ops (--loom-decompose-attention).
+  /// @forward_backward inlined unless `inlineCalls` is false; with
+  /// `decomposeAttention`, fused attention is first rewritten into unfused
+  /// ops (--loom-decompose-attention).
   OwningOpRef<ModuleOp> build(llvm::StringRef json,
-                              bool decomposeAttention = false) {
+                              bool decomposeAttention = false,
+                              bool inlineCalls = true) {
     auto config = loom::parseModelConfig(json, "test.json");
     EXPECT_TRUE(static_cast<bool>(config))
         << llvm::toString(config.takeError());
@@ -168,7 +170,8 @@ protected:
     loom::LoomOptimizerOptions adamw;
     adamw.lr = 1e-2;
     pm.addPass(loom::createLoomOptimizer(adamw));
-    pm.addPass(createInlinerPass());
+    if (inlineCalls)
+      pm.addPass(createInlinerPass());
     EXPECT_TRUE(succeeded(pm.run(**module)));
     return std::move(*module);
   }

@@ -9,6 +9,7 @@
 #include "dialects/Loom/LoomDialect.h"
 #include "passes/Autodiff/Passes.h"
 #include "passes/Optimizer/Passes.h"
+#include "passes/Pipeline/Passes.h"
 #include "passes/Sharding/Passes.h"
 #include "passes/Transforms/Passes.h"
 
@@ -22,6 +23,7 @@ int main(int argc, char **argv) {
   mlir::registerAllPasses();
   loom::registerLoomAutodiffPasses();
   loom::registerLoomOptimizerPasses();
+  loom::registerLoomPipelinePasses();
   loom::registerLoomShardingPasses();
   loom::registerLoomTransformPasses();
 

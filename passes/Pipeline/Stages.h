@@ -1,0 +1,57 @@
+//===- Stages.h - Which pipeline stage runs each forward op -----*- C++ -*-===//
+//
+// A transformer's forward pass is a chain of items: the embedding, the
+// layers (numbered by their parameters' names, `h.<i>.` / `layers.<i>.`)
+// and the head. Pipeline stages are contiguous ranges of items; this file
+// finds each op's item and chooses the ranges.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef LOOM_PASSES_PIPELINE_STAGES_H
+#define LOOM_PASSES_PIPELINE_STAGES_H
+
+#include "loom/CostModel/ClusterSpec.h"
+
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "llvm/ADT/DenseMap.h"
+
+#include <vector>
+
+namespace loom {
+
+/// Items of a forward pass: 0 is the embedding (ops that depend on no
+/// layer), 1..L the layers, L+1 the head (ops after the last layer that
+/// depend on arguments no earlier op uses: the final norm, the output
+/// projection, the labels).
+struct ForwardItems {
+  int numLayers = 0;
+  llvm::DenseMap<mlir::Operation *, int> itemOf;
+  int numItems() const { return numLayers + 2; }
+};
+
+/// The items of `forward`'s ops. An op of layer i depends on layer i's
+/// parameters and on no deeper layer's, so items never decrease along the
+/// dataflow. Fails when no argument names a layer.
+mlir::FailureOr<ForwardItems> findForwardItems(mlir::func::FuncOp forward);
+
+/// Forward and backward seconds of one micro-batch of each item on
+/// `device`: the roofline time of its forward ops, times three (the
+/// backward does twice the forward's matrix work).
+std::vector<double> itemSeconds(mlir::func::FuncOp forward,
+                                const ForwardItems &items,
+                                const cost::DeviceSpec &device);
+
+/// Stage s holds items [bounds[s], bounds[s+1]). With `layersPerStage`
+/// (one count per stage, summing to the layers) the embedding joins the
+/// first stage and the head the last; otherwise the fastest contiguous
+/// split of the items' seconds (Alpa's stage DP, loom/Planner/StageDP.h).
+/// Errors when there are more stages than items or the counts are wrong.
+mlir::FailureOr<std::vector<int64_t>>
+chooseStageBounds(mlir::func::FuncOp forward, const ForwardItems &items,
+                  const std::vector<double> &seconds, int64_t numStages,
+                  int64_t numMicroBatches,
+                  llvm::ArrayRef<int64_t> layersPerStage);
+
+} // namespace loom
+
+#endif // LOOM_PASSES_PIPELINE_STAGES_H
