@@ -204,7 +204,9 @@ void drawAxis(raw_ostream &os, double stepTime, double scale, double y) {
   }
 }
 
-void drawLegend(raw_ostream &os, double y) {
+/// The kinds of work the picture shows (a schedule without split backwards
+/// has no weight-gradient boxes), and idle.
+void drawLegend(raw_ostream &os, const Simulation &simulation, double y) {
   double x = kLeft;
   auto entry = [&](StringRef fill, StringRef label) {
     os << formatv("<rect x=\"{0}\" y=\"{1}\" width=\"14\" height=\"14\" "
@@ -214,7 +216,10 @@ void drawLegend(raw_ostream &os, double y) {
     x += 34 + 6.5 * label.size();
   };
   for (const Colour &colour : kColours)
-    entry(colour.fill, colour.label);
+    if (llvm::any_of(simulation.events, [&](const Simulation::Event &event) {
+          return categoryOf(event.kind) == colour.category;
+        }))
+      entry(colour.fill, colour.label);
   entry(kIdle, "idle");
 }
 
@@ -238,14 +243,14 @@ std::string renderSvg(const Simulation &simulation, StringRef title) {
   os << "<rect width=\"100%\" height=\"100%\" fill=\"#ffffff\"/>\n";
   os << formatv("<text x=\"{0}\" y=\"24\" class=\"title\">{1}</text>\n", kLeft,
                 escape(title));
-  os << formatv(
-      "<text x=\"{0}\" y=\"24\" text-anchor=\"end\" "
-      "class=\"legend\">step {1} ms, pipeline bubble {2:f1}%</text>\n",
-      kLeft + kPlotWidth, formatMs(simulation.stepTime * 1e3),
-      simulation.bubbleFraction * 100);
+  os << formatv("<text x=\"{0}\" y=\"24\" text-anchor=\"end\" "
+                "class=\"legend\">step {1} ms, devices idle {2:f1}% of the "
+                "pipelined time</text>\n",
+                kLeft + kPlotWidth, formatMs(simulation.stepTime * 1e3),
+                simulation.bubbleFraction * 100);
   drawRows(os, simulation, scale);
   drawAxis(os, stepTime, scale, rowsEnd + 6);
-  drawLegend(os, rowsEnd + 40);
+  drawLegend(os, simulation, rowsEnd + 40);
   os << "</svg>\n";
   return text;
 }

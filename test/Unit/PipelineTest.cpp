@@ -279,5 +279,37 @@ TEST_F(PipelineTest, SelectiveRecomputation) {
   EXPECT_LT(selective, none);
 }
 
+/// The interpreter's errors: a missing input names it; a schedule whose
+/// streams wait on each other is refused with every blocked rank.
+TEST_F(PipelineTest, RunErrors) {
+  auto module = check(gpt2Json(), {});
+  ASSERT_TRUE(module);
+  auto missing = loom::interp::runPipelineStep(*module, {}, Precision::F64);
+  ASSERT_FALSE(static_cast<bool>(missing));
+  EXPECT_NE(llvm::toString(missing.takeError()).find("no input 'param:"),
+            std::string::npos);
+
+  auto json = (*module)->getAttrOfType<StringAttr>("loom.schedule");
+  auto schedule = loom::sched::parseSchedule(json.getValue());
+  ASSERT_TRUE(static_cast<bool>(schedule));
+  // Rank 0 waits for a gradient before it sends its first activation.
+  auto &stream = schedule->streams[0];
+  auto recv = llvm::find_if(stream, [](const loom::sched::Instr &instr) {
+    return instr.kind == loom::sched::InstrKind::RecvGradient;
+  });
+  ASSERT_NE(recv, stream.end());
+  loom::sched::Instr moved = *recv;
+  stream.erase(recv);
+  stream.insert(stream.begin(), moved);
+  (*module)->setAttr(
+      "loom.schedule",
+      StringAttr::get(&context, loom::sched::scheduleToJson(*schedule)));
+  auto deadlocked = loom::interp::runPipelineStep(*module, {}, Precision::F64);
+  ASSERT_FALSE(static_cast<bool>(deadlocked));
+  std::string message = llvm::toString(deadlocked.takeError());
+  EXPECT_NE(message.find("deadlock"), std::string::npos) << message;
+  EXPECT_NE(message.find("rank 0"), std::string::npos) << message;
+}
+
 } // namespace
 } // namespace loom::unittest

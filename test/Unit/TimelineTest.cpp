@@ -92,6 +92,18 @@ TEST(TimelineTest, SvgHasRowsLegendAxisAndNumbers) {
   EXPECT_NE(svg.find("<title>W s0 mb1 (1.000 ms)</title>"), std::string::npos);
 }
 
+/// The legend lists only the kinds of work drawn: 1F1B has no separate
+/// weight-gradient boxes.
+TEST(TimelineTest, LegendListsWhatIsDrawn) {
+  llvm::Expected<Schedule> s = buildSchedule(ScheduleKind::OneFOneB, 2, 2);
+  ASSERT_TRUE(bool(s));
+  Simulation sim = simulate(*s, ScheduleCosts::uniform(*s, 1e-3, 2e-3, 1e-4));
+  std::string svg = renderSvg(sim, "1F1B");
+  EXPECT_NE(svg.find(">backward<"), std::string::npos);
+  EXPECT_EQ(svg.find(">weight gradient<"), std::string::npos);
+  EXPECT_NE(svg.find("devices idle"), std::string::npos);
+}
+
 TEST(TimelineTest, BadPathIsAnError) {
   Simulation sim = simulateZeroBubble(2, 2);
   llvm::Error error = writeSvg(sim, "/nonexistent-dir/x.svg", "t");

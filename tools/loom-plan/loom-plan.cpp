@@ -219,12 +219,33 @@ std::string describeStages(const plan::Estimate &e,
   return text;
 }
 
+/// The --loom-pipeline options that cut a step into this plan's stages
+/// (docs/pipeline.md): one layer count per stage, P · V of them.
+std::string pipelineFlags(const plan::Estimate &e,
+                          const plan::ParallelPlan &p) {
+  int64_t numRanks = int64_t(e.stageLayers.size()), v = p.virtualStages;
+  std::vector<std::string> layers;
+  for (int64_t c = 0; c < numRanks * v; ++c)
+    layers.push_back(std::to_string(e.stageLayers[c % numRanks] / v));
+  std::string flags =
+      formatv("--loom-pipeline=\"stages={0} micro-batches={1} schedule={2}",
+              p.pp, e.numMicroBatches, plan::stringifySchedule(p.schedule))
+          .str();
+  if (v > 1)
+    flags += formatv(" virtual-stages={0}", v).str();
+  if (p.recompute != cost::Recompute::None)
+    flags +=
+        formatv(" recompute={0}", cost::stringifyRecompute(p.recompute)).str();
+  return flags + " layers=" + join(layers.begin(), layers.end(), ",") + "\"";
+}
+
 void printText(const plan::Estimate &e, const plan::ParallelPlan &p,
                const cost::ClusterSpec &cluster, raw_ostream &os,
                bool withStages = false) {
   os << "plan:        " << describePlan(p, e) << "\n";
   if (withStages && p.pp > 1)
-    os << "stages:      " << describeStages(e, p) << "\n";
+    os << "stages:      " << describeStages(e, p) << "\n"
+       << "loom-opt:    " << pipelineFlags(e, p) << "\n";
   os << formatv("cluster:     {0}: {1} nodes x {2} devices ({3})\n",
                 cluster.name, cluster.nodes, cluster.devicesPerNode,
                 cluster.device.name);
