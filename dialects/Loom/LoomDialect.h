@@ -39,6 +39,11 @@ constexpr llvm::StringLiteral kAttentionCoreAttr = "loom.attention_core";
 /// global tensor (DropoutMask.h).
 constexpr llvm::StringLiteral kMaskSplitAxesAttr = "loom.mask_split_axes";
 constexpr llvm::StringLiteral kMaskGridAttr = "loom.mask_grid";
+/// On a dropout op of a pipelined step (`--loom-pipeline`): the number M
+/// (i64) of micro-batches the batch, dimension 0 of the masked tensor, was
+/// cut into. The executor says which micro-batch runs, and micro-batch k
+/// draws the masks of rows [k·b, (k+1)·b) of the whole batch.
+constexpr llvm::StringLiteral kMaskMicroBatchesAttr = "loom.mask_micro_batches";
 
 /// Pipeline parallelism (`--loom-pipeline`, `--loom-split-stages`,
 /// docs/pipeline.md). On ops of the training step: the pipeline stage

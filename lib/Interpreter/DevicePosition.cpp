@@ -29,6 +29,47 @@ ScopedDevicePosition::ScopedDevicePosition(const DevicePosition &position)
 
 ScopedDevicePosition::~ScopedDevicePosition() { threadPosition = previous; }
 
+static thread_local int64_t threadMicroBatch = -1;
+
+int64_t currentMicroBatch() { return threadMicroBatch; }
+
+ScopedMicroBatch::ScopedMicroBatch(int64_t microBatch)
+    : previous(threadMicroBatch) {
+  threadMicroBatch = microBatch;
+}
+
+ScopedMicroBatch::~ScopedMicroBatch() { threadMicroBatch = previous; }
+
+/// Adds micro-batch k's offset to the indices of a mask drawn on one
+/// micro-batch (`indices` empty: the local tensor is the micro-batch's
+/// whole tensor). `shards` is how many shards the micro-batch's tensor is
+/// cut into.
+static llvm::Expected<std::vector<int64_t>>
+offsetByMicroBatch(Operation *op, ArrayRef<int64_t> localShape,
+                   std::vector<int64_t> indices, int64_t shards) {
+  auto attr = op->getAttrOfType<IntegerAttr>(kMaskMicroBatchesAttr);
+  if (!attr || attr.getInt() <= 1)
+    return indices;
+  int64_t k = currentMicroBatch();
+  if (k < 0 || k >= attr.getInt())
+    return opError(op, "draws the dropout mask of one of " +
+                           llvm::Twine(attr.getInt()) + " micro-batches (" +
+                           kMaskMicroBatchesAttr +
+                           "): it needs the pipeline interpreter");
+  int64_t local = 1;
+  for (int64_t size : localShape)
+    local *= size;
+  if (indices.empty()) {
+    indices.resize(local);
+    for (int64_t e = 0; e < local; ++e)
+      indices[e] = e;
+  }
+  int64_t offset = k * local * shards;
+  for (int64_t &index : indices)
+    index += offset;
+  return indices;
+}
+
 /// The entries of `op`'s loom.mask_split_axes, or an error when it is not
 /// an array of arrays of integers.
 static llvm::Expected<llvm::SmallVector<llvm::SmallVector<int16_t>>>
@@ -58,7 +99,7 @@ llvm::Expected<std::vector<int64_t>> maskIndices(Operation *op,
                                                  ArrayRef<int64_t> splitOfDim) {
   Attribute attr = op->getAttr(kMaskSplitAxesAttr);
   if (!attr)
-    return std::vector<int64_t>{};
+    return offsetByMicroBatch(op, localShape, {}, 1);
   auto dims = dyn_cast<ArrayAttr>(attr);
   if (!dims)
     return opError(op, "has a malformed " + kMaskSplitAxesAttr +
@@ -72,7 +113,7 @@ llvm::Expected<std::vector<int64_t>> maskIndices(Operation *op,
                            " entries for a tensor of rank " +
                            llvm::Twine(localShape.size()));
   if (llvm::all_of(*entries, [](const auto &axes) { return axes.empty(); }))
-    return std::vector<int64_t>{};
+    return offsetByMicroBatch(op, localShape, {}, 1);
 
   const DevicePosition *position = currentDevicePosition();
   if (!position)
@@ -99,7 +140,11 @@ llvm::Expected<std::vector<int64_t>> maskIndices(Operation *op,
   if (!indices)
     return opError(op, kMaskSplitAxesAttr + ": " +
                            llvm::toString(indices.takeError()));
-  return indices;
+  int64_t shards = 1;
+  for (const auto &axes : split)
+    for (int16_t axis : axes)
+      shards *= position->gridShape[axis];
+  return offsetByMicroBatch(op, localShape, std::move(*indices), shards);
 }
 
 } // namespace loom::interp

@@ -43,14 +43,35 @@ private:
   const DevicePosition *previous;
 };
 
+/// The micro-batch of a pipelined step the calling thread computes (the
+/// pipeline interpreter sets it around each stage function it runs, and
+/// runRanks hands it to its rank threads); -1 when none.
+int64_t currentMicroBatch();
+
+/// Makes `microBatch` the calling thread's until destroyed.
+class ScopedMicroBatch {
+public:
+  explicit ScopedMicroBatch(int64_t microBatch);
+  ~ScopedMicroBatch();
+  ScopedMicroBatch(const ScopedMicroBatch &) = delete;
+  ScopedMicroBatch &operator=(const ScopedMicroBatch &) = delete;
+
+private:
+  int64_t previous;
+};
+
 /// The global row-major index of each element (in row-major order) of the
 /// local tensor of `localShape` whose mask `op` draws, read from the op's
 /// `loom.mask_split_axes` and the running rank's position. `splitOfDim`
 /// maps each mask dimension to the entry of the attribute that splits it
 /// (-1: the dimension is whole); empty maps dimension d to entry d.
-/// Returns an empty vector when the local tensor is the global one (no
-/// attribute, or one that splits nothing). Errors name the op: a malformed
-/// attribute, a split op outside runRanks, a grid other than the rank's.
+/// An op with `loom.mask_micro_batches = M` draws the masks of micro-batch
+/// k (currentMicroBatch) of M, dimension 0 being the batch: its indices are
+/// offset by k times the micro-batch's global element count. Returns an
+/// empty vector when the local tensor is the global one (no attribute, or
+/// one that splits nothing, and no micro-batches). Errors name the op: a
+/// malformed attribute, a split op outside runRanks, a grid other than the
+/// rank's, a micro-batched op run outside the pipeline interpreter.
 llvm::Expected<std::vector<int64_t>>
 maskIndices(mlir::Operation *op, llvm::ArrayRef<int64_t> localShape,
             llvm::ArrayRef<int64_t> splitOfDim = {});

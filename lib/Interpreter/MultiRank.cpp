@@ -448,11 +448,13 @@ runRanks(func::FuncOp fn, shard::GridOp grid,
   Rendezvous rendezvous(numRanks);
   std::vector<std::vector<Tensor>> results(numRanks);
   std::vector<std::thread> threads;
+  int64_t microBatch = currentMicroBatch();
   for (int64_t rank = 0; rank < numRanks; ++rank)
     threads.emplace_back([&, rank] {
-      // The dropout kernels draw masks by global index from it.
+      // The dropout kernels draw masks by global index from these.
       DevicePosition position{grid.getSymName(), grid.getShape(), rank};
       ScopedDevicePosition scope(position);
+      ScopedMicroBatch micro(microBatch);
       RankOps ops(grid, rendezvous, rank, precision);
       DriverOptions options;
       options.precision = precision;

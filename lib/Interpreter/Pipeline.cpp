@@ -12,6 +12,8 @@
 
 #include "loom/Interpreter/Pipeline.h"
 
+#include "DevicePosition.h"
+
 #include "loom/Interpreter/MultiRank.h"
 #include "loom/Schedule/Schedule.h"
 #include "loom/Schedule/Serialize.h"
@@ -291,6 +293,8 @@ llvm::Expected<DeviceTensors> Runner::argument(func::FuncOp fn, unsigned i,
 }
 
 llvm::Error Runner::callStage(func::FuncOp fn, int stage, int microBatch) {
+  // Dropout draws the masks of this micro-batch's rows of the batch.
+  ScopedMicroBatch micro(microBatch);
   std::vector<std::vector<Tensor>> perDevice(devices);
   for (unsigned i = 0; i < fn.getNumArguments(); ++i) {
     auto values = argument(fn, i, stage, microBatch);
@@ -399,7 +403,7 @@ llvm::Expected<bool> Runner::execute(int rank, const sched::Instr &instr) {
   case K::Optimizer:
     for (int s = 0; s < schedule.numStages(); ++s)
       if (schedule.rankOfStage(s) == rank)
-        if (llvm::Error err = callStage(stages[s].optimizer, s, 0))
+        if (llvm::Error err = callStage(stages[s].optimizer, s, -1))
           return std::move(err);
     return true;
   }

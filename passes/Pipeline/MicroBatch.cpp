@@ -77,11 +77,17 @@ private:
         llvm::any_of(op.getOperands(), [&](Value v) { return batch.count(v); });
     if (!any)
       return success();
-    if (m > 1 && hasDropout(&op))
-      return op.emitError("--loom-pipeline: dropout with ")
-             << m
-             << " micro-batches is not supported: its masks are drawn by "
-                "the element's index in the whole batch";
+    // Dropout draws masks by the element's index in the whole batch: the
+    // op learns how many micro-batches there are, the executor which one
+    // runs.
+    if (m > 1 && hasDropout(&op)) {
+      auto it = batch.find(op.getOperand(0));
+      if (it == batch.end() || it->second != 0)
+        return op.emitError("--loom-pipeline: dropout on a tensor whose "
+                            "first dimension is not the batch cannot be "
+                            "cut into micro-batches");
+      op.setAttr(kMaskMicroBatchesAttr, Builder(&op).getI64IntegerAttr(m));
+    }
     auto found = rules.find(&op);
     if (found == rules.end())
       return op.emitError("--loom-pipeline: '")

@@ -23,8 +23,10 @@ namespace loom {
 /// batch. Errors at the op: a batch that M does not divide, a batch that is
 /// not the outermost part of a dimension, a reduction over the batch that
 /// is not a sum (a mean, a max), a non-splat constant or an argument
-/// combined element-wise with the batch, and dropout when M > 1 (its masks
-/// are drawn by global element index, which a micro-batch does not know).
+/// combined element-wise with the batch, and dropout on a tensor whose
+/// first dimension is not the batch. Dropout ops get
+/// `loom.mask_micro_batches = M` (DropoutMask.h's index then counts the
+/// micro-batch's rows in the whole batch).
 mlir::LogicalResult splitMicroBatch(mlir::func::FuncOp fn,
                                     int64_t numMicroBatches);
 

@@ -16,7 +16,8 @@ def LoomPipeline : Pass<"loom-pipeline", "mlir::ModuleOp"> {
       arguments through every op's sharding rule and divided by
       `micro-batches` (M); cross-entropy divides by the whole batch's token
       count, so the M micro-batches' losses and gradients sum to the
-      batch's;
+      batch's; dropout ops get `loom.mask_micro_batches = M`, so that
+      micro-batch k draws the masks of its rows of the whole batch;
     - stages: the forward pass is a chain of items (the embedding, the
       layers, the head); `stages` × `virtual-stages` contiguous ranges of
       them become the stages, by `layers` (transformer layers per stage,
@@ -43,8 +44,8 @@ def LoomPipeline : Pass<"loom-pipeline", "mlir::ModuleOp"> {
     or one per stage, comma-separated), `layers` (comma-separated layer
     counts per stage), `cluster` (as `--loom-auto-shard`'s).
     Errors: a missing function or a step already inlined, a schedule shape
-    the schedule does not allow, a batch M does not divide, dropout with
-    M > 1, more stages than items, `layers` or `recompute` lists of the
+    the schedule does not allow, a batch M does not divide, dropout on a
+    tensor whose first dimension is not the batch, more stages than items, `layers` or `recompute` lists of the
     wrong length.
   }];
   let options = [

@@ -185,8 +185,13 @@ struct PipelinePass : impl::LoomPipelineBase<PipelinePass> {
     auto grad = buildGradientFunction(
         forward, "forward_backward", [](Operation *created, Operation *from) {
           created->setAttr(kBackwardAttr, UnitAttr::get(created->getContext()));
-          if (from)
-            setStage(created, stageOf(from));
+          if (!from)
+            return;
+          setStage(created, stageOf(from));
+          // A dropout's gradient replays the forward's masks.
+          if (Attribute m = from->getAttr(kMaskMicroBatchesAttr);
+              m && isa<DropoutGradOp, AttentionGradOp>(created))
+            created->setAttr(kMaskMicroBatchesAttr, m);
         });
     if (failed(grad))
       return failure();

@@ -279,6 +279,40 @@ TEST_F(PipelineTest, SelectiveRecomputation) {
   EXPECT_LT(selective, none);
 }
 
+/// Dropout everywhere (GPT-2: embeddings, residual branches, attention):
+/// micro-batch k draws the masks of its rows of the whole batch, so the
+/// pipelined step equals the unpipelined one, also with the batch split
+/// over a data-parallel grid inside each stage.
+TEST_F(PipelineTest, Gpt2DropoutOverMicroBatches) {
+  PipelineCase c;
+  c.microBatches = 4;
+  auto module = check(gpt2Json(0.1), c);
+  ASSERT_TRUE(module);
+  int64_t marked = 0;
+  module->walk(
+      [&](Operation *op) { marked += op->hasAttr("loom.mask_micro_batches"); });
+  EXPECT_GT(marked, 0);
+}
+
+TEST_F(PipelineTest, Gpt2DropoutTimesDataParallel) {
+  PipelineCase c;
+  c.scheme = dp2();
+  EXPECT_TRUE(check(gpt2Json(0.1), c));
+}
+
+TEST_F(PipelineTest, LlamaAttentionDropoutDecomposed) {
+  PipelineCase c;
+  c.decomposeAttention = true;
+  c.recompute = "selective";
+  EXPECT_TRUE(check(llamaJson(0.1), c));
+}
+
+TEST_F(PipelineTest, LlamaAttentionDropoutFused) {
+  PipelineCase c;
+  c.schedule = "zb-h1";
+  EXPECT_TRUE(check(llamaJson(0.1), c));
+}
+
 /// The interpreter's errors: a missing input names it; a schedule whose
 /// streams wait on each other is refused with every blocked rank.
 TEST_F(PipelineTest, RunErrors) {

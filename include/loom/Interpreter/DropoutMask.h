@@ -28,7 +28,10 @@
 // coordinates on (a0, a1), and the global position is shard index * local
 // extent + local position; `index` is the row-major index of the global
 // position in the global shape. This is shard.all_gather's order (and
-// interp::shardOfRank's, interp::globalIndicesOfShard's).
+// interp::shardOfRank's, interp::globalIndicesOfShard's). An op of a
+// pipelined step carries `loom.mask_micro_batches = M`: it runs on one of M
+// micro-batches cut from the batch along dimension 0, and micro-batch k
+// adds k times the micro-batch's global element count to the index.
 //
 // Philox4x32-10 is the counter-based generator of Random123 (Salmon, Moraes,
 // Dror and Shaw, "Parallel Random Numbers: As Easy as 1, 2, 3", SC'11): ten

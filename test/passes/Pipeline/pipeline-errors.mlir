@@ -13,17 +13,19 @@ func.func @forward(%w0: tensor<8x8xf32> {loom.name = "h.0.w"},
 
 // -----
 
-// Dropout masks are drawn by the element's index in the whole batch.
+// Dropout on a tensor whose first dimension is not the batch.
 func.func @forward(%w0: tensor<8x8xf32> {loom.name = "h.0.w"},
                    %w1: tensor<8x8xf32> {loom.name = "h.1.w"},
                    %x: tensor<4x8xi32> {loom.name = "tokens"},
                    %step: tensor<i64> {loom.name = "step"}) -> tensor<f32> {
   %0 = loom.embedding %w0, %x : (tensor<8x8xf32>, tensor<4x8xi32>) -> tensor<4x8x8xf32>
-  // expected-error @+1 {{--loom-pipeline: dropout with 2 micro-batches is not supported: its masks are drawn by the element's index in the whole batch}}
-  %1 = loom.dropout %0, %step {key = 3 : i64, rate = 0.1 : f64, seed = 1234 : i64} : tensor<4x8x8xf32>, tensor<i64>
-  %2 = loom.matmul %1, %w1 : (tensor<4x8x8xf32>, tensor<8x8xf32>) -> tensor<4x8x8xf32>
-  %3 = loom.cross_entropy %2, %x : (tensor<4x8x8xf32>, tensor<4x8xi32>) -> tensor<f32>
-  return %3 : tensor<f32>
+  %1 = loom.transpose %0 [1, 0, 2] : tensor<4x8x8xf32> -> tensor<8x4x8xf32>
+  // expected-error @+1 {{--loom-pipeline: dropout on a tensor whose first dimension is not the batch cannot be cut into micro-batches}}
+  %2 = loom.dropout %1, %step {key = 3 : i64, rate = 0.1 : f64, seed = 1234 : i64} : tensor<8x4x8xf32>, tensor<i64>
+  %3 = loom.transpose %2 [1, 0, 2] : tensor<8x4x8xf32> -> tensor<4x8x8xf32>
+  %4 = loom.matmul %3, %w1 : (tensor<4x8x8xf32>, tensor<8x8xf32>) -> tensor<4x8x8xf32>
+  %5 = loom.cross_entropy %4, %x : (tensor<4x8x8xf32>, tensor<4x8xi32>) -> tensor<f32>
+  return %5 : tensor<f32>
 }
 
 // -----
