@@ -9,10 +9,12 @@
 #   3. loom-opt --loom-autodiff --loom-optimizer builds @train_step;
 #   4. loom-plan --estimate predicts a data-parallel plan over this
 #      machine's cores (the cpu-local cluster preset);
-#   5. loom-run --backend=reference trains it (one process, the reference
-#      interpreter) and prints the falling loss.
-# (Planning and training on several CPU ranks replace step 5 as those
-# stages land.)
+#   5. loom-plan chooses a two-stage pipeline plan (stages, micro-batches,
+#      schedule) and prints its --loom-pipeline options; loom-opt cuts the
+#      training step into the stages' functions and schedule with them;
+#   6. loom-run --backend=reference trains it (the pipeline interpreter: both
+#      pipeline ranks' schedules in one process) and prints the falling loss.
+# (The compiled runtime under mpirun replaces step 6 when it lands.)
 #
 # usage: utils/run-main-job.sh
 # environment: LOOM_BUILD_DIR, LOOM_ENABLE_CUDA as for utils/run-tests.sh;
@@ -61,8 +63,21 @@ echo "== loom-tokenize examples/data/corpus.txt"
 "$build/bin/loom-tokenize" "$root/examples/data/corpus.txt" -o "$build/corpus.tokens"
 "$build/bin/loom-tokenize" --info "$build/corpus.tokens"
 
+train="$build/gpt2-tiny.train.mlir"
+if [ "$cores" -ge 2 ]; then
+  echo "== loom-plan --cluster cpu-local --global-batch 8 --pp 2 (a pipeline over 2 CPU ranks)"
+  "$build/bin/loom-plan" "$config" --cluster cpu-local --global-batch 8 --seq 64 \
+    --pp 2 --mixed-precision=false --top 1 | tee "$build/gpt2-tiny.plan.txt"
+  pipeline=$(sed -n 's/^loom-opt: *--loom-pipeline="\(.*\)"$/\1/p' "$build/gpt2-tiny.plan.txt")
+  echo "== loom-opt --loom-pipeline=\"$pipeline\" --inline --loom-split-stages"
+  "$build/bin/loom-opt" "$train" --loom-pipeline="$pipeline" --inline --loom-split-stages \
+    -o "$build/gpt2-tiny.pipelined.mlir"
+  echo "$(grep -c 'func.func @stage' "$build/gpt2-tiny.pipelined.mlir") stage functions"
+  train="$build/gpt2-tiny.pipelined.mlir"
+fi
+
 echo "== loom-run --backend=reference ... --steps $steps (every 10th step shown)"
-"$build/bin/loom-run" --backend=reference "$build/gpt2-tiny.train.mlir" \
+"$build/bin/loom-run" --backend=reference "$train" \
   --init "$build/gpt2-tiny.init.safetensors" --data "$build/corpus.tokens" \
   --steps "$steps" --log-json "$build/gpt2-tiny.log.jsonl" \
   --save "$build/gpt2-tiny.trained.safetensors" \

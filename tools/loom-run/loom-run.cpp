@@ -4,7 +4,10 @@
 //            [--steps K] [--save CKPT] [--log-json FILE] [--precision f32|f64]
 //
 // MODULE holds @train_step (loom-import | loom-opt --loom-autodiff
-// --loom-optimizer). The parameters come from a safetensors checkpoint by
+// --loom-optimizer), or the stage functions and schedule of a pipelined
+// step (--loom-pipeline ... --loom-split-stages), which the pipeline
+// interpreter runs: every pipeline rank's instruction stream, every stage
+// on its grid's devices. The parameters come from a safetensors checkpoint by
 // Hugging Face name, the optimizer moments start at zero, and step s
 // (1-based) trains on batch s - 1 of the token file (loom/Data/Batch.h).
 // Each step prints its loss; --log-json writes one JSON line per step and
@@ -17,6 +20,8 @@
 #include "loom/Data/Batch.h"
 #include "loom/Data/TokenFile.h"
 #include "loom/Interpreter/Interpreter.h"
+#include "loom/Interpreter/Pipeline.h"
+#include "loom/Schedule/Serialize.h"
 #include "loom/Support/AtomicFile.h"
 #include "loom/Training/TrainStep.h"
 
@@ -24,6 +29,8 @@
 
 #include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/Dialect/Shard/IR/ShardDialect.h"
+#include "mlir/Dialect/Shard/IR/ShardOps.h"
 #include "mlir/IR/BuiltinOps.h"
 #include "mlir/Parser/Parser.h"
 #include "llvm/Support/CommandLine.h"
@@ -113,6 +120,162 @@ Error saveParameters(StringRef path, const loom::TrainStepLayout &layout,
       path, tensors,
       {{"format", "pt"}, {"loom.steps", std::to_string(stepsDone)}});
 }
+/// One argument of the pipelined step (a parameter, moment, step or batch
+/// tensor), as the stage functions declare it.
+struct StepInput {
+  std::string key; ///< interp::stepKey: "param:<name>", "data:tokens", ...
+  std::string role, name;
+  mlir::Type elementType;
+  SmallVector<int64_t> shape; ///< whole, unsharded
+};
+
+/// The whole shape of a stage function's argument: its local shape times
+/// the shards of each dimension (`loom.split_axes` over the grid), and for
+/// the batch also times the micro-batches.
+SmallVector<int64_t> wholeShape(mlir::RankedTensorType type,
+                                mlir::DictionaryAttr attrs,
+                                ArrayRef<int64_t> gridShape,
+                                int64_t microBatches) {
+  SmallVector<int64_t> shape(type.getShape());
+  if (auto split = attrs.getAs<mlir::ArrayAttr>("loom.split_axes"))
+    for (auto [dim, axes] : llvm::enumerate(split))
+      for (mlir::Attribute axis : cast<mlir::ArrayAttr>(axes))
+        if (dim < shape.size())
+          shape[dim] *= gridShape[cast<mlir::IntegerAttr>(axis).getInt()];
+  auto role = attrs.getAs<mlir::StringAttr>(loom::kRoleAttr);
+  if (role && role.getValue() == "data" && !shape.empty())
+    shape[0] *= microBatches;
+  return shape;
+}
+
+/// Trains a module cut into pipeline stages (--loom-split-stages).
+int runPipelined(mlir::ModuleOp module) {
+  auto json = module->getAttrOfType<mlir::StringAttr>(loom::kScheduleAttr);
+  Expected<loom::sched::Schedule> schedule =
+      loom::sched::parseSchedule(json.getValue());
+  if (!schedule)
+    return fail(modulePath + ": " + toString(schedule.takeError()));
+  SmallVector<int64_t> gridShape;
+  int64_t devices = 1;
+  for (auto grid : module.getOps<mlir::shard::GridOp>()) {
+    gridShape.assign(grid.getShape().begin(), grid.getShape().end());
+    for (int64_t size : gridShape)
+      devices *= size;
+  }
+
+  // The step's inputs, in the order the stage functions first name them.
+  std::vector<StepInput> stepInputs;
+  for (auto fn : module.getOps<mlir::func::FuncOp>()) {
+    if (!fn->hasAttr(loom::kStageFunctionAttr))
+      continue;
+    for (unsigned i = 0; i < fn.getNumArguments(); ++i) {
+      mlir::DictionaryAttr attrs = fn.getArgAttrDict(i);
+      if (!attrs || attrs.get(loom::kValueKeyAttr))
+        continue;
+      std::string key = loom::interp::stepKey(attrs);
+      if (key.empty() || llvm::any_of(stepInputs, [&](const StepInput &in) {
+            return in.key == key;
+          }))
+        continue;
+      auto type = cast<mlir::RankedTensorType>(fn.getArgumentTypes()[i]);
+      auto name = attrs.getAs<mlir::StringAttr>(loom::kNameAttr);
+      stepInputs.push_back(
+          {key, attrs.getAs<mlir::StringAttr>(loom::kRoleAttr).str(),
+           name ? name.str() : "", type.getElementType(),
+           wholeShape(type, attrs, gridShape, schedule->numMicroBatches)});
+    }
+  }
+
+  Expected<loom::Checkpoint> ckpt = loom::readSafetensors(initPath);
+  if (!ckpt)
+    return fail(toString(ckpt.takeError()));
+  Expected<std::vector<uint32_t>> ids = loom::readTokenFile(dataPath);
+  if (!ids)
+    return fail(toString(ids.takeError()));
+
+  loom::interp::NamedTensors state;
+  std::vector<const StepInput *> params;
+  int64_t batch = 0, seqLen = 0, numElements = 0;
+  for (const StepInput &in : stepInputs) {
+    std::vector<double> zeros(llvm::product_of(in.shape), 0.0);
+    if (in.role == "param") {
+      const loom::CheckpointTensor *tensor =
+          loom::findParameter(*ckpt, in.name);
+      if (!tensor)
+        return fail(initPath + ": no tensor '" + in.name + "'");
+      if (ArrayRef<int64_t>(tensor->shape) != ArrayRef<int64_t>(in.shape))
+        return fail(initPath + ": '" + in.name +
+                    "' does not have the shape the module expects");
+      state[in.key] = Tensor::floats(
+          in.elementType, in.shape,
+          std::vector<double>(tensor->values.begin(), tensor->values.end()));
+      params.push_back(&in);
+      numElements += llvm::product_of(in.shape);
+    } else if (in.role == "m" || in.role == "v") {
+      state[in.key] = Tensor::floats(in.elementType, in.shape, zeros);
+    } else if (in.role == "data" && in.shape.size() == 2) {
+      batch = in.shape[0];
+      seqLen = in.shape[1];
+    }
+  }
+  if (batch == 0)
+    return fail(modulePath + ": no stage reads the tokens or labels");
+  outs() << formatv("loom-run: reference backend, pipelined: {0} ranks x {1} "
+                    "devices, {2} with {3} micro-batches, {4} parameter "
+                    "tensors ({5} values), batch {6} x {7} tokens, {8} steps\n",
+                    schedule->numRanks, devices,
+                    loom::sched::stringifyScheduleKind(schedule->kind),
+                    schedule->numMicroBatches, params.size(), numElements,
+                    batch, seqLen, steps.getValue());
+
+  std::string log;
+  raw_string_ostream logStream(log);
+  for (int64_t step = 1; step <= steps; ++step) {
+    Expected<loom::Batch> data = loom::makeBatch(*ids, step - 1, batch, seqLen);
+    if (!data)
+      return fail(dataPath + ": " + toString(data.takeError()));
+    loom::interp::NamedTensors inputs = state;
+    for (const StepInput &in : stepInputs) {
+      if (in.role == "step")
+        inputs[in.key] = Tensor::ints(in.elementType, in.shape, {step});
+      else if (in.role == "data")
+        inputs[in.key] =
+            intTensor(mlir::RankedTensorType::get(in.shape, in.elementType),
+                      in.name == "labels" ? data->labels : data->tokens);
+    }
+    auto results =
+        loom::interp::runPipelineStep(module, inputs, precision.getValue());
+    if (!results)
+      return fail(
+          formatv("step {0}: {1}", step, toString(results.takeError())));
+    double loss = results->at("loss").f()[0];
+    outs() << formatv("step {0,4}  loss {1:f6}\n", step, loss);
+    logStream << json::Value(json::Object{{"step", step}, {"loss", loss}})
+              << "\n";
+    for (auto &[key, tensor] : *results)
+      if (state.count(key))
+        state[key] = std::move(tensor);
+  }
+
+  if (!logPath.empty())
+    if (Error error = loom::writeFileAtomically(
+            logPath, [&](raw_ostream &os) { os << log; }))
+      return fail(toString(std::move(error)));
+  if (!savePath.empty()) {
+    std::vector<loom::CheckpointTensor> tensors;
+    for (const StepInput *in : params) {
+      const Tensor &tensor = state[in->key];
+      tensors.push_back(
+          {in->name, in->shape,
+           std::vector<float>(tensor.f().begin(), tensor.f().end())});
+    }
+    if (Error error = loom::writeSafetensors(
+            savePath, tensors,
+            {{"format", "pt"}, {"loom.steps", std::to_string(steps)}}))
+      return fail(toString(std::move(error)));
+  }
+  return 0;
+}
 } // namespace
 
 int main(int argc, char **argv) {
@@ -125,7 +288,7 @@ int main(int argc, char **argv) {
 
   mlir::MLIRContext context;
   context.loadDialect<loom::LoomDialect, mlir::func::FuncDialect,
-                      mlir::arith::ArithDialect>();
+                      mlir::arith::ArithDialect, mlir::shard::ShardDialect>();
   llvm::SourceMgr sourceMgr;
   mlir::SourceMgrDiagnosticHandler handler(sourceMgr, &context);
   mlir::OwningOpRef<mlir::ModuleOp> module =
@@ -133,10 +296,13 @@ int main(int argc, char **argv) {
                                             mlir::ParserConfig(&context));
   if (!module)
     return 1; // The parser reported the error with its location.
+  if ((*module)->hasAttr(loom::kScheduleAttr))
+    return runPipelined(*module);
   auto fn = module->lookupSymbol<mlir::func::FuncOp>("train_step");
   if (!fn)
     return fail(modulePath + ": no @train_step (run loom-opt --loom-autodiff "
-                             "--loom-optimizer first)");
+                             "--loom-optimizer first) and no pipeline "
+                             "schedule (--loom-split-stages)");
   Expected<loom::TrainStepLayout> layout = loom::analyzeTrainStep(fn);
   if (!layout)
     return fail(modulePath + ": " + toString(layout.takeError()));
