@@ -168,19 +168,10 @@ llvm::Error Runner::load() {
   return llvm::Error::success();
 }
 
-/// `attrs`' loom.split_axes, as MultiRank.h's SplitAxes.
+/// `attrs`' loom.split_axes (none: replicated).
 std::vector<llvm::SmallVector<int16_t>> splitAxesOf(DictionaryAttr attrs) {
-  std::vector<llvm::SmallVector<int16_t>> split;
-  auto array = attrs ? attrs.getAs<ArrayAttr>("loom.split_axes") : ArrayAttr();
-  if (!array)
-    return split;
-  for (Attribute dim : array) {
-    llvm::SmallVector<int16_t> axes;
-    for (Attribute axis : cast<ArrayAttr>(dim))
-      axes.push_back(cast<IntegerAttr>(axis).getInt());
-    split.push_back(axes);
-  }
-  return split;
+  return splitAxesFromAttr(attrs ? attrs.getAs<ArrayAttr>("loom.split_axes")
+                                 : ArrayAttr());
 }
 
 llvm::Expected<DeviceTensors> Runner::shard(const Tensor &whole,

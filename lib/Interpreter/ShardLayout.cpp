@@ -94,6 +94,20 @@ int64_t linearIndexOf(llvm::ArrayRef<int64_t> shape,
 // Shards of a global tensor
 //===----------------------------------------------------------------------===//
 
+std::vector<llvm::SmallVector<int16_t>>
+splitAxesFromAttr(mlir::ArrayAttr splitAxes) {
+  std::vector<llvm::SmallVector<int16_t>> split;
+  if (!splitAxes)
+    return split;
+  for (mlir::Attribute dim : splitAxes) {
+    llvm::SmallVector<int16_t> axes;
+    for (mlir::Attribute axis : llvm::cast<mlir::ArrayAttr>(dim))
+      axes.push_back(llvm::cast<mlir::IntegerAttr>(axis).getInt());
+    split.push_back(axes);
+  }
+  return split;
+}
+
 llvm::SmallVector<int64_t> gridMultiIndex(llvm::ArrayRef<int64_t> gridShape,
                                           int64_t rank) {
   llvm::SmallVector<int64_t> index(gridShape.size());

@@ -46,18 +46,21 @@ void setStage(Operation *op, int64_t stage) {
   op->setAttr(kStageAttr, Builder(op).getI64IntegerAttr(stage));
 }
 
+/// The earliest stage of `op`'s users, or 0 when none has one.
+int64_t earliestUserStage(Operation *op) {
+  int64_t stage = -1;
+  for (Operation *user : op->getUsers())
+    if (int64_t s = stageOf(user); s >= 0)
+      stage = stage < 0 ? s : std::min(stage, s);
+  return std::max<int64_t>(stage, 0);
+}
+
 /// Ops without operands (constants) take the earliest stage that uses them:
 /// --loom-split-stages copies them into every stage that needs them.
 void tagConstants(Block &body) {
-  for (Operation &op : body.without_terminator()) {
-    if (op.getNumOperands() != 0)
-      continue;
-    int64_t stage = -1;
-    for (Operation *user : op.getUsers())
-      if (int64_t s = stageOf(user); s >= 0)
-        stage = stage < 0 ? s : std::min(stage, s);
-    setStage(&op, std::max<int64_t>(stage, 0));
-  }
+  for (Operation &op : body.without_terminator())
+    if (op.getNumOperands() == 0)
+      setStage(&op, earliestUserStage(&op));
 }
 
 /// A parameter used by several stages gets an argument per extra stage, so
@@ -222,15 +225,9 @@ struct PipelinePass : impl::LoomPipelineBase<PipelinePass> {
   /// run where their first user runs (stage 0 when only returned).
   static void tagBackwardLeftovers(func::FuncOp grad) {
     Block &body = grad.getBody().front();
-    for (Operation &op : llvm::reverse(body.without_terminator())) {
-      if (stageOf(&op) >= 0)
-        continue;
-      int64_t stage = -1;
-      for (Operation *user : op.getUsers())
-        if (int64_t s = stageOf(user); s >= 0)
-          stage = stage < 0 ? s : std::min(stage, s);
-      setStage(&op, std::max<int64_t>(stage, 0));
-    }
+    for (Operation &op : llvm::reverse(body.without_terminator()))
+      if (stageOf(&op) < 0)
+        setStage(&op, earliestUserStage(&op));
   }
 
   /// Replaces @train_step's call of the old gradient function by one of the

@@ -4,12 +4,12 @@
 // stages (and --loom-partition may have made SPMD), becomes the functions
 // each stage runs on one micro-batch, and the schedule that runs them.
 //
-// 1. Every op gets a phase and a stage: forward and backward ops carry
-//    them; optimizer updates and the tied-gradient sums are the optimizer
-//    phase; ops the partitioner inserted take them from their first user,
-//    else from their producers. An optimizer op runs on every stage that
-//    holds the parameters it updates (a parameter used by several stages is
-//    held, and updated, by each).
+// 1. Every op gets a phase and a stage (StepPhases.h): forward and
+//    backward ops carry them; optimizer updates and the tied-gradient sums
+//    are the optimizer phase; ops the partitioner inserted take them from
+//    their first user, else from their producers. An optimizer op runs on
+//    every stage that holds the parameters it updates (a parameter used by
+//    several stages is held, and updated, by each).
 // 2. Each stage's backward takes the forward ops its recomputation mode
 //    recomputes; with ZB-H1 it is cut into the part the activation
 //    gradients need (B) and the rest (W).
@@ -23,6 +23,8 @@
 //===----------------------------------------------------------------------===//
 
 #include "passes/Pipeline/Passes.h"
+
+#include "passes/Pipeline/StepPhases.h"
 
 #include "loom/Schedule/Schedule.h"
 #include "loom/Schedule/Serialize.h"
@@ -49,18 +51,6 @@ using namespace mlir;
 
 namespace loom {
 namespace {
-
-enum class Phase { Forward, Backward, Optimizer };
-
-struct OpInfo {
-  Phase phase = Phase::Forward;
-  int64_t stage = -1;          ///< forward and backward ops
-  std::set<int64_t> optStages; ///< optimizer ops: the stages running them
-};
-
-bool isConstantLeaf(Operation *op) {
-  return op->getNumOperands() == 0 && op->hasTrait<OpTrait::ConstantLike>();
-}
 
 /// One function being cut out of the step.
 struct Piece {
@@ -97,8 +87,6 @@ public:
 
 private:
   LogicalResult readPipeline();
-  LogicalResult classify();
-  void assignOptimizerStages();
   void buildPieces();
   LogicalResult collectCrossings();
   LogicalResult emit();
@@ -119,11 +107,7 @@ private:
     return def && info.count(def) && info.lookup(def).phase == Phase::Backward;
   }
   std::string keyOf(Value v) const;
-  /// A forward or backward op that reads only parameters and optimizer
-  /// state (a slice or gather of a weight): the optimizer recomputes it
-  /// rather than reading it as an accumulator.
-  bool isStepInvariant(Operation *op);
-  DenseMap<Operation *, bool> invariant;
+  bool isStepInvariant(Operation *op) { return phases->isStepInvariant(op); }
   DictionaryAttr portAttrs(StringRef role, Value v,
                            DictionaryAttr base = {}) const;
   /// Values in block order (by defining op, then result number).
@@ -136,6 +120,8 @@ private:
   int64_t numRanks = 1, virtualStages = 1, numStages = 1, microBatches = 1;
   SmallVector<std::string> recompute;
 
+  std::optional<StepPhases> phases;
+  /// The phases' maps (StepPhases.h).
   DenseMap<Operation *, OpInfo> info;
   DenseMap<Operation *, int64_t> position;
 
@@ -158,27 +144,6 @@ private:
   };
   DenseMap<Operation *, SmallVector<Accumulator>> accumulatorsOf;
 };
-
-bool Splitter::isStepInvariant(Operation *op) {
-  auto it = invariant.find(op);
-  if (it != invariant.end())
-    return it->second;
-  bool result = info.count(op) && info[op].phase != Phase::Optimizer;
-  for (Value operand : op->getOperands()) {
-    if (!result)
-      break;
-    if (auto arg = dyn_cast<BlockArgument>(operand)) {
-      auto role =
-          step.getArgAttrOfType<StringAttr>(arg.getArgNumber(), kRoleAttr);
-      result = role && role.getValue() != "data";
-      continue;
-    }
-    Operation *def = operand.getDefiningOp();
-    result = isConstantLeaf(def) || isStepInvariant(def);
-  }
-  invariant[op] = result;
-  return result;
-}
 
 std::string Splitter::keyOf(Value v) const {
   if (auto arg = dyn_cast<BlockArgument>(v))
@@ -240,114 +205,6 @@ LogicalResult Splitter::readPipeline() {
   for (Attribute mode : modes)
     recompute.push_back(cast<StringAttr>(mode).getValue().str());
   return success();
-}
-
-LogicalResult Splitter::classify() {
-  int64_t index = 0;
-  for (Operation &op : body) {
-    position[&op] = index++;
-    if (isa<func::CallOp>(op))
-      return op.emitError("--loom-split-stages: inline @train_step first "
-                          "(--inline)");
-    if (op.hasTrait<OpTrait::IsTerminator>() || isConstantLeaf(&op))
-      continue;
-    if (isa<AdamWUpdateOp, SGDUpdateOp>(op) || op.hasAttr(kTiedGradientAttr)) {
-      info[&op] = {Phase::Optimizer, -1, {}};
-      continue;
-    }
-    if (auto stage = op.getAttrOfType<IntegerAttr>(kStageAttr)) {
-      if (stage.getInt() < 0 || stage.getInt() >= numStages)
-        return op.emitError("--loom-split-stages: stage ")
-               << stage.getInt() << " is outside the pipeline's " << numStages
-               << " stages";
-      info[&op] = {op.hasAttr(kBackwardAttr) ? Phase::Backward : Phase::Forward,
-                   stage.getInt(),
-                   {}};
-    }
-  }
-  // Ops the partitioner inserted run where their first user runs (a
-  // gradient's reduction before its update: once per step, on the
-  // accumulated gradient)...
-  for (Operation &op : llvm::reverse(body.without_terminator())) {
-    if (info.count(&op) || isConstantLeaf(&op))
-      continue;
-    Operation *first = nullptr;
-    for (Operation *user : op.getUsers())
-      // ...except before a tied sum, whose operands must stay with the
-      // stages that compute them.
-      if (info.count(user) && !user->hasAttr(kTiedGradientAttr) &&
-          (!first || position[user] < position[first]))
-        first = user;
-    if (first)
-      info[&op] = info[first];
-  }
-  // ...or, when only returned, where their latest producer runs.
-  for (Operation &op : body.without_terminator()) {
-    if (info.count(&op) || isConstantLeaf(&op))
-      continue;
-    Operation *last = nullptr;
-    for (Value operand : op.getOperands())
-      if (Operation *def = operand.getDefiningOp();
-          def && info.count(def) && (!last || position[def] > position[last]))
-        last = def;
-    if (!last)
-      return op.emitError("--loom-split-stages: cannot tell which stage "
-                          "runs this op (no staged user or producer)");
-    info[&op] = info[last];
-  }
-  return success();
-}
-
-void Splitter::assignOptimizerStages() {
-  // The stages holding each parameter: those whose forward or backward use
-  // it.
-  DenseMap<Value, std::set<int64_t>> holding;
-  for (BlockArgument arg : body.getArguments()) {
-    auto role =
-        step.getArgAttrOfType<StringAttr>(arg.getArgNumber(), kRoleAttr);
-    if (!role || role.getValue() != "param")
-      continue;
-    for (Operation *user : arg.getUsers())
-      if (info.count(user) && info.lookup(user).phase != Phase::Optimizer)
-        holding[arg].insert(info.lookup(user).stage);
-  }
-  for (Operation &op : body.without_terminator()) {
-    auto it = info.find(&op);
-    if (it == info.end() || it->second.phase != Phase::Optimizer)
-      continue;
-    std::set<int64_t> stages;
-    for (Value operand : op.getOperands()) {
-      if (isa<BlockArgument>(operand)) {
-        auto found = holding.find(operand);
-        if (found != holding.end())
-          stages.insert(found->second.begin(), found->second.end());
-        continue;
-      }
-      Operation *def = operand.getDefiningOp();
-      if (!info.count(def))
-        continue;
-      const OpInfo &from = info[def];
-      if (from.phase == Phase::Optimizer)
-        stages.insert(from.optStages.begin(), from.optStages.end());
-      else
-        stages.insert(from.stage);
-    }
-    it->second.optStages = std::move(stages);
-  }
-  // What depends on no stage's value (a slice of a moment) is where its
-  // users are; failing that, on stage 0.
-  for (Operation &op : llvm::reverse(body.without_terminator())) {
-    auto it = info.find(&op);
-    if (it == info.end() || it->second.phase != Phase::Optimizer ||
-        !it->second.optStages.empty())
-      continue;
-    for (Operation *user : op.getUsers())
-      if (info.count(user))
-        it->second.optStages.insert(info[user].optStages.begin(),
-                                    info[user].optStages.end());
-    if (it->second.optStages.empty())
-      it->second.optStages.insert(0);
-  }
 }
 
 void Splitter::buildPieces() {
@@ -795,9 +652,13 @@ LogicalResult Splitter::emitOptimizer(int64_t s) {
 }
 
 LogicalResult Splitter::run() {
-  if (failed(readPipeline()) || failed(classify()))
+  if (failed(readPipeline()))
     return failure();
-  assignOptimizerStages();
+  phases.emplace(step, numStages);
+  if (failed(phases->run()))
+    return failure();
+  info = phases->info;
+  position = phases->position;
   buildPieces();
   if (failed(collectCrossings()) || failed(emit()))
     return failure();

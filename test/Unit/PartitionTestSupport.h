@@ -369,16 +369,7 @@ protected:
     int64_t ranks = 1;
     for (int64_t size : gridShape)
       ranks *= size;
-    auto splitOf = [&](ArrayAttr attr) {
-      std::vector<llvm::SmallVector<int16_t>> split;
-      for (Attribute dim : attr) {
-        llvm::SmallVector<int16_t> axes;
-        for (Attribute entry : cast<ArrayAttr>(dim))
-          axes.push_back(cast<IntegerAttr>(entry).getInt());
-        split.push_back(axes);
-      }
-      return split;
-    };
+    auto splitOf = loom::interp::splitAxesFromAttr;
     std::vector<std::vector<Tensor>> perRank(ranks);
     for (unsigned i = 0; i < fn.getNumArguments(); ++i) {
       auto split =

@@ -60,6 +60,12 @@ namespace loom::interp {
 /// axis that splits no dimension replicates the tensor along it.
 using SplitAxes = llvm::ArrayRef<llvm::SmallVector<int16_t>>;
 
+/// The split axes a `loom.split_axes` attribute (an array of arrays of
+/// grid axes, as `--loom-partition` writes it) lists; empty for a null
+/// attribute (replicated).
+std::vector<llvm::SmallVector<int16_t>>
+splitAxesFromAttr(mlir::ArrayAttr splitAxes);
+
 /// The multi-index of `rank` in a grid of `gridShape` (row-major).
 llvm::SmallVector<int64_t> gridMultiIndex(llvm::ArrayRef<int64_t> gridShape,
                                           int64_t rank);
