@@ -126,17 +126,20 @@ void StepPhases::assignOptimizerStages() {
     }
     it->second.optStages = std::move(stages);
   }
-  // What depends on no stage's value (a slice of a moment) is where its
-  // users are; failing that, on stage 0.
+  // Every stage that runs an op also runs what feeds it: a slice of a
+  // moment, or of a weight that another stage's forward reads too, is
+  // where its users are; what nothing stages runs on stage 0.
   for (Operation &op : llvm::reverse(body.without_terminator())) {
     auto it = info.find(&op);
-    if (it == info.end() || it->second.phase != Phase::Optimizer ||
-        !it->second.optStages.empty())
+    if (it == info.end() || it->second.phase != Phase::Optimizer)
       continue;
-    for (Operation *user : op.getUsers())
-      if (info.count(user))
-        it->second.optStages.insert(info[user].optStages.begin(),
-                                    info[user].optStages.end());
+    for (Operation *user : op.getUsers()) {
+      auto found = info.find(user);
+      if (found != info.end() && found->second.phase == Phase::Optimizer &&
+          !user->hasAttr(kTiedGradientAttr))
+        it->second.optStages.insert(found->second.optStages.begin(),
+                                    found->second.optStages.end());
+    }
     if (it->second.optStages.empty())
       it->second.optStages.insert(0);
   }

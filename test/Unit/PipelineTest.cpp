@@ -279,6 +279,36 @@ TEST_F(PipelineTest, SelectiveRecomputation) {
   EXPECT_LT(selective, none);
 }
 
+/// Whatever the sharding planner picks inside the stages when compute is
+/// all that costs (every collective kind, layouts no scheme names): the
+/// cut must still place each inserted collective where its values live.
+TEST_F(PipelineTest, Gpt2TimesComputeBoundSharding) {
+  PipelineCase c;
+  c.scheme = computeBound("2x2");
+  EXPECT_TRUE(check(gpt2Json(), c));
+}
+
+TEST_F(PipelineTest, LlamaTimesComputeBoundSharding) {
+  PipelineCase c;
+  c.scheme = computeBound("4");
+  c.schedule = "zb-h1";
+  EXPECT_TRUE(check(llamaJson(), c));
+}
+
+/// Everything at once: dropout everywhere, four micro-batches, interleaved
+/// stages, selective recomputation of the decomposed attention, and the
+/// planner's own sharding inside the stages.
+TEST_F(PipelineTest, Gpt2EverythingAtOnce) {
+  PipelineCase c;
+  c.schedule = "interleaved-1f1b";
+  c.virtualStages = 2;
+  c.microBatches = 4;
+  c.recompute = "selective";
+  c.decomposeAttention = true;
+  c.scheme = computeBound("2");
+  EXPECT_TRUE(check(gpt2Json(0.1), c));
+}
+
 /// Dropout everywhere (GPT-2: embeddings, residual branches, attention):
 /// micro-batch k draws the masks of its rows of the whole batch, so the
 /// pipelined step equals the unpipelined one, also with the batch split
