@@ -22,7 +22,10 @@ def LoomPipeline : Pass<"loom-pipeline", "mlir::ModuleOp"> {
       layers, the head); `stages` × `virtual-stages` contiguous ranges of
       them become the stages, by `layers` (transformer layers per stage,
       the embedding on the first stage and the head on the last) or else
-      by Alpa's stage DP on the ops' roofline times on `cluster`'s device;
+      by Alpa's stage DP on the ops' roofline times on `cluster`'s device,
+      every stage fitting `memory-budget` with the parameters it reads (and
+      their gradients and moments) and its forward results for the
+      micro-batches its schedule keeps in flight;
       every forward op gets `loom.stage = s`;
     - `@forward_backward` is differentiated again from the micro-batched
       `@forward`, every backward op tagged with the stage of the forward op
@@ -42,11 +45,13 @@ def LoomPipeline : Pass<"loom-pipeline", "mlir::ModuleOp"> {
     `virtual-stages` (V, stages per rank; interleaved-1f1b needs V >= 2 and
     M a multiple of P), `recompute` (`none`, `selective`, `full`: one value,
     or one per stage, comma-separated), `layers` (comma-separated layer
-    counts per stage), `cluster` (as `--loom-auto-shard`'s).
+    counts per stage), `cluster` (as `--loom-auto-shard`'s),
+    `memory-budget` (bytes per device; 0: the cluster device's memory).
     Errors: a missing function or a step already inlined, a schedule shape
     the schedule does not allow, a batch M does not divide, dropout on a
-    tensor whose first dimension is not the batch, more stages than items, `layers` or `recompute` lists of the
-    wrong length.
+    tensor whose first dimension is not the batch, more stages than items,
+    a memory budget no split fits (with what the tightest split needs),
+    `layers` or `recompute` lists of the wrong length.
   }];
   let options = [
     Option<"stages", "stages", "int64_t", "2", "Pipeline ranks (P)">,
@@ -62,6 +67,9 @@ def LoomPipeline : Pass<"loom-pipeline", "mlir::ModuleOp"> {
                "Transformer layers per stage (default: balanced)">,
     Option<"clusterName", "cluster", "std::string", "\"cpu-local\"",
            "Cluster spec whose device times the stages are balanced on">,
+    Option<"memoryBudget", "memory-budget", "double", "0",
+           "Bytes per device each balanced stage must fit (0: the cluster "
+           "device's memory)">,
   ];
   let dependentDialects = ["mlir::arith::ArithDialect", "loom::LoomDialect"];
 }

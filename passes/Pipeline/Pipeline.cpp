@@ -168,9 +168,26 @@ struct PipelinePass : impl::LoomPipelineBase<PipelinePass> {
     auto items = findForwardItems(forward);
     if (failed(items))
       return failure();
+    // Each stage keeps its rank's micro-batches in flight (a chunk of an
+    // interleaved rank its share); AdamW keeps a parameter, its gradient
+    // and two moments, SGD the first two.
+    std::vector<double> inFlight;
+    for (int64_t s = 0; s < numStages; ++s)
+      inFlight.push_back(
+          double(sched::peakInFlight(*kind, stages, microBatches, virtualStages,
+                                     s % stages)) /
+          virtualStages);
+    auto optimizer = step->getAttrOfType<DictionaryAttr>("loom.optimizer");
+    auto optimizerKind =
+        optimizer ? optimizer.getAs<StringAttr>("kind") : StringAttr();
+    double stateCopies =
+        optimizerKind && optimizerKind.getValue() == "sgd" ? 2 : 4;
+    double capacity =
+        memoryBudget > 0 ? double(memoryBudget) : cluster->device.memoryBytes;
     auto bounds = chooseStageBounds(
-        forward, *items, itemSeconds(forward, *items, cluster->device),
-        numStages, microBatches, layers);
+        forward, *items,
+        itemCosts(forward, *items, cluster->device, stateCopies), inFlight,
+        microBatches, capacity, layers);
     if (failed(bounds))
       return failure();
     Block &body = forward.getBody().front();

@@ -9,6 +9,7 @@
 #include "dialects/Loom/LoomDialect.h"
 
 #include "llvm/ADT/SetVector.h"
+#include "llvm/Support/FormatVariadic.h"
 
 using namespace mlir;
 
@@ -68,20 +69,39 @@ FailureOr<ForwardItems> findForwardItems(func::FuncOp forward) {
   return items;
 }
 
-std::vector<double> itemSeconds(func::FuncOp forward, const ForwardItems &items,
-                                const cost::DeviceSpec &device) {
-  std::vector<double> seconds(items.numItems(), 0.0);
-  for (Operation &op : forward.getBody().front().without_terminator())
-    seconds[items.itemOf.lookup(&op)] +=
-        3 * cost::opTime(cost::getOpWork(&op), device);
-  return seconds;
+std::vector<plan::StageItem> itemCosts(func::FuncOp forward,
+                                       const ForwardItems &items,
+                                       const cost::DeviceSpec &device,
+                                       double stateCopies) {
+  std::vector<plan::StageItem> costs(items.numItems());
+  auto bytes = [](Type type) {
+    auto tensor = dyn_cast<RankedTensorType>(type);
+    return tensor ? cost::numElements(tensor.getShape()) *
+                        cost::elementBytes(tensor.getElementType())
+                  : 0.0;
+  };
+  llvm::SmallDenseSet<unsigned> counted;
+  for (Operation &op : forward.getBody().front().without_terminator()) {
+    plan::StageItem &item = costs[items.itemOf.lookup(&op)];
+    item.seconds += 3 * cost::opTime(cost::getOpWork(&op), device);
+    for (Value result : op.getResults())
+      item.activationBytes += bytes(result.getType());
+    for (Value operand : op.getOperands())
+      if (auto arg = dyn_cast<BlockArgument>(operand);
+          arg && isFloatTensorType(arg.getType()) &&
+          counted.insert(arg.getArgNumber()).second)
+        item.staticBytes += stateCopies * bytes(arg.getType());
+  }
+  return costs;
 }
 
 FailureOr<std::vector<int64_t>>
 chooseStageBounds(func::FuncOp forward, const ForwardItems &items,
-                  const std::vector<double> &seconds, int64_t numStages,
-                  int64_t numMicroBatches, ArrayRef<int64_t> layersPerStage) {
+                  const std::vector<plan::StageItem> &costs,
+                  const std::vector<double> &inFlight, int64_t numMicroBatches,
+                  double capacity, ArrayRef<int64_t> layersPerStage) {
   int64_t numItems = items.numItems();
+  int64_t numStages = inFlight.size();
   if (!layersPerStage.empty()) {
     if (int64_t(layersPerStage.size()) != numStages)
       return forward.emitError("--loom-pipeline: `layers` lists ")
@@ -108,16 +128,19 @@ chooseStageBounds(func::FuncOp forward, const ForwardItems &items,
            << " items to place (the embedding, " << items.numLayers
            << " layers and the head)";
   plan::StageProblem problem;
-  for (double s : seconds)
-    problem.items.push_back({s, 0, 0});
+  problem.items = costs;
   problem.numStages = numStages;
   problem.numMicroBatches = numMicroBatches;
-  problem.inFlight.assign(numStages, 1.0);
-  auto partition = plan::partitionStages(problem);
-  if (!partition)
-    return forward.emitError("--loom-pipeline: no split of the items into ")
-           << numStages << " stages";
-  return partition->bounds;
+  problem.inFlight = inFlight;
+  problem.capacity = capacity;
+  if (auto partition = plan::partitionStages(problem))
+    return partition->bounds;
+  auto tightest = plan::partitionForMemory(problem);
+  return forward.emitError("--loom-pipeline: no split of the items into ")
+         << numStages << " stages fits "
+         << llvm::formatv("{0:e3}", capacity).str()
+         << " bytes per device; the tightest needs "
+         << llvm::formatv("{0:e3}", tightest ? tightest->peakBytes : 0.0).str();
 }
 
 } // namespace loom

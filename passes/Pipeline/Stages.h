@@ -11,6 +11,7 @@
 #define LOOM_PASSES_PIPELINE_STAGES_H
 
 #include "loom/CostModel/ClusterSpec.h"
+#include "loom/Planner/StageDP.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "llvm/ADT/DenseMap.h"
@@ -34,23 +35,30 @@ struct ForwardItems {
 /// dataflow. Fails when no argument names a layer.
 mlir::FailureOr<ForwardItems> findForwardItems(mlir::func::FuncOp forward);
 
-/// Forward and backward seconds of one micro-batch of each item on
-/// `device`: the roofline time of its forward ops, times three (the
-/// backward does twice the forward's matrix work).
-std::vector<double> itemSeconds(mlir::func::FuncOp forward,
-                                const ForwardItems &items,
-                                const cost::DeviceSpec &device);
+/// What each item costs one device, for the stage DP: forward and backward
+/// seconds of one micro-batch on `device` (the roofline time of its forward
+/// ops, times three: the backward does twice the forward's matrix work),
+/// the bytes of the parameters it reads first times `stateCopies` (the
+/// parameter, its gradient and the optimizer's moments), and the bytes of
+/// its forward results (what one micro-batch in flight keeps without
+/// recomputation, an upper bound).
+std::vector<plan::StageItem> itemCosts(mlir::func::FuncOp forward,
+                                       const ForwardItems &items,
+                                       const cost::DeviceSpec &device,
+                                       double stateCopies);
 
 /// Stage s holds items [bounds[s], bounds[s+1]). With `layersPerStage`
 /// (one count per stage, summing to the layers) the embedding joins the
 /// first stage and the head the last; otherwise the fastest contiguous
-/// split of the items' seconds (Alpa's stage DP, loom/Planner/StageDP.h).
-/// Errors when there are more stages than items or the counts are wrong.
+/// split whose every stage fits `capacity` bytes, stage s keeping
+/// `inFlight[s]` micro-batches' activations (Alpa's stage DP,
+/// loom/Planner/StageDP.h). Errors when there are more stages than items,
+/// the counts are wrong, or no split fits (with what the tightest needs).
 mlir::FailureOr<std::vector<int64_t>>
 chooseStageBounds(mlir::func::FuncOp forward, const ForwardItems &items,
-                  const std::vector<double> &seconds, int64_t numStages,
-                  int64_t numMicroBatches,
-                  llvm::ArrayRef<int64_t> layersPerStage);
+                  const std::vector<plan::StageItem> &costs,
+                  const std::vector<double> &inFlight, int64_t numMicroBatches,
+                  double capacity, llvm::ArrayRef<int64_t> layersPerStage);
 
 } // namespace loom
 
