@@ -16,7 +16,7 @@
 
 #include "loom/Interpreter/MultiRank.h"
 #include "loom/Schedule/Schedule.h"
-#include "loom/Schedule/Serialize.h"
+#include "loom/Schedule/ScheduleAttr.h"
 #include "loom/Schedule/Verify.h"
 
 #include "dialects/Loom/LoomDialect.h"
@@ -107,11 +107,11 @@ private:
 };
 
 llvm::Error Runner::load() {
-  auto json = module->getAttrOfType<StringAttr>(kScheduleAttr);
-  if (!json)
+  Attribute attr = module->getAttr(kScheduleAttr);
+  if (!attr)
     return failure("the module has no `" + kScheduleAttr +
                    "` (run --loom-split-stages)");
-  auto parsed = sched::parseSchedule(json.getValue());
+  auto parsed = sched::scheduleFromAttr(attr);
   if (!parsed)
     return failure("`" + kScheduleAttr +
                    "`: " + llvm::toString(parsed.takeError()));

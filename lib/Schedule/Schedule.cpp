@@ -10,6 +10,7 @@
 
 #include "loom/Schedule/Schedule.h"
 
+#include "llvm/ADT/SmallVector.h"
 #include "llvm/ADT/StringSwitch.h"
 #include "llvm/Support/FormatVariadic.h"
 
@@ -80,6 +81,32 @@ std::string describeInstr(const Instr &instr) {
   if (isTransfer(instr.kind))
     text += formatv(" peer {0}", instr.peer).str();
   return text;
+}
+
+std::optional<Instr> parseInstr(StringRef text) {
+  SmallVector<StringRef> words;
+  text.split(words, ' ', -1, /*KeepEmpty=*/false);
+  if (words.empty())
+    return std::nullopt;
+  std::optional<InstrKind> kind = parseInstrKind(words[0]);
+  if (!kind)
+    return std::nullopt;
+  Instr instr{*kind};
+  bool global =
+      *kind == InstrKind::AllReduceGradients || *kind == InstrKind::Optimizer;
+  size_t expected = global ? 1 : isTransfer(*kind) ? 7 : 5;
+  if (words.size() != expected)
+    return std::nullopt;
+  auto field = [&](size_t at, StringRef name, int &out) {
+    return words[at] == name && !words[at + 1].getAsInteger(10, out) &&
+           out >= 0;
+  };
+  if (!global &&
+      (!field(1, "stage", instr.stage) || !field(3, "mb", instr.microBatch)))
+    return std::nullopt;
+  if (isTransfer(*kind) && !field(5, "peer", instr.peer))
+    return std::nullopt;
+  return instr;
 }
 
 StringRef stringifyScheduleKind(ScheduleKind kind) {

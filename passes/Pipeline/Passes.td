@@ -103,9 +103,14 @@ def LoomSplitStages : Pass<"loom-split-stages", "mlir::ModuleOp"> {
     Every argument and result that is not one of `@train_step`'s carries
     `loom.value`, the key the schedule's transfers and the executor match
     them by; each function carries `loom.stage_function = {stage, kind}`.
-    The module gets `loom.schedule`, the schedule's JSON
-    (loom/Schedule/Serialize.h): the instruction streams the simulator
-    times and every executor runs.
+    The module gets `loom.schedule`: the instruction streams the simulator
+    times and every executor runs, one string per instruction
+    (loom/Schedule/ScheduleAttr.h):
+    ```mlir
+    loom.schedule = {kind = "1f1b", micro_batches = 2 : i64, ranks = 2 : i64,
+        streams = [["forward stage 0 mb 0", "send_activation stage 0 mb 0 peer 1", ...], [...]],
+        virtual_stages = 1 : i64}
+    ```
     Errors: no `loom.pipeline` or no `@train_step`, a call left in it, an
     op whose stage cannot be told.
   }];

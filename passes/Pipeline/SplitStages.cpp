@@ -27,7 +27,7 @@
 #include "passes/Pipeline/StepPhases.h"
 
 #include "loom/Schedule/Schedule.h"
-#include "loom/Schedule/Serialize.h"
+#include "loom/Schedule/ScheduleAttr.h"
 #include "loom/Schedule/Verify.h"
 
 #include "dialects/Loom/LoomDialect.h"
@@ -671,9 +671,8 @@ LogicalResult Splitter::run() {
   if (llvm::Error err = sched::verifySchedule(*schedule))
     return module.emitError("--loom-split-stages: ")
            << llvm::toString(std::move(err));
-  module->setAttr(
-      kScheduleAttr,
-      StringAttr::get(module.getContext(), sched::scheduleToJson(*schedule)));
+  module->setAttr(kScheduleAttr,
+                  sched::scheduleToAttr(module.getContext(), *schedule));
   step.erase();
   return success();
 }

@@ -15,7 +15,7 @@
 #include "PartitionTestSupport.h"
 
 #include "loom/Interpreter/Pipeline.h"
-#include "loom/Schedule/Serialize.h"
+#include "loom/Schedule/ScheduleAttr.h"
 
 #include "passes/Pipeline/Passes.h"
 
@@ -142,9 +142,8 @@ TEST_F(PipelineTest, Gpt2OneFOneB) {
       tied += static_cast<bool>(fn.getArgAttr(i, "loom.tied_stages"));
   });
   EXPECT_EQ(tied, 2);
-  auto json = (*module)->getAttrOfType<StringAttr>("loom.schedule");
-  ASSERT_TRUE(json);
-  auto schedule = loom::sched::parseSchedule(json.getValue());
+  auto schedule =
+      loom::sched::scheduleFromAttr((*module)->getAttr("loom.schedule"));
   ASSERT_TRUE(static_cast<bool>(schedule))
       << llvm::toString(schedule.takeError());
   EXPECT_EQ(schedule->numRanks, 2);
@@ -353,8 +352,8 @@ TEST_F(PipelineTest, RunErrors) {
   EXPECT_NE(llvm::toString(missing.takeError()).find("no input 'param:"),
             std::string::npos);
 
-  auto json = (*module)->getAttrOfType<StringAttr>("loom.schedule");
-  auto schedule = loom::sched::parseSchedule(json.getValue());
+  auto schedule =
+      loom::sched::scheduleFromAttr((*module)->getAttr("loom.schedule"));
   ASSERT_TRUE(static_cast<bool>(schedule));
   // Rank 0 waits for a gradient before it sends its first activation.
   auto &stream = schedule->streams[0];
@@ -365,9 +364,8 @@ TEST_F(PipelineTest, RunErrors) {
   loom::sched::Instr moved = *recv;
   stream.erase(recv);
   stream.insert(stream.begin(), moved);
-  (*module)->setAttr(
-      "loom.schedule",
-      StringAttr::get(&context, loom::sched::scheduleToJson(*schedule)));
+  (*module)->setAttr("loom.schedule",
+                     loom::sched::scheduleToAttr(&context, *schedule));
   auto deadlocked = loom::interp::runPipelineStep(*module, {}, Precision::F64);
   ASSERT_FALSE(static_cast<bool>(deadlocked));
   std::string message = llvm::toString(deadlocked.takeError());

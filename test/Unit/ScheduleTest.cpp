@@ -1,8 +1,12 @@
 //===- ScheduleTest.cpp - Pipeline schedule builders, JSON, verifier ------===//
 
 #include "loom/Schedule/Schedule.h"
+#include "loom/Schedule/ScheduleAttr.h"
 #include "loom/Schedule/Serialize.h"
 #include "loom/Schedule/Verify.h"
+
+#include "mlir/IR/Builders.h"
+#include "mlir/IR/MLIRContext.h"
 
 #include "gtest/gtest.h"
 
@@ -279,6 +283,59 @@ TEST(ScheduleTest, JsonRoundTrip) {
    {"op": "all_reduce_gradients"},
    {"op": "optimizer"}]]}
 )");
+}
+
+/// The IR form (ScheduleAttr.h): every builder's schedule survives the
+/// round trip, each instruction as describeInstr's text.
+TEST(ScheduleTest, AttrRoundTrip) {
+  mlir::MLIRContext context;
+  for (auto [kind, v] : {std::pair{ScheduleKind::GPipe, 1},
+                         {ScheduleKind::OneFOneB, 1},
+                         {ScheduleKind::Interleaved1F1B, 2},
+                         {ScheduleKind::ZeroBubbleH1, 1}}) {
+    auto schedule = buildSchedule(kind, 4, 8, v);
+    ASSERT_TRUE(bool(schedule));
+    mlir::DictionaryAttr attr = scheduleToAttr(&context, *schedule);
+    auto back = scheduleFromAttr(attr);
+    ASSERT_TRUE(bool(back)) << llvm::toString(back.takeError());
+    EXPECT_EQ(back->kind, schedule->kind);
+    EXPECT_EQ(back->numMicroBatches, 8);
+    EXPECT_EQ(back->virtualStages, v);
+    EXPECT_EQ(back->streams, schedule->streams);
+    for (const auto &stream : schedule->streams)
+      for (const Instr &instr : stream) {
+        std::optional<Instr> parsed = parseInstr(describeInstr(instr));
+        ASSERT_TRUE(parsed.has_value()) << describeInstr(instr);
+        EXPECT_EQ(*parsed, instr);
+      }
+  }
+  for (llvm::StringRef bad :
+       {"", "fwd stage 0 mb 0", "forward stage 0", "forward stage x mb 0",
+        "send_activation stage 0 mb 0", "optimizer stage 0 mb 0",
+        "forward mb 0 stage 0", "forward stage -1 mb 0"})
+    EXPECT_FALSE(parseInstr(bad).has_value()) << bad.str();
+
+  mlir::Builder b(&context);
+  auto schedule = buildSchedule(ScheduleKind::OneFOneB, 2, 1);
+  ASSERT_TRUE(bool(schedule));
+  mlir::NamedAttrList attrs(scheduleToAttr(&context, *schedule));
+  auto error = [&](mlir::Attribute attr) {
+    auto parsed = scheduleFromAttr(attr);
+    return parsed ? std::string("ok") : llvm::toString(parsed.takeError());
+  };
+  attrs.set("kind", b.getStringAttr("zb"));
+  EXPECT_EQ(error(attrs.getDictionary(&context)),
+            "kind: unknown schedule \"zb\"");
+  attrs.set("kind", b.getStringAttr("1f1b"));
+  attrs.set("streams",
+            b.getArrayAttr(
+                {b.getArrayAttr({}), b.getArrayAttr({b.getStringAttr("x")})}));
+  EXPECT_EQ(error(attrs.getDictionary(&context)),
+            "streams[1][0]: not an instruction: \"x\"");
+  attrs.set("ranks", b.getI64IntegerAttr(0));
+  EXPECT_EQ(error(attrs.getDictionary(&context)),
+            "ranks: expected a positive integer");
+  EXPECT_EQ(error(b.getUnitAttr()), "expected a dictionary");
 }
 
 TEST(ScheduleTest, JsonErrorsNameThePath) {

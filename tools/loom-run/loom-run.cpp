@@ -21,7 +21,7 @@
 #include "loom/Data/TokenFile.h"
 #include "loom/Interpreter/Interpreter.h"
 #include "loom/Interpreter/Pipeline.h"
-#include "loom/Schedule/Serialize.h"
+#include "loom/Schedule/ScheduleAttr.h"
 #include "loom/Support/AtomicFile.h"
 #include "loom/Training/TrainStep.h"
 
@@ -150,11 +150,11 @@ SmallVector<int64_t> wholeShape(mlir::RankedTensorType type,
 
 /// Trains a module cut into pipeline stages (--loom-split-stages).
 int runPipelined(mlir::ModuleOp module) {
-  auto json = module->getAttrOfType<mlir::StringAttr>(loom::kScheduleAttr);
   Expected<loom::sched::Schedule> schedule =
-      loom::sched::parseSchedule(json.getValue());
+      loom::sched::scheduleFromAttr(module->getAttr(loom::kScheduleAttr));
   if (!schedule)
-    return fail(modulePath + ": " + toString(schedule.takeError()));
+    return fail(modulePath +
+                ": loom.schedule: " + toString(schedule.takeError()));
   SmallVector<int64_t> gridShape;
   int64_t devices = 1;
   for (auto grid : module.getOps<mlir::shard::GridOp>()) {

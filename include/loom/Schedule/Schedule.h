@@ -71,7 +71,13 @@ struct Instr {
 };
 
 /// "forward stage 1 mb 3" (with " peer 2" for transfers); for diagnostics.
+/// "forward stage 0 mb 1", "send_activation stage 0 mb 1 peer 1",
+/// "optimizer": the instruction's kind, then its stage, micro-batch and
+/// peer where it has them.
 std::string describeInstr(const Instr &instr);
+
+/// The instruction describeInstr describes; none for other text.
+std::optional<Instr> parseInstr(llvm::StringRef text);
 
 enum class ScheduleKind {
   GPipe,           ///< all forwards, then all backwards (Huang et al. 2019)

@@ -4,7 +4,7 @@
 
 // The schedule is in the module; @train_step is replaced by the stage
 // functions.
-// CHECK: loom.schedule = "{\22format\22: \22loom-schedule\22, \22version\22: 1, \22kind\22: \221f1b\22, \22ranks\22: 2, \22micro_batches\22: 2
+// CHECK: loom.schedule = {kind = "1f1b", micro_batches = 2 : i64, ranks = 2 : i64, streams = {{\[}}["forward stage 0 mb 0", "send_activation stage 0 mb 0 peer 1", "forward stage 0 mb 1", "send_activation stage 0 mb 1 peer 1", "recv_gradient stage 1 mb 0 peer 1", "backward stage 0 mb 0", "recv_gradient stage 1 mb 1 peer 1", "backward stage 0 mb 1", "all_reduce_gradients", "optimizer"], ["recv_activation stage 0 mb 0 peer 0", "forward stage 1 mb 0", "backward stage 1 mb 0", "send_gradient stage 1 mb 0 peer 0", "recv_activation stage 0 mb 1 peer 0", "forward stage 1 mb 1", "backward stage 1 mb 1", "send_gradient stage 1 mb 1 peer 0", "all_reduce_gradients", "optimizer"]], virtual_stages = 1 : i64}
 // CHECK-NOT: func.func @train_step
 
 // Stage 0's forward sends the layer's output on and saves what its
@@ -38,7 +38,9 @@
 
 // ZB-H1: each backward is split into the input-gradient part and the
 // weight-gradient part, which reads what the first saves for it.
-// ZB: \22kind\22: \22zb-h1\22
+// ZB: loom.schedule = {kind = "zb-h1"
+// ZB-SAME: "backward_input stage 1 mb 0"
+// ZB-SAME: "backward_weight stage 1 mb 0"
 // ZB-LABEL: func.func @stage1_backward_input(
 // ZB-SAME: -> (tensor<2x3x8xf32> {loom.role = "activation_grad", loom.value = "{{v[0-9]+}}"}, tensor<2x3x16xf32> {loom.role = "saved", loom.value = "[[S:v[0-9]+]]"}
 // ZB-SAME: attributes {loom.stage_function = {kind = "backward_input", stage = 1 : i64}}
