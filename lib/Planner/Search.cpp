@@ -203,9 +203,17 @@ llvm::Expected<SearchResult> searchPlans(PlanEvaluator &evaluator,
         cluster.numDevices(), cluster.devicesPerNode, config.numHeads,
         config.numLayers, setup.globalBatch,
         options.space.dp.empty() && options.space.tp.empty() &&
-                options.space.pp.empty() && options.space.microBatch.empty()
+                options.space.pp.empty() && options.space.microBatch.empty() &&
+                options.space.schedules.empty() &&
+                options.space.virtualStages.empty()
             ? ""
-            : " within the pinned degrees"));
+        : llvm::is_contained(options.space.schedules, Schedule::Interleaved1F1B)
+            ? llvm::formatv(" within the pinned degrees and schedule "
+                            "(interleaved-1f1b needs P x V to divide "
+                            "the {0} layers and P the micro-batches)",
+                            config.numLayers)
+                  .str()
+            : std::string(" within the pinned degrees")));
   SearchResult result;
   result.numPlans = int64_t(plans.size());
   std::vector<RankedPlan> fitting;
