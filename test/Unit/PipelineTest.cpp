@@ -81,7 +81,7 @@ protected:
     split.addPass(loom::createLoomSplitStages());
     EXPECT_TRUE(succeeded(split.run(*piped))) << "--loom-split-stages failed";
 
-    loom::interp::PipelineRunStats stats;
+    loom::interp::PipelineRunStats &stats = lastStats;
     auto got =
         loom::interp::runPipelineStep(*piped, inputs, Precision::F64, &stats);
     EXPECT_TRUE(static_cast<bool>(got)) << llvm::toString(got.takeError());
@@ -111,6 +111,9 @@ protected:
     }
     return piped;
   }
+
+  /// The statistics of the last check's pipelined run.
+  loom::interp::PipelineRunStats lastStats;
 
   static int64_t countFunctions(ModuleOp module, llvm::StringRef kind) {
     int64_t n = 0;
@@ -219,6 +222,23 @@ TEST_F(PipelineTest, Gpt2GPipe) {
   PipelineCase c;
   c.schedule = "gpipe";
   EXPECT_TRUE(check(gpt2Json(), c));
+}
+
+/// What the schedules keep in flight, as executed: GPipe holds every
+/// micro-batch's saved values on both ranks before the first backward,
+/// 1F1B at most P - r on rank r (2 + 1), whatever the micro-batches.
+TEST_F(PipelineTest, SavedValuesInFlight) {
+  PipelineCase c;
+  c.microBatches = 4;
+  c.schedule = "gpipe";
+  ASSERT_TRUE(check(gpt2Json(), c));
+  EXPECT_EQ(lastStats.peakSavedSets, 8);
+  c.schedule = "1f1b";
+  ASSERT_TRUE(check(gpt2Json(), c));
+  EXPECT_LE(lastStats.peakSavedSets, 3);
+  // Per rank: 4 forwards, 4 backwards, 4 activation and 4 gradient
+  // transfers, the reduction and the optimizer.
+  EXPECT_EQ(lastStats.instructions, 2 * (4 * 4 + 2));
 }
 
 TEST_F(PipelineTest, ZeroBubbleSplitsTheBackward) {
