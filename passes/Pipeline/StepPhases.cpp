@@ -70,8 +70,11 @@ LogicalResult StepPhases::classify() {
       if (info.count(user) && !user->hasAttr(kTiedGradientAttr) &&
           (!first || position[user] < position[first]))
         first = user;
-    if (first)
-      info[&op] = info[first];
+    // Copied first: inserting may move the map's entries.
+    if (first) {
+      OpInfo inherited = info.lookup(first);
+      info[&op] = std::move(inherited);
+    }
   }
   // ...or, when only returned, where their latest producer runs.
   for (Operation &op : body.without_terminator()) {
@@ -85,7 +88,8 @@ LogicalResult StepPhases::classify() {
     if (!last)
       return op.emitError("--loom-split-stages: cannot tell which stage "
                           "runs this op (no staged user or producer)");
-    info[&op] = info[last];
+    OpInfo inherited = info.lookup(last);
+    info[&op] = std::move(inherited);
   }
   return success();
 }

@@ -72,9 +72,15 @@ protected:
     EXPECT_TRUE(succeeded(pm.run(*piped))) << "--loom-pipeline failed";
     if (c.scheme)
       piped = partition(*piped, *c.scheme);
-    if (const char *dump = std::getenv("LOOM_PIPELINE_TEST_DUMP")) {
+    // LOOM_PIPELINE_TEST_DUMP=DIR keeps each test's module before the split
+    // (DIR/<test>.mlir), to look at a plan that fails.
+    if (const char *dir = std::getenv("LOOM_PIPELINE_TEST_DUMP")) {
+      std::string path =
+          std::string(dir) + "/" +
+          ::testing::UnitTest::GetInstance()->current_test_info()->name() +
+          ".mlir";
       std::error_code ec;
-      llvm::raw_fd_ostream os(dump, ec);
+      llvm::raw_fd_ostream os(path, ec);
       piped->print(os);
     }
     PassManager split(&context);
