@@ -334,6 +334,31 @@ TEST_F(PipelineTest, Gpt2EverythingAtOnce) {
   EXPECT_TRUE(check(gpt2Json(0.1), c));
 }
 
+/// Three dimensions at once: two stages, each on a 2 x 2 grid of data x
+/// tensor parallelism (Megatron's layouts on the tensor axis), i.e. eight
+/// devices, with dropout.
+TEST_F(PipelineTest, Gpt2DataTensorPipeline) {
+  PipelineCase c;
+  c.scheme = dp2tp2();
+  EXPECT_TRUE(check(gpt2Json(0.1), c));
+}
+
+/// ZeRO-3 inside the stages: parameters and moments split over the data
+/// axis, gathered for the forward and backward of every micro-batch.
+TEST_F(PipelineTest, LlamaZero3) {
+  PipelineCase c;
+  c.scheme = zero(3);
+  c.microBatches = 1;
+  EXPECT_TRUE(check(llamaJson(), c));
+}
+
+/// Tensor parallelism with sequence parallelism inside the stages.
+TEST_F(PipelineTest, Gpt2SequenceParallel) {
+  PipelineCase c;
+  c.scheme = tpSequenceParallel();
+  EXPECT_TRUE(check(gpt2Json(0.1), c));
+}
+
 /// Dropout everywhere (GPT-2: embeddings, residual branches, attention):
 /// micro-batch k draws the masks of its rows of the whole batch, so the
 /// pipelined step equals the unpipelined one, also with the batch split
