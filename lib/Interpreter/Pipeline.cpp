@@ -97,7 +97,6 @@ private:
   /// micro-batch), values saved for the backward by (stage, micro-batch),
   /// accumulators by stage.
   std::map<std::tuple<int, int, int>, KeyedValues> outbox;
-  std::set<std::tuple<int, int, int>> delivered;
   std::map<std::pair<int, int>, KeyedValues> saved;
   std::map<int, KeyedValues> accumulators;
   std::map<std::string, DictionaryAttr> accumulatorAttrs;
@@ -348,40 +347,33 @@ llvm::Error Runner::callStage(func::FuncOp fn, int stage, int microBatch) {
 
 llvm::Expected<bool> Runner::execute(int rank, const sched::Instr &instr) {
   using K = sched::InstrKind;
-  const StageFunctions *fns = instr.stage >= 0 ? &stages[instr.stage] : nullptr;
-  auto transfer = [&](Direction direction) {
-    return std::make_tuple(int(direction), instr.stage, instr.microBatch);
-  };
   switch (instr.kind) {
   case K::Forward:
-    if (llvm::Error err =
-            callStage(fns->forward, instr.stage, instr.microBatch))
-      return std::move(err);
-    return true;
   case K::Backward:
+  case K::BackwardInput:
   case K::BackwardWeight: {
-    func::FuncOp fn =
-        instr.kind == K::Backward ? fns->backward : fns->backwardWeight;
+    const StageFunctions &fns = stages[instr.stage];
+    func::FuncOp fn = instr.kind == K::Forward         ? fns.forward
+                      : instr.kind == K::Backward      ? fns.backward
+                      : instr.kind == K::BackwardInput ? fns.backwardInput
+                                                       : fns.backwardWeight;
     if (llvm::Error err = callStage(fn, instr.stage, instr.microBatch))
       return std::move(err);
-    saved.erase({instr.stage, instr.microBatch});
+    // The last backward part of a micro-batch frees what its forward saved.
+    if (instr.kind == K::Backward || instr.kind == K::BackwardWeight)
+      saved.erase({instr.stage, instr.microBatch});
     return true;
   }
-  case K::BackwardInput:
-    if (llvm::Error err =
-            callStage(fns->backwardInput, instr.stage, instr.microBatch))
-      return std::move(err);
-    return true;
   case K::SendActivation:
   case K::SendGradient:
     return true; // The values sit in the outbox from the computation.
   case K::RecvActivation:
   case K::RecvGradient: {
-    auto key =
-        transfer(instr.kind == K::RecvActivation ? Activation : Gradient);
-    if (!outbox.count(key))
+    // Waits until the sender's computation has put the values out.
+    Direction direction =
+        instr.kind == K::RecvActivation ? Activation : Gradient;
+    if (!outbox.count({int(direction), instr.stage, instr.microBatch}))
       return false;
-    delivered.insert(key);
     ++counts.transfers;
     return true;
   }

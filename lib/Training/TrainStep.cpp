@@ -93,10 +93,10 @@ const CheckpointTensor *findParameter(const Checkpoint &ckpt, StringRef name) {
 }
 
 Expected<std::vector<const CheckpointTensor *>>
-bindParameters(const TrainStepLayout &layout, const Checkpoint &ckpt,
+bindParameters(ArrayRef<TrainedParam> params, const Checkpoint &ckpt,
                StringRef fileName) {
   std::vector<const CheckpointTensor *> bound;
-  for (const TrainedParam &param : layout.params) {
+  for (const TrainedParam &param : params) {
     const CheckpointTensor *tensor = findParameter(ckpt, param.name);
     if (!tensor)
       return createStringError(inconvertibleErrorCode(),

@@ -81,7 +81,8 @@ struct Port {
 class Splitter {
 public:
   Splitter(ModuleOp module, func::FuncOp step)
-      : module(module), step(step), body(step.getBody().front()) {}
+      : module(module), step(step), body(step.getBody().front()), phases(step) {
+  }
 
   LogicalResult run();
 
@@ -94,7 +95,6 @@ private:
   func::FuncOp emitPiece(const Piece &piece, ArrayRef<Port> inputs,
                          ArrayRef<Port> outputs, ArrayRef<Port> accumulators);
 
-  Phase phaseOf(Value v) const { return info.lookup(v.getDefiningOp()).phase; }
   int64_t stageOf(Value v) const {
     return info.lookup(v.getDefiningOp()).stage;
   }
@@ -107,7 +107,11 @@ private:
     return def && info.count(def) && info.lookup(def).phase == Phase::Backward;
   }
   std::string keyOf(Value v) const;
-  bool isStepInvariant(Operation *op) { return phases->isStepInvariant(op); }
+  bool isStepInvariant(Operation *op) { return phases.isStepInvariant(op); }
+  /// An argument of @train_step, with its attributes.
+  Port argPort(BlockArgument arg);
+  /// The arguments of @train_step `piece` reads, in order.
+  void appendArguments(const Piece &piece, SmallVectorImpl<Port> &ports);
   DictionaryAttr portAttrs(StringRef role, Value v,
                            DictionaryAttr base = {}) const;
   /// Values in block order (by defining op, then result number).
@@ -120,10 +124,10 @@ private:
   int64_t numRanks = 1, virtualStages = 1, numStages = 1, microBatches = 1;
   SmallVector<std::string> recompute;
 
-  std::optional<StepPhases> phases;
+  StepPhases phases;
   /// The phases' maps (StepPhases.h).
-  DenseMap<Operation *, OpInfo> info;
-  DenseMap<Operation *, int64_t> position;
+  DenseMap<Operation *, OpInfo> &info = phases.info;
+  DenseMap<Operation *, int64_t> &position = phases.position;
 
   std::vector<Piece> forward;               ///< per stage
   std::vector<std::vector<Piece>> backward; ///< per stage: [B] or [B, W]
@@ -163,6 +167,24 @@ DictionaryAttr Splitter::portAttrs(StringRef role, Value v,
   attrs.set(kRoleAttr, b.getStringAttr(role));
   attrs.set(kValueKeyAttr, b.getStringAttr(keyOf(v)));
   return attrs.getDictionary(ctx);
+}
+
+Port Splitter::argPort(BlockArgument arg) {
+  DictionaryAttr attrs = step.getArgAttrDict(arg.getArgNumber());
+  return {arg, attrs ? attrs : DictionaryAttr::get(module.getContext())};
+}
+
+void Splitter::appendArguments(const Piece &piece,
+                               SmallVectorImpl<Port> &ports) {
+  SmallVector<BlockArgument> args;
+  for (Value v : piece.external)
+    if (auto arg = dyn_cast<BlockArgument>(v))
+      args.push_back(arg);
+  llvm::sort(args, [](BlockArgument a, BlockArgument b) {
+    return a.getArgNumber() < b.getArgNumber();
+  });
+  for (BlockArgument arg : args)
+    ports.push_back(argPort(arg));
 }
 
 SmallVector<Value>
@@ -508,22 +530,6 @@ func::FuncOp Splitter::emitPiece(const Piece &piece, ArrayRef<Port> inputs,
 }
 
 LogicalResult Splitter::emit() {
-  auto argPort = [&](BlockArgument arg) {
-    return Port{arg, step.getArgAttrDict(arg.getArgNumber())
-                         ? step.getArgAttrDict(arg.getArgNumber())
-                         : DictionaryAttr::get(module.getContext())};
-  };
-  auto argumentsOf = [&](const Piece &piece, SmallVector<Port> &inputs) {
-    SmallVector<BlockArgument> args;
-    for (Value v : piece.external)
-      if (auto arg = dyn_cast<BlockArgument>(v))
-        args.push_back(arg);
-    llvm::sort(args, [](BlockArgument a, BlockArgument b) {
-      return a.getArgNumber() < b.getArgNumber();
-    });
-    for (BlockArgument arg : args)
-      inputs.push_back(argPort(arg));
-  };
   auto accumulatorPorts = [&](const Piece &piece) {
     SmallVector<Port> ports;
     for (Operation *op : piece.ops) {
@@ -550,7 +556,7 @@ LogicalResult Splitter::emit() {
     // Forward: parameters and data, activations in; activations on, saved
     // values, accumulators out.
     SmallVector<Port> inputs, outputs;
-    argumentsOf(forward[s], inputs);
+    appendArguments(forward[s], inputs);
     for (Value v : ordered(activationsIn[s]))
       inputs.push_back({v, portAttrs("activation", v)});
     if (s + 1 < numStages)
@@ -563,7 +569,7 @@ LogicalResult Splitter::emit() {
     for (auto [i, piece] : llvm::enumerate(backward[s])) {
       bool first = i == 0, last = i + 1 == backward[s].size();
       SmallVector<Port> in, out;
-      argumentsOf(piece, in);
+      appendArguments(piece, in);
       for (Value v : ordered(savedForward[s]))
         if (piece.external.contains(v))
           in.push_back({v, portAttrs("saved", v)});
@@ -599,25 +605,13 @@ LogicalResult Splitter::emit() {
 LogicalResult Splitter::emitOptimizer(int64_t s) {
   Piece &piece = optimizer[s];
   SmallVector<Port> inputs, outputs;
-  SmallVector<BlockArgument> args;
-  SmallVector<Value> accumulated;
-  for (Value v : piece.external) {
-    if (auto arg = dyn_cast<BlockArgument>(v)) {
-      args.push_back(arg);
-      continue;
-    }
-    accumulated.push_back(v);
-  }
-  llvm::sort(args, [](BlockArgument a, BlockArgument b) {
-    return a.getArgNumber() < b.getArgNumber();
-  });
-  for (BlockArgument arg : args)
-    inputs.push_back({arg, step.getArgAttrDict(arg.getArgNumber())
-                               ? step.getArgAttrDict(arg.getArgNumber())
-                               : DictionaryAttr::get(module.getContext())});
+  appendArguments(piece, inputs);
+  llvm::SetVector<Value> accumulated;
+  for (Value v : piece.external)
+    if (!isa<BlockArgument>(v))
+      accumulated.insert(v);
   Builder b(module.getContext());
-  for (Value v : ordered(
-           llvm::SetVector<Value>(accumulated.begin(), accumulated.end()))) {
+  for (Value v : ordered(accumulated)) {
     Operation *def = v.getDefiningOp();
     const OpInfo &from = info[def];
     NamedAttrList attrs;
@@ -642,9 +636,7 @@ LogicalResult Splitter::emitOptimizer(int64_t s) {
       continue;
     if (!def && llvm::none_of(
                     inputs, [&](const Port &p) { return p.value == operand; }))
-      inputs.push_back(
-          {operand,
-           step.getArgAttrDict(cast<BlockArgument>(operand).getArgNumber())});
+      inputs.push_back(argPort(cast<BlockArgument>(operand)));
     outputs.push_back({operand, step.getResultAttrDict(r)});
   }
   emitPiece(piece, inputs, outputs, {});
@@ -654,11 +646,8 @@ LogicalResult Splitter::emitOptimizer(int64_t s) {
 LogicalResult Splitter::run() {
   if (failed(readPipeline()))
     return failure();
-  phases.emplace(step, numStages);
-  if (failed(phases->run()))
+  if (failed(phases.run(numStages)))
     return failure();
-  info = phases->info;
-  position = phases->position;
   buildPieces();
   if (failed(collectCrossings()) || failed(emit()))
     return failure();

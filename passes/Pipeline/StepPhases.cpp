@@ -34,7 +34,7 @@ bool StepPhases::isStepInvariant(Operation *op) {
   return result;
 }
 
-LogicalResult StepPhases::classify() {
+LogicalResult StepPhases::classify(int64_t numStages) {
   int64_t index = 0;
   for (Operation &op : body) {
     position[&op] = index++;

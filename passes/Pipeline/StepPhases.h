@@ -36,13 +36,14 @@ bool isConstantLeaf(mlir::Operation *op);
 /// only returned, their latest producer's.
 class StepPhases {
 public:
-  StepPhases(mlir::func::FuncOp step, int64_t numStages)
-      : step(step), body(step.getBody().front()), numStages(numStages) {}
+  explicit StepPhases(mlir::func::FuncOp step)
+      : step(step), body(step.getBody().front()) {}
 
-  /// Computes `info` and `position`; errors at an op whose stage is out of
-  /// range or cannot be told, or at a call.
-  mlir::LogicalResult run() {
-    if (mlir::failed(classify()))
+  /// Computes `info` and `position` for a pipeline of `numStages` stages;
+  /// errors at an op whose stage is out of range or cannot be told, or at
+  /// a call.
+  mlir::LogicalResult run(int64_t numStages) {
+    if (mlir::failed(classify(numStages)))
       return mlir::failure();
     assignOptimizerStages();
     return mlir::success();
@@ -58,12 +59,11 @@ public:
   llvm::DenseMap<mlir::Operation *, int64_t> position;
 
 private:
-  mlir::LogicalResult classify();
+  mlir::LogicalResult classify(int64_t numStages);
   void assignOptimizerStages();
 
   mlir::func::FuncOp step;
   mlir::Block &body;
-  int64_t numStages;
   llvm::DenseMap<mlir::Operation *, bool> invariant;
 };
 

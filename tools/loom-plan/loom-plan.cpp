@@ -177,6 +177,17 @@ std::string describePlan(const plan::ParallelPlan &p, const plan::Estimate &e) {
       .str();
 }
 
+/// Transformer layers of each of the plan's P · V stages, in pipeline
+/// order: rank r's layers split evenly over its V chunks.
+std::vector<int64_t> chunkLayers(const plan::Estimate &e,
+                                 const plan::ParallelPlan &p) {
+  int64_t numRanks = int64_t(e.stageLayers.size()), v = p.virtualStages;
+  std::vector<int64_t> layers;
+  for (int64_t c = 0; c < numRanks * v; ++c)
+    layers.push_back(e.stageLayers[c % numRanks] / v);
+  return layers;
+}
+
 /// "0: embedding + layers 0-9 | 1: layers 10-19 | ... + head"; with V
 /// virtual stages each rank lists its V chunks ("0: embedding + layers 0-4,
 /// 40-44 | ...").
@@ -186,8 +197,7 @@ std::string describeStages(const plan::Estimate &e,
   // Layer ranges of every stage (P · V of them, in pipeline order).
   std::vector<std::pair<int64_t, int64_t>> chunks;
   int64_t next = 0;
-  for (int64_t c = 0; c < numRanks * v; ++c) {
-    int64_t layers = e.stageLayers[c % numRanks] / v;
+  for (int64_t layers : chunkLayers(e, p)) {
     chunks.push_back({next, next + layers});
     next += layers;
   }
@@ -223,10 +233,10 @@ std::string describeStages(const plan::Estimate &e,
 /// (docs/pipeline.md): one layer count per stage, P · V of them.
 std::string pipelineFlags(const plan::Estimate &e,
                           const plan::ParallelPlan &p) {
-  int64_t numRanks = int64_t(e.stageLayers.size()), v = p.virtualStages;
+  int64_t v = p.virtualStages;
   std::vector<std::string> layers;
-  for (int64_t c = 0; c < numRanks * v; ++c)
-    layers.push_back(std::to_string(e.stageLayers[c % numRanks] / v));
+  for (int64_t count : chunkLayers(e, p))
+    layers.push_back(std::to_string(count));
   std::string flags =
       formatv("--loom-pipeline=\"stages={0} micro-batches={1} schedule={2}",
               p.pp, e.numMicroBatches, plan::stringifySchedule(p.schedule))

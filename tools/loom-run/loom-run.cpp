@@ -20,6 +20,7 @@
 #include "loom/Data/Batch.h"
 #include "loom/Data/TokenFile.h"
 #include "loom/Interpreter/Interpreter.h"
+#include "loom/Interpreter/MultiRank.h"
 #include "loom/Interpreter/Pipeline.h"
 #include "loom/Schedule/ScheduleAttr.h"
 #include "loom/Support/AtomicFile.h"
@@ -109,10 +110,11 @@ Tensor intTensor(mlir::Type type, ArrayRef<int32_t> values) {
                       std::vector<int64_t>(values.begin(), values.end()));
 }
 
-Error saveParameters(StringRef path, const loom::TrainStepLayout &layout,
-                     ArrayRef<Tensor> state, int64_t stepsDone) {
+/// Writes `values[i]` as parameter `params[i]` (extra values are ignored).
+Error saveParameters(StringRef path, ArrayRef<loom::TrainedParam> params,
+                     ArrayRef<Tensor> values, int64_t stepsDone) {
   std::vector<loom::CheckpointTensor> tensors;
-  for (auto [param, tensor] : llvm::zip_first(layout.params, state))
+  for (auto [param, tensor] : llvm::zip_first(params, values))
     tensors.push_back(
         {param.name, param.shape,
          std::vector<float>(tensor.f().begin(), tensor.f().end())});
@@ -120,6 +122,26 @@ Error saveParameters(StringRef path, const loom::TrainStepLayout &layout,
       path, tensors,
       {{"format", "pt"}, {"loom.steps", std::to_string(stepsDone)}});
 }
+/// Prints each step's loss and keeps the --log-json lines, written whole at
+/// the end.
+class StepLog {
+public:
+  void record(int64_t step, double loss) {
+    outs() << formatv("step {0,4}  loss {1:f6}\n", step, loss);
+    lines << json::Value(json::Object{{"step", step}, {"loss", loss}}) << "\n";
+  }
+  Error write() {
+    if (logPath.empty())
+      return Error::success();
+    return loom::writeFileAtomically(logPath,
+                                     [&](raw_ostream &os) { os << text; });
+  }
+
+private:
+  std::string text;
+  raw_string_ostream lines{text};
+};
+
 /// One argument of the pipelined step (a parameter, moment, step or batch
 /// tensor), as the stage functions declare it.
 struct StepInput {
@@ -137,11 +159,12 @@ SmallVector<int64_t> wholeShape(mlir::RankedTensorType type,
                                 ArrayRef<int64_t> gridShape,
                                 int64_t microBatches) {
   SmallVector<int64_t> shape(type.getShape());
-  if (auto split = attrs.getAs<mlir::ArrayAttr>("loom.split_axes"))
-    for (auto [dim, axes] : llvm::enumerate(split))
-      for (mlir::Attribute axis : cast<mlir::ArrayAttr>(axes))
-        if (dim < shape.size())
-          shape[dim] *= gridShape[cast<mlir::IntegerAttr>(axis).getInt()];
+  auto split = loom::interp::splitAxesFromAttr(
+      attrs.getAs<mlir::ArrayAttr>("loom.split_axes"));
+  for (auto [dim, axes] : llvm::enumerate(split))
+    for (int16_t axis : axes)
+      if (dim < shape.size())
+        shape[dim] *= gridShape[axis];
   auto role = attrs.getAs<mlir::StringAttr>(loom::kRoleAttr);
   if (role && role.getValue() == "data" && !shape.empty())
     shape[0] *= microBatches;
@@ -186,33 +209,36 @@ int runPipelined(mlir::ModuleOp module) {
     }
   }
 
+  std::vector<loom::TrainedParam> params;
+  std::vector<const StepInput *> paramInputs;
+  for (const StepInput &in : stepInputs)
+    if (in.role == "param") {
+      params.push_back({in.name, in.shape});
+      paramInputs.push_back(&in);
+    }
   Expected<loom::Checkpoint> ckpt = loom::readSafetensors(initPath);
   if (!ckpt)
     return fail(toString(ckpt.takeError()));
+  auto bound = loom::bindParameters(params, *ckpt, initPath);
+  if (!bound)
+    return fail(toString(bound.takeError()));
   Expected<std::vector<uint32_t>> ids = loom::readTokenFile(dataPath);
   if (!ids)
     return fail(toString(ids.takeError()));
 
   loom::interp::NamedTensors state;
-  std::vector<const StepInput *> params;
+  for (auto [in, tensor] : llvm::zip_equal(paramInputs, *bound))
+    state[in->key] = Tensor::floats(
+        in->elementType, in->shape,
+        std::vector<double>(tensor->values.begin(), tensor->values.end()));
   int64_t batch = 0, seqLen = 0, numElements = 0;
+  for (const loom::TrainedParam &param : params)
+    numElements += llvm::product_of(param.shape);
   for (const StepInput &in : stepInputs) {
-    std::vector<double> zeros(llvm::product_of(in.shape), 0.0);
-    if (in.role == "param") {
-      const loom::CheckpointTensor *tensor =
-          loom::findParameter(*ckpt, in.name);
-      if (!tensor)
-        return fail(initPath + ": no tensor '" + in.name + "'");
-      if (ArrayRef<int64_t>(tensor->shape) != ArrayRef<int64_t>(in.shape))
-        return fail(initPath + ": '" + in.name +
-                    "' does not have the shape the module expects");
-      state[in.key] = Tensor::floats(
-          in.elementType, in.shape,
-          std::vector<double>(tensor->values.begin(), tensor->values.end()));
-      params.push_back(&in);
-      numElements += llvm::product_of(in.shape);
-    } else if (in.role == "m" || in.role == "v") {
-      state[in.key] = Tensor::floats(in.elementType, in.shape, zeros);
+    if (in.role == "m" || in.role == "v") {
+      state[in.key] =
+          Tensor::floats(in.elementType, in.shape,
+                         std::vector<double>(llvm::product_of(in.shape), 0.0));
     } else if (in.role == "data" && in.shape.size() == 2) {
       batch = in.shape[0];
       seqLen = in.shape[1];
@@ -228,8 +254,7 @@ int runPipelined(mlir::ModuleOp module) {
                     schedule->numMicroBatches, params.size(), numElements,
                     batch, seqLen, steps.getValue());
 
-  std::string log;
-  raw_string_ostream logStream(log);
+  StepLog log;
   for (int64_t step = 1; step <= steps; ++step) {
     Expected<loom::Batch> data = loom::makeBatch(*ids, step - 1, batch, seqLen);
     if (!data)
@@ -248,30 +273,19 @@ int runPipelined(mlir::ModuleOp module) {
     if (!results)
       return fail(
           formatv("step {0}: {1}", step, toString(results.takeError())));
-    double loss = results->at("loss").f()[0];
-    outs() << formatv("step {0,4}  loss {1:f6}\n", step, loss);
-    logStream << json::Value(json::Object{{"step", step}, {"loss", loss}})
-              << "\n";
+    log.record(step, results->at("loss").f()[0]);
     for (auto &[key, tensor] : *results)
       if (state.count(key))
         state[key] = std::move(tensor);
   }
 
-  if (!logPath.empty())
-    if (Error error = loom::writeFileAtomically(
-            logPath, [&](raw_ostream &os) { os << log; }))
-      return fail(toString(std::move(error)));
+  if (Error error = log.write())
+    return fail(toString(std::move(error)));
   if (!savePath.empty()) {
-    std::vector<loom::CheckpointTensor> tensors;
-    for (const StepInput *in : params) {
-      const Tensor &tensor = state[in->key];
-      tensors.push_back(
-          {in->name, in->shape,
-           std::vector<float>(tensor.f().begin(), tensor.f().end())});
-    }
-    if (Error error = loom::writeSafetensors(
-            savePath, tensors,
-            {{"format", "pt"}, {"loom.steps", std::to_string(steps)}}))
+    std::vector<Tensor> values;
+    for (const StepInput *in : paramInputs)
+      values.push_back(state[in->key]);
+    if (Error error = saveParameters(savePath, params, values, steps))
       return fail(toString(std::move(error)));
   }
   return 0;
@@ -326,8 +340,7 @@ int main(int argc, char **argv) {
                     layout->seqLen, steps.getValue());
 
   std::vector<Tensor> state = initialState(fn, *layout, *bound);
-  std::string log;
-  raw_string_ostream logStream(log);
+  StepLog log;
   mlir::Type stepType =
       cast<mlir::RankedTensorType>(fn.getArgument(layout->stepArg).getType())
           .getElementType();
@@ -349,20 +362,15 @@ int main(int argc, char **argv) {
     if (!results)
       return fail(
           formatv("step {0}: {1}", step, toString(results.takeError())));
-    double loss = (*results)[layout->lossResult].f()[0];
-    outs() << formatv("step {0,4}  loss {1:f6}\n", step, loss);
-    logStream << json::Value(json::Object{{"step", step}, {"loss", loss}})
-              << "\n";
+    log.record(step, (*results)[layout->lossResult].f()[0]);
     results->resize(layout->numStateArgs());
     state = std::move(*results);
   }
 
-  if (!logPath.empty())
-    if (Error error = loom::writeFileAtomically(
-            logPath, [&](raw_ostream &os) { os << log; }))
-      return fail(toString(std::move(error)));
+  if (Error error = log.write())
+    return fail(toString(std::move(error)));
   if (!savePath.empty())
-    if (Error error = saveParameters(savePath, *layout, state, steps))
+    if (Error error = saveParameters(savePath, layout->params, state, steps))
       return fail(toString(std::move(error)));
   return 0;
 }

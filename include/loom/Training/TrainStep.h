@@ -52,10 +52,16 @@ llvm::Expected<TrainStepLayout> analyzeTrainStep(mlir::func::FuncOp fn);
 const CheckpointTensor *findParameter(const Checkpoint &ckpt,
                                       llvm::StringRef name);
 
-/// The tensor of every parameter of `layout`, in order, with shapes checked.
+/// The tensor of every parameter of `params` (of `layout`), in order, with
+/// dtypes and shapes checked; errors name `fileName` and the tensor.
 llvm::Expected<std::vector<const CheckpointTensor *>>
-bindParameters(const TrainStepLayout &layout, const Checkpoint &ckpt,
+bindParameters(llvm::ArrayRef<TrainedParam> params, const Checkpoint &ckpt,
                llvm::StringRef fileName);
+inline llvm::Expected<std::vector<const CheckpointTensor *>>
+bindParameters(const TrainStepLayout &layout, const Checkpoint &ckpt,
+               llvm::StringRef fileName) {
+  return bindParameters(layout.params, ckpt, fileName);
+}
 
 } // namespace loom
 
