@@ -1,0 +1,344 @@
+//===- KernelCall.cpp - How an op calls its CPU kernel --------------------===//
+//
+// The encoding of runtime/include/loom/loom_cpu_kernels.h: operands and
+// results (dtype, rank, dims), then each op's attributes in the order that
+// header lists them.
+//
+//===----------------------------------------------------------------------===//
+
+#include "passes/Lowering/KernelCall.h"
+
+#include "dialects/Loom/LoomDialect.h"
+#include "dialects/Loom/LoomOps.h"
+
+#include "mlir/Dialect/Shard/IR/ShardOps.h"
+#include "mlir/IR/BuiltinAttributes.h"
+#include "mlir/IR/BuiltinTypes.h"
+#include "mlir/IR/SymbolTable.h"
+#include "llvm/ADT/TypeSwitch.h"
+#include "llvm/Support/MathExtras.h"
+
+using namespace mlir;
+
+namespace loom::lowering {
+
+int64_t GroupTable::indexOf(ArrayRef<int16_t> axes) {
+  for (auto [index, group] : llvm::enumerate(list))
+    if (ArrayRef<int16_t>(group) == axes)
+      return static_cast<int64_t>(index);
+  list.emplace_back(axes.begin(), axes.end());
+  return static_cast<int64_t>(list.size()) - 1;
+}
+
+int64_t dtypeCode(Type elementType) {
+  if (elementType.isF32())
+    return 0;
+  if (elementType.isF64())
+    return 1;
+  if (elementType.isInteger(32))
+    return 2;
+  if (elementType.isInteger(64))
+    return 3;
+  if (elementType.isBF16())
+    return 4;
+  return -1;
+}
+
+namespace {
+
+/// Appends to a meta array; fails (after a diagnostic at the op) on what the
+/// kernels cannot take.
+class MetaWriter {
+public:
+  MetaWriter(Operation *op, SmallVectorImpl<int64_t> &meta)
+      : op(op), meta(meta) {}
+
+  LogicalResult tensor(Type type) {
+    auto ranked = dyn_cast<RankedTensorType>(type);
+    if (!ranked || !ranked.hasStaticShape())
+      return op->emitOpError("--loom-lower-cpu needs statically shaped "
+                             "tensors, not ")
+             << type;
+    int64_t code = dtypeCode(ranked.getElementType());
+    // The kernels compute in f32 (f64 where asked); bf16 tensors only move.
+    if (code < 0 || (code == 4 && !isa<shard::ShardDialect>(op->getDialect())))
+      return op->emitOpError("--loom-lower-cpu has no CPU kernel for element "
+                             "type ")
+             << ranked.getElementType();
+    meta.push_back(code);
+    meta.push_back(ranked.getRank());
+    meta.append(ranked.getShape().begin(), ranked.getShape().end());
+    return success();
+  }
+  void integer(int64_t value) { meta.push_back(value); }
+  void real(double value) {
+    meta.push_back(static_cast<int64_t>(llvm::bit_cast<uint64_t>(value)));
+  }
+  void unit(StringRef name) { meta.push_back(op->hasAttr(name) ? 1 : 0); }
+  void realAttr(StringRef name, double otherwise = 0.0) {
+    auto attr = op->getAttrOfType<FloatAttr>(name);
+    real(attr ? attr.getValueAsDouble() : otherwise);
+  }
+  void intAttr(StringRef name, int64_t otherwise = 0) {
+    auto attr = op->getAttrOfType<IntegerAttr>(name);
+    integer(attr ? attr.getInt() : otherwise);
+  }
+  void arrayAttr(StringRef name) {
+    auto attr = op->getAttrOfType<DenseI64ArrayAttr>(name);
+    ArrayRef<int64_t> values = attr ? attr.asArrayRef() : ArrayRef<int64_t>();
+    array(values);
+  }
+  template <typename T> void array(ArrayRef<T> values) {
+    meta.push_back(static_cast<int64_t>(values.size()));
+    for (T value : values)
+      meta.push_back(static_cast<int64_t>(value));
+  }
+
+  /// The mask block of a dropout site whose masked tensor has `rank` dims.
+  LogicalResult mask(int64_t rank) {
+    intAttr(kMaskMicroBatchesAttr, 1);
+    auto splitAxes = op->getAttrOfType<ArrayAttr>(kMaskSplitAxesAttr);
+    if (!splitAxes) {
+      integer(0);
+      return success();
+    }
+    auto gridRef = op->getAttrOfType<FlatSymbolRefAttr>(kMaskGridAttr);
+    auto grid = gridRef ? SymbolTable::lookupNearestSymbolFrom<shard::GridOp>(
+                              op, gridRef)
+                        : shard::GridOp();
+    if (!grid || llvm::any_of(grid.getShape(), ShapedType::isDynamic))
+      return op->emitOpError("has ")
+             << kMaskSplitAxesAttr << " without a static " << kMaskGridAttr;
+    array(grid.getShape()); // G, then the grid's shape
+    for (int64_t dim = 0; dim < rank; ++dim) {
+      SmallVector<int64_t> axes;
+      if (dim < static_cast<int64_t>(splitAxes.size()))
+        for (Attribute axis : cast<ArrayAttr>(splitAxes[dim]))
+          axes.push_back(cast<IntegerAttr>(axis).getInt());
+      array(ArrayRef<int64_t>(axes));
+    }
+    return success();
+  }
+
+  /// The attributes of attention / attention_grad.
+  LogicalResult attention(Value step, Value q) {
+    unit("causal");
+    realAttr("scale");
+    integer(step ? 1 : 0);
+    realAttr("dropout_rate");
+    intAttr("dropout_seed");
+    intAttr("dropout_key");
+    if (!step)
+      return success();
+    return mask(cast<RankedTensorType>(q.getType()).getRank());
+  }
+
+private:
+  Operation *op;
+  SmallVectorImpl<int64_t> &meta;
+};
+
+/// The loom_reduction of a shard reduction kind, or -1.
+int64_t reductionCode(shard::ReductionKind kind) {
+  switch (kind) {
+  case shard::ReductionKind::Sum:
+    return 0;
+  case shard::ReductionKind::Max:
+    return 1;
+  case shard::ReductionKind::Min:
+    return 2;
+  default:
+    return -1;
+  }
+}
+
+/// The number of members of the group of `axes` on the grid of `op`.
+FailureOr<int64_t> groupMembers(Operation *op, FlatSymbolRefAttr gridRef,
+                                ArrayRef<int16_t> axes,
+                                SmallVectorImpl<int64_t> *sizes = nullptr) {
+  auto grid = SymbolTable::lookupNearestSymbolFrom<shard::GridOp>(op, gridRef);
+  if (!grid || llvm::any_of(grid.getShape(), ShapedType::isDynamic))
+    return op->emitOpError("--loom-lower-cpu needs a grid of static shape");
+  int64_t members = 1;
+  for (int16_t axis : axes) {
+    members *= grid.getShape()[axis];
+    if (sizes)
+      sizes->push_back(grid.getShape()[axis]);
+  }
+  return members;
+}
+
+/// Writes the attributes of a collective; fails on an unsupported one.
+LogicalResult writeCollective(Operation *op, MetaWriter &w,
+                              GroupTable &groups) {
+  auto reduction = [&](shard::ReductionKind kind) -> LogicalResult {
+    int64_t code = reductionCode(kind);
+    if (code < 0)
+      return op->emitOpError("--loom-lower-cpu supports the sum, max and min "
+                             "reductions, not ")
+             << shard::stringifyReductionKind(kind);
+    w.integer(code);
+    return success();
+  };
+  return llvm::TypeSwitch<Operation *, LogicalResult>(op)
+      .Case([&](shard::AllReduceOp o) {
+        w.integer(groups.indexOf(o.getGridAxes()));
+        return reduction(o.getReduction());
+      })
+      .Case([&](shard::ReduceScatterOp o) -> LogicalResult {
+        w.integer(groups.indexOf(o.getGridAxes()));
+        if (failed(reduction(o.getReduction())))
+          return failure();
+        auto members = groupMembers(op, o.getGridAttr(), o.getGridAxes());
+        if (failed(members))
+          return failure();
+        w.integer(*members);
+        w.integer(o.getScatterAxis().getSExtValue());
+        return success();
+      })
+      .Case([&](shard::AllGatherOp o) -> LogicalResult {
+        w.integer(groups.indexOf(o.getGridAxes()));
+        auto members = groupMembers(op, o.getGridAttr(), o.getGridAxes());
+        if (failed(members))
+          return failure();
+        w.integer(*members);
+        w.integer(o.getGatherAxis().getSExtValue());
+        return success();
+      })
+      .Case([&](shard::AllToAllOp o) -> LogicalResult {
+        w.integer(groups.indexOf(o.getGridAxes()));
+        auto members = groupMembers(op, o.getGridAttr(), o.getGridAxes());
+        if (failed(members))
+          return failure();
+        w.integer(*members);
+        w.integer(o.getSplitAxis().getSExtValue());
+        w.integer(o.getConcatAxis().getSExtValue());
+        return success();
+      })
+      .Case([&](shard::AllSliceOp o) -> LogicalResult {
+        w.integer(groups.indexOf(o.getGridAxes()));
+        w.integer(o.getSliceAxis().getSExtValue());
+        SmallVector<int64_t> sizes;
+        if (failed(groupMembers(op, o.getGridAttr(), o.getGridAxes(), &sizes)))
+          return failure();
+        w.array(o.getGridAxes());
+        w.array(ArrayRef<int64_t>(sizes));
+        return success();
+      })
+      .Default([&](Operation *) {
+        return op->emitOpError("has no CPU kernel (--loom-lower-cpu)");
+      });
+}
+
+/// Writes the attributes of a loom op; fails on an op with no kernel.
+LogicalResult writeLoomAttributes(Operation *op, MetaWriter &w) {
+  return llvm::TypeSwitch<Operation *, LogicalResult>(op)
+      .Case([&](MatmulOp) {
+        w.unit("transpose_lhs");
+        w.unit("transpose_rhs");
+        return success();
+      })
+      .Case<LayerNormOp, LayerNormGradOp, RMSNormOp, RMSNormGradOp>(
+          [&](Operation *) {
+            w.realAttr("epsilon");
+            return success();
+          })
+      .Case([&](SoftmaxOp) {
+        w.unit("causal");
+        return success();
+      })
+      .Case<RopeOp, RopeGradOp>([&](Operation *) {
+        w.realAttr("theta");
+        return success();
+      })
+      .Case([&](AttentionOp o) { return w.attention(o.getStep(), o.getQ()); })
+      .Case([&](AttentionGradOp o) {
+        return w.attention(o.getStep(), o.getQ());
+      })
+      .Case<CrossEntropyOp, CrossEntropyGradOp>([&](Operation *) {
+        w.intAttr("token_count");
+        return success();
+      })
+      .Case<ReduceSumOp, ReduceMeanOp, ReduceMaxOp, ReduceMaxGradOp>(
+          [&](Operation *) {
+            w.arrayAttr("dims");
+            w.unit("keep_dims");
+            return success();
+          })
+      .Case([&](TransposeOp) {
+        w.arrayAttr("permutation");
+        return success();
+      })
+      .Case([&](SliceOp) {
+        w.arrayAttr("offsets");
+        return success();
+      })
+      .Case([&](PadOp) {
+        w.arrayAttr("low");
+        return success();
+      })
+      .Case([&](ConcatOp) {
+        w.intAttr("axis");
+        return success();
+      })
+      .Case<DropoutOp, DropoutGradOp>([&](Operation *o) {
+        w.realAttr("rate");
+        w.intAttr("seed");
+        w.intAttr("key");
+        return w.mask(
+            cast<RankedTensorType>(o->getOperand(0).getType()).getRank());
+      })
+      .Case([&](AdamWUpdateOp) {
+        for (StringRef name : {"lr", "beta1", "beta2", "eps", "weight_decay"})
+          w.realAttr(name);
+        return success();
+      })
+      .Case([&](SGDUpdateOp) {
+        w.realAttr("lr");
+        w.realAttr("weight_decay");
+        return success();
+      })
+      .Case<AddOp, SubOp, MulOp, DivOp, NegOp, ExpOp, LogOp, SqrtOp, RsqrtOp,
+            TanhOp, CastOp, ReshapeOp, BroadcastOp, GeluOp, GeluGradOp,
+            SiluOp, SiluGradOp, SoftmaxGradOp, EmbeddingOp, EmbeddingGradOp>(
+          [&](Operation *) { return success(); })
+      .Default([&](Operation *) {
+        return op->emitOpError("has no CPU kernel (--loom-lower-cpu)");
+      });
+}
+
+} // namespace
+
+FailureOr<KernelCall> encodeKernelCall(Operation *op, GroupTable &groups) {
+  KernelCall call;
+  call.symbol = ("loom_cpu_" + op->getName().stripDialect()).str();
+  MetaWriter w(op, call.meta);
+  w.integer(op->getNumOperands());
+  w.integer(op->getNumResults());
+  for (Type type : op->getOperandTypes())
+    if (failed(w.tensor(type)))
+      return failure();
+  for (Type type : op->getResultTypes())
+    if (failed(w.tensor(type)))
+      return failure();
+  if (isa<shard::ShardDialect>(op->getDialect())) {
+    if (failed(writeCollective(op, w, groups)))
+      return failure();
+  } else if (failed(writeLoomAttributes(op, w))) {
+    return failure();
+  }
+  return call;
+}
+
+KernelCall copyCall(Type type) {
+  auto ranked = cast<RankedTensorType>(type);
+  KernelCall call{"loom_cpu_copy", {1, 1}};
+  for (int i = 0; i < 2; ++i) {
+    call.meta.push_back(dtypeCode(ranked.getElementType()));
+    call.meta.push_back(ranked.getRank());
+    call.meta.append(ranked.getShape().begin(), ranked.getShape().end());
+  }
+  return call;
+}
+
+} // namespace loom::lowering

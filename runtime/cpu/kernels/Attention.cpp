@@ -1,0 +1,3 @@
+//===- Attention.cpp - CPU kernels -------------------------------------------===//
+
+#include "KernelArgs.h"

@@ -1,0 +1,3 @@
+//===- Collectives.cpp - CPU kernels -------------------------------------------===//
+
+#include "KernelArgs.h"

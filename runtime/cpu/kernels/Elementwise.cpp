@@ -1,0 +1,3 @@
+//===- Elementwise.cpp - CPU kernels -------------------------------------------===//
+
+#include "KernelArgs.h"

@@ -1,0 +1,3 @@
+//===- Layout.cpp - CPU kernels -------------------------------------------===//
+
+#include "KernelArgs.h"

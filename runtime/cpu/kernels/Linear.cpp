@@ -1,0 +1,3 @@
+//===- Linear.cpp - CPU kernels -------------------------------------------===//
+
+#include "KernelArgs.h"

@@ -1,0 +1,3 @@
+//===- Norm.cpp - CPU kernels -------------------------------------------===//
+
+#include "KernelArgs.h"

@@ -1,0 +1,3 @@
+//===- Optimizer.cpp - CPU kernels -------------------------------------------===//
+
+#include "KernelArgs.h"

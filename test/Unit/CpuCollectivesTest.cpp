@@ -1,0 +1,5 @@
+//===- CpuCollectivesTest.cpp ---------------------------------------------------------===//
+
+#include "CpuKernelTestSupport.h"
+
+#include <gtest/gtest.h>

@@ -1,0 +1,5 @@
+//===- CpuKernelNeuralTest.cpp ---------------------------------------------------------===//
+
+#include "CpuKernelTestSupport.h"
+
+#include <gtest/gtest.h>

@@ -1,0 +1,5 @@
+//===- CpuKernelTest.cpp ---------------------------------------------------------===//
+
+#include "CpuKernelTestSupport.h"
+
+#include <gtest/gtest.h>
