@@ -13,6 +13,7 @@
 
 #include "mlir/Dialect/Shard/IR/ShardOps.h"
 #include "mlir/IR/BuiltinAttributes.h"
+#include "mlir/IR/BuiltinOps.h"
 #include "mlir/IR/BuiltinTypes.h"
 #include "mlir/IR/SymbolTable.h"
 #include "llvm/ADT/TypeSwitch.h"
@@ -102,10 +103,16 @@ public:
       integer(0);
       return success();
     }
+    // The partitioner names the grid; without the name, the module's only
+    // grid (as the interpreter takes the running rank's).
     auto gridRef = op->getAttrOfType<FlatSymbolRefAttr>(kMaskGridAttr);
-    auto grid = gridRef ? SymbolTable::lookupNearestSymbolFrom<shard::GridOp>(
-                              op, gridRef)
-                        : shard::GridOp();
+    shard::GridOp grid;
+    if (gridRef)
+      grid = SymbolTable::lookupNearestSymbolFrom<shard::GridOp>(op, gridRef);
+    else if (auto module = op->getParentOfType<ModuleOp>())
+      if (auto grids = module.getOps<shard::GridOp>();
+          std::distance(grids.begin(), grids.end()) == 1)
+        grid = *grids.begin();
     if (!grid || llvm::any_of(grid.getShape(), ShapedType::isDynamic))
       return op->emitOpError("has ")
              << kMaskSplitAxesAttr << " without a static " << kMaskGridAttr;
@@ -252,9 +259,8 @@ LogicalResult writeLoomAttributes(Operation *op, MetaWriter &w) {
         return success();
       })
       .Case([&](AttentionOp o) { return w.attention(o.getStep(), o.getQ()); })
-      .Case([&](AttentionGradOp o) {
-        return w.attention(o.getStep(), o.getQ());
-      })
+      .Case(
+          [&](AttentionGradOp o) { return w.attention(o.getStep(), o.getQ()); })
       .Case<CrossEntropyOp, CrossEntropyGradOp>([&](Operation *) {
         w.intAttr("token_count");
         return success();
@@ -299,8 +305,8 @@ LogicalResult writeLoomAttributes(Operation *op, MetaWriter &w) {
         return success();
       })
       .Case<AddOp, SubOp, MulOp, DivOp, NegOp, ExpOp, LogOp, SqrtOp, RsqrtOp,
-            TanhOp, CastOp, ReshapeOp, BroadcastOp, GeluOp, GeluGradOp,
-            SiluOp, SiluGradOp, SoftmaxGradOp, EmbeddingOp, EmbeddingGradOp>(
+            TanhOp, CastOp, ReshapeOp, BroadcastOp, GeluOp, GeluGradOp, SiluOp,
+            SiluGradOp, SoftmaxGradOp, EmbeddingOp, EmbeddingGradOp>(
           [&](Operation *) { return success(); })
       .Default([&](Operation *) {
         return op->emitOpError("has no CPU kernel (--loom-lower-cpu)");

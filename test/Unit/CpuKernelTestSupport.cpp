@@ -50,7 +50,8 @@ void store(const Tensor &tensor, RankedTensorType type, Buffer &buffer) {
   Type element = type.getElementType();
   for (int64_t i = 0, e = type.getNumElements(); i < e; ++i) {
     if (element.isF32())
-      static_cast<float *>(buffer.data())[i] = static_cast<float>(tensor.f()[i]);
+      static_cast<float *>(buffer.data())[i] =
+          static_cast<float>(tensor.f()[i]);
     else if (element.isF64())
       static_cast<double *>(buffer.data())[i] = tensor.f()[i];
     else if (element.isInteger(32))
@@ -83,8 +84,7 @@ Tensor load(RankedTensorType type, Buffer &buffer) {
 
 std::unique_ptr<MLIRContext> makeKernelTestContext() {
   auto ctx = std::make_unique<MLIRContext>();
-  ctx->loadDialect<loom::LoomDialect, func::FuncDialect,
-                   shard::ShardDialect>();
+  ctx->loadDialect<loom::LoomDialect, func::FuncDialect, shard::ShardDialect>();
   return ctx;
 }
 
@@ -95,9 +95,10 @@ OwningOpRef<ModuleOp> parseKernelTestModule(MLIRContext &ctx,
   return module;
 }
 
-llvm::Expected<std::vector<Tensor>>
-runThroughKernels(ModuleOp module, ArrayRef<Tensor> args,
-                  const loom_comm *comm, int64_t microBatch) {
+llvm::Expected<std::vector<Tensor>> runThroughKernels(ModuleOp module,
+                                                      ArrayRef<Tensor> args,
+                                                      const loom_comm *comm,
+                                                      int64_t microBatch) {
   auto fn = module.lookupSymbol<func::FuncOp>("f");
   if (!fn)
     return llvm::createStringError("no @f");
@@ -133,8 +134,9 @@ runThroughKernels(ModuleOp module, ArrayRef<Tensor> args,
       pointers.push_back(buffers[result].data());
     }
     if (int32_t status = kernel(&frame, pointers.data(), call->meta.data()))
-      return llvm::createStringError(llvm::formatv(
-          "{0} returned {1}: {2}", call->symbol, status, loom_cpu_last_error()));
+      return llvm::createStringError(llvm::formatv("{0} returned {1}: {2}",
+                                                   call->symbol, status,
+                                                   loom_cpu_last_error()));
   }
   return results;
 }

@@ -1,4 +1,5 @@
-//===- CpuKernelTestSupport.h - Running ops through the CPU kernels -*- C++ -*-===//
+//===- CpuKernelTestSupport.h - Running ops through the CPU kernels -*- C++
+//-*-===//
 //
 // The conformance tests of the CPU kernel library (runtime/cpu/kernels): a
 // function of a few ops runs once in the reference interpreter (float64)
@@ -35,8 +36,7 @@ mlir::OwningOpRef<mlir::ModuleOp> parseKernelTestModule(mlir::MLIRContext &ctx,
 /// @f has no collectives) and `microBatch` in the call frame; returns @f's
 /// results. A kernel's non-zero status is an error with its message.
 llvm::Expected<std::vector<interp::Tensor>>
-runThroughKernels(mlir::ModuleOp module,
-                  llvm::ArrayRef<interp::Tensor> args,
+runThroughKernels(mlir::ModuleOp module, llvm::ArrayRef<interp::Tensor> args,
                   const loom_comm *comm = nullptr, int64_t microBatch = 0);
 
 /// Runs @f of `module` in the reference interpreter in float64.

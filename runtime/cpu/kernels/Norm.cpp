@@ -1,3 +1,603 @@
-//===- Norm.cpp - CPU kernels -------------------------------------------===//
+//===- Norm.cpp - Normalizations, activations, softmax, rope, dropout -----===//
+//
+// The row-wise and pointwise neural kernels, with the meaning the reference
+// interpreter gives them (lib/Interpreter/Norm.cpp, Elementwise.cpp and
+// Attention.cpp's rope). Rows are the last dimension, of size D; every
+// leading index is another row. Elements are float32; row statistics
+// (means, variances, softmax sums) and the dgamma / dbeta sums over rows
+// accumulate in double.
+//
+// Dropout draws each element's mask at its index in the global tensor
+// (include/loom/Interpreter/DropoutMask.h): readMaskIndex turns the mask
+// block of the meta (loom_cpu_kernels.h) and this rank's grid coordinates
+// into global strides and the global index of local element 0, as
+// interp::maskIndices does. Attention.cpp uses it too.
+//
+//===----------------------------------------------------------------------===//
 
 #include "KernelArgs.h"
+
+#include "loom/Interpreter/DropoutMask.h"
+
+#include <cmath>
+#include <vector>
+
+namespace loom::cpu {
+
+int32_t readMaskIndex(KernelArgs &args, const loom_call_frame *frame,
+                      int64_t blockRank, const int64_t *localShape,
+                      int64_t rank, const int64_t *entryOfDim, int64_t *strides,
+                      int64_t *base);
+
+namespace {
+
+/// Fails unless every tensor of `args` but the operand `except` (-1: none)
+/// is float32.
+int32_t requireF32(const KernelArgs &args, const char *op,
+                   int64_t except = -1) {
+  for (int64_t t = 0; t < args.numOperands() + args.numResults(); ++t) {
+    const View &view =
+        t < args.numOperands() ? args.in(t) : args.out(t - args.numOperands());
+    if (t != except && view.dtype != LOOM_DTYPE_F32)
+      return fail("loom_cpu_%s: tensor %lld is not f32", op,
+                  static_cast<long long>(t));
+  }
+  return 0;
+}
+
+/// The length D of the rows of `x` (its last dimension) and their number.
+struct Rows {
+  int64_t size = 0, count = 0;
+};
+
+Rows rowsOf(const View &x) {
+  Rows rows;
+  rows.size = x.rank > 0 ? x.dims[x.rank - 1] : 1;
+  rows.count = rows.size > 0 ? x.numElements() / rows.size : 0;
+  return rows;
+}
+
+/// Checks the operand count and that `gamma` (operand `gammaIndex`) is [D].
+int32_t checkNormShapes(const KernelArgs &args, const char *op,
+                        int64_t operands, int64_t gammaIndex) {
+  if (args.numOperands() != operands)
+    return fail("loom_cpu_%s: expected %lld operands", op,
+                static_cast<long long>(operands));
+  if (int32_t status = requireF32(args, op))
+    return status;
+  const View &gamma = args.in(gammaIndex);
+  if (gamma.numElements() != rowsOf(args.out(0)).size)
+    return fail("loom_cpu_%s: gamma does not match the rows", op);
+  return 0;
+}
+
+//===----------------------------------------------------------------------===//
+// layernorm, rmsnorm
+//===----------------------------------------------------------------------===//
+
+/// A row's mean and 1 / sqrt(biased variance + epsilon), in double.
+struct RowMoments {
+  double mean, rstd;
+};
+
+RowMoments momentsOf(const float *row, int64_t size, double epsilon) {
+  double sum = 0.0;
+  for (int64_t j = 0; j < size; ++j)
+    sum += row[j];
+  double mean = sum / static_cast<double>(size);
+  double squares = 0.0;
+  for (int64_t j = 0; j < size; ++j) {
+    double centered = row[j] - mean;
+    squares += centered * centered;
+  }
+  return {mean, 1.0 / std::sqrt(squares / static_cast<double>(size) + epsilon)};
+}
+
+/// 1 / sqrt(mean(row^2) + epsilon).
+double rmsScale(const float *row, int64_t size, double epsilon) {
+  double squares = 0.0;
+  for (int64_t j = 0; j < size; ++j)
+    squares += static_cast<double>(row[j]) * row[j];
+  return 1.0 / std::sqrt(squares / static_cast<double>(size) + epsilon);
+}
+
+/// y = (x - mean) * rstd * gamma + beta.
+int32_t layerNorm(KernelArgs &args) {
+  if (int32_t status = checkNormShapes(args, "layernorm", 3, 1))
+    return status;
+  double epsilon = args.real();
+  const float *x = args.in(0).f32(), *gamma = args.in(1).f32(),
+              *beta = args.in(2).f32();
+  float *y = args.out(0).f32();
+  Rows rows = rowsOf(args.in(0));
+  for (int64_t r = 0; r < rows.count; ++r) {
+    const float *row = x + r * rows.size;
+    float *out = y + r * rows.size;
+    RowMoments m = momentsOf(row, rows.size, epsilon);
+    float mean = static_cast<float>(m.mean), rstd = static_cast<float>(m.rstd);
+    for (int64_t j = 0; j < rows.size; ++j)
+      out[j] = (row[j] - mean) * rstd * gamma[j] + beta[j];
+  }
+  return 0;
+}
+
+/// With xhat = (x - mean) * rstd and g = dy * gamma:
+///   dx     = rstd * (g - mean(g) - xhat * mean(g * xhat))
+///   dgamma = sum over rows of dy * xhat,   dbeta = sum over rows of dy.
+int32_t layerNormGrad(KernelArgs &args) {
+  if (int32_t status = checkNormShapes(args, "layernorm_grad", 3, 2))
+    return status;
+  if (args.numResults() != 3)
+    return fail("loom_cpu_layernorm_grad: expected dx, dgamma and dbeta");
+  double epsilon = args.real();
+  const float *dy = args.in(0).f32(), *x = args.in(1).f32(),
+              *gamma = args.in(2).f32();
+  Rows rows = rowsOf(args.in(1));
+  std::vector<double> sums(2 * rows.size, 0.0);
+  double *dgamma = sums.data(), *dbeta = sums.data() + rows.size;
+  float *dx = args.out(0).f32();
+  for (int64_t r = 0; r < rows.count; ++r) {
+    const float *row = x + r * rows.size, *dyRow = dy + r * rows.size;
+    RowMoments m = momentsOf(row, rows.size, epsilon);
+    double sumG = 0.0, sumGXhat = 0.0;
+    for (int64_t j = 0; j < rows.size; ++j) {
+      double xhat = (row[j] - m.mean) * m.rstd;
+      double g = static_cast<double>(dyRow[j]) * gamma[j];
+      sumG += g;
+      sumGXhat += g * xhat;
+      dgamma[j] += dyRow[j] * xhat;
+      dbeta[j] += dyRow[j];
+    }
+    float meanG = static_cast<float>(sumG / static_cast<double>(rows.size));
+    float meanGXhat =
+        static_cast<float>(sumGXhat / static_cast<double>(rows.size));
+    float mean = static_cast<float>(m.mean), rstd = static_cast<float>(m.rstd);
+    float *dxRow = dx + r * rows.size;
+    for (int64_t j = 0; j < rows.size; ++j) {
+      float xhat = (row[j] - mean) * rstd;
+      dxRow[j] = rstd * (dyRow[j] * gamma[j] - meanG - xhat * meanGXhat);
+    }
+  }
+  for (int64_t j = 0; j < rows.size; ++j) {
+    args.out(1).f32()[j] = static_cast<float>(dgamma[j]);
+    args.out(2).f32()[j] = static_cast<float>(dbeta[j]);
+  }
+  return 0;
+}
+
+/// y = x * s * gamma, s = rmsScale(x).
+int32_t rmsNorm(KernelArgs &args) {
+  if (int32_t status = checkNormShapes(args, "rmsnorm", 2, 1))
+    return status;
+  double epsilon = args.real();
+  const float *x = args.in(0).f32(), *gamma = args.in(1).f32();
+  float *y = args.out(0).f32();
+  Rows rows = rowsOf(args.in(0));
+  for (int64_t r = 0; r < rows.count; ++r) {
+    const float *row = x + r * rows.size;
+    float *out = y + r * rows.size;
+    float s = static_cast<float>(rmsScale(row, rows.size, epsilon));
+    for (int64_t j = 0; j < rows.size; ++j)
+      out[j] = row[j] * s * gamma[j];
+  }
+  return 0;
+}
+
+/// Since ds/dx_k = -s^3 x_k / D:
+///   dx_k   = s * g_k - x_k * s^3 / D * sum_j g_j x_j,  g = dy * gamma
+///   dgamma = sum over rows of dy * x * s.
+int32_t rmsNormGrad(KernelArgs &args) {
+  if (int32_t status = checkNormShapes(args, "rmsnorm_grad", 3, 2))
+    return status;
+  if (args.numResults() != 2)
+    return fail("loom_cpu_rmsnorm_grad: expected dx and dgamma");
+  double epsilon = args.real();
+  const float *dy = args.in(0).f32(), *x = args.in(1).f32(),
+              *gamma = args.in(2).f32();
+  Rows rows = rowsOf(args.in(1));
+  std::vector<double> dgamma(rows.size, 0.0);
+  float *dx = args.out(0).f32();
+  for (int64_t r = 0; r < rows.count; ++r) {
+    const float *row = x + r * rows.size, *dyRow = dy + r * rows.size;
+    double s = rmsScale(row, rows.size, epsilon);
+    double dot = 0.0;
+    for (int64_t j = 0; j < rows.size; ++j) {
+      double dyx = static_cast<double>(dyRow[j]) * row[j];
+      dot += dyx * gamma[j];
+      dgamma[j] += dyx * s;
+    }
+    float sf = static_cast<float>(s);
+    float coefficient =
+        static_cast<float>(s * s * s * dot / static_cast<double>(rows.size));
+    float *dxRow = dx + r * rows.size;
+    for (int64_t j = 0; j < rows.size; ++j)
+      dxRow[j] = sf * dyRow[j] * gamma[j] - row[j] * coefficient;
+  }
+  for (int64_t j = 0; j < rows.size; ++j)
+    args.out(1).f32()[j] = static_cast<float>(dgamma[j]);
+  return 0;
+}
+
+//===----------------------------------------------------------------------===//
+// gelu, silu
+//===----------------------------------------------------------------------===//
+
+// GPT-2's gelu_new, 0.5 x (1 + tanh(u)) with u = sqrt(2/pi) (x + 0.044715
+// x^3), as the interpreter computes it. Since 0.5 (1 + tanh(u)) =
+// sigmoid(2u) and 1 - tanh(u)^2 = 4 sigmoid(2u) sigmoid(-2u), both the
+// function and its derivative are written with sigmoids, which keep their
+// relative precision in float where 1 + tanh(u) would cancel.
+constexpr float kGeluScale = 0.7978845608028654f; // sqrt(2 / pi)
+constexpr float kGeluCubic = 0.044715f;
+
+float sigmoid(float x) { return 1.0f / (1.0f + std::exp(-x)); }
+
+float geluInner(float x) { return kGeluScale * (x + kGeluCubic * x * x * x); }
+
+float gelu(float x) { return x * sigmoid(2.0f * geluInner(x)); }
+
+/// 0.5 (1 + t) + 0.5 x (1 - t^2) sqrt(2/pi) (1 + 3 * 0.044715 x^2).
+float geluDerivative(float x) {
+  float u = geluInner(x);
+  float up = sigmoid(2.0f * u), down = sigmoid(-2.0f * u);
+  return up +
+         2.0f * x * up * down * kGeluScale * (1.0f + 3.0f * kGeluCubic * x * x);
+}
+
+float silu(float x) { return x * sigmoid(x); }
+
+/// s (1 + x (1 - s)), s = sigmoid(x), with 1 - s = sigmoid(-x).
+float siluDerivative(float x) { return sigmoid(x) * (1.0f + x * sigmoid(-x)); }
+
+template <typename Fn>
+int32_t pointwise(KernelArgs &args, const char *op, Fn fn) {
+  if (args.numOperands() != 1)
+    return fail("loom_cpu_%s: expected one operand", op);
+  if (int32_t status = requireF32(args, op))
+    return status;
+  const float *x = args.in(0).f32();
+  float *y = args.out(0).f32();
+  for (int64_t e = 0, n = args.in(0).numElements(); e < n; ++e)
+    y[e] = fn(x[e]);
+  return 0;
+}
+
+/// dx = dy * derivative(x).
+template <typename Fn>
+int32_t pointwiseGrad(KernelArgs &args, const char *op, Fn derivative) {
+  if (args.numOperands() != 2)
+    return fail("loom_cpu_%s: expected dy and x", op);
+  if (int32_t status = requireF32(args, op))
+    return status;
+  const float *dy = args.in(0).f32(), *x = args.in(1).f32();
+  float *dx = args.out(0).f32();
+  for (int64_t e = 0, n = args.in(1).numElements(); e < n; ++e)
+    dx[e] = dy[e] * derivative(x[e]);
+  return 0;
+}
+
+//===----------------------------------------------------------------------===//
+// softmax
+//===----------------------------------------------------------------------===//
+
+/// exp(x - max(x)) / sum(exp(x - max(x))) along each row. Causal: row r is
+/// row i = r mod D of a [D, D] matrix and only its first i + 1 elements
+/// take part; the others are 0.
+int32_t softmax(KernelArgs &args) {
+  if (int32_t status = requireF32(args, "softmax"))
+    return status;
+  bool causal = args.unit();
+  const View &xView = args.in(0);
+  Rows rows = rowsOf(xView);
+  if (causal && (xView.rank < 2 || xView.dims[xView.rank - 2] != rows.size))
+    return fail("loom_cpu_softmax: causal needs [.., S, S] rows");
+  const float *x = xView.f32();
+  float *y = args.out(0).f32();
+  for (int64_t r = 0; r < rows.count; ++r) {
+    const float *row = x + r * rows.size;
+    float *out = y + r * rows.size;
+    int64_t used = causal ? r % rows.size + 1 : rows.size;
+    float max = row[0];
+    for (int64_t j = 1; j < used; ++j)
+      max = std::fmax(max, row[j]);
+    double sum = 0.0;
+    for (int64_t j = 0; j < used; ++j)
+      sum += out[j] = std::exp(row[j] - max);
+    float inverse = static_cast<float>(1.0 / sum);
+    for (int64_t j = 0; j < used; ++j)
+      out[j] *= inverse;
+    for (int64_t j = used; j < rows.size; ++j)
+      out[j] = 0.0f;
+  }
+  return 0;
+}
+
+/// dx = y * (dy - sum(dy * y)) along each row.
+int32_t softmaxGrad(KernelArgs &args) {
+  if (args.numOperands() != 2)
+    return fail("loom_cpu_softmax_grad: expected dy and y");
+  if (int32_t status = requireF32(args, "softmax_grad"))
+    return status;
+  const float *dy = args.in(0).f32(), *y = args.in(1).f32();
+  float *dx = args.out(0).f32();
+  Rows rows = rowsOf(args.in(1));
+  for (int64_t r = 0; r < rows.count; ++r) {
+    const float *yRow = y + r * rows.size, *dyRow = dy + r * rows.size;
+    double dot = 0.0;
+    for (int64_t j = 0; j < rows.size; ++j)
+      dot += static_cast<double>(dyRow[j]) * yRow[j];
+    float dotF = static_cast<float>(dot);
+    float *dxRow = dx + r * rows.size;
+    for (int64_t j = 0; j < rows.size; ++j)
+      dxRow[j] = yRow[j] * (dyRow[j] - dotF);
+  }
+  return 0;
+}
+
+//===----------------------------------------------------------------------===//
+// rope
+//===----------------------------------------------------------------------===//
+
+/// Rotates each pair (x[i], x[i + D/2]) of `x` [B, S, H, D] at position s
+/// (local along dimension 1) by `direction * s * theta^(-2i/D)`: +1 for
+/// rope, -1 for its gradient (the inverse rotation).
+int32_t rotatePairs(KernelArgs &args, const char *op, double direction) {
+  if (args.numOperands() != 1)
+    return fail("loom_cpu_%s: expected one operand", op);
+  if (int32_t status = requireF32(args, op))
+    return status;
+  double theta = args.real();
+  const View &xView = args.in(0);
+  if (xView.rank != 4 || xView.dims[3] % 2 != 0)
+    return fail("loom_cpu_%s: expected [B, S, H, D] with even D", op);
+  int64_t batch = xView.dims[0], seq = xView.dims[1], heads = xView.dims[2],
+          dim = xView.dims[3], half = dim / 2;
+  // cos and sin of every (position, pair), shared by batches and heads.
+  std::vector<float> table(2 * seq * half);
+  for (int64_t s = 0; s < seq; ++s)
+    for (int64_t i = 0; i < half; ++i) {
+      double frequency = std::pow(theta, -2.0 * static_cast<double>(i) /
+                                             static_cast<double>(dim));
+      double angle = direction * static_cast<double>(s) * frequency;
+      table[2 * (s * half + i)] = static_cast<float>(std::cos(angle));
+      table[2 * (s * half + i) + 1] = static_cast<float>(std::sin(angle));
+    }
+  const float *x = xView.f32();
+  float *y = args.out(0).f32();
+  for (int64_t b = 0; b < batch; ++b)
+    for (int64_t s = 0; s < seq; ++s) {
+      const float *angles = &table[2 * s * half];
+      for (int64_t h = 0; h < heads; ++h) {
+        int64_t base = ((b * seq + s) * heads + h) * dim;
+        for (int64_t i = 0; i < half; ++i) {
+          float c = angles[2 * i], sn = angles[2 * i + 1];
+          float x1 = x[base + i], x2 = x[base + i + half];
+          y[base + i] = x1 * c - x2 * sn;
+          y[base + i + half] = x2 * c + x1 * sn;
+        }
+      }
+    }
+  return 0;
+}
+
+//===----------------------------------------------------------------------===//
+// dropout
+//===----------------------------------------------------------------------===//
+
+/// `x` (or `dy`) times the mask of DropoutMask.h, kept elements scaled by
+/// 1 / (1 - rate): dropout is linear in `x`, so its gradient applies the
+/// same mask to `dy`.
+int32_t applyDropoutMask(KernelArgs &args, const loom_call_frame *frame,
+                         const char *op) {
+  if (args.numOperands() != 2)
+    return fail("loom_cpu_%s: expected the tensor and the step", op);
+  if (int32_t status = requireF32(args, op, /*except=*/1))
+    return status;
+  const View &x = args.in(0), &step = args.in(1);
+  if (step.dtype != LOOM_DTYPE_I32 && step.dtype != LOOM_DTYPE_I64)
+    return fail("loom_cpu_%s: the step is not an integer", op);
+  double rate = args.real();
+  uint64_t seed = static_cast<uint64_t>(args.integer());
+  uint64_t key = static_cast<uint64_t>(args.integer());
+  if (x.rank > kMaxRank)
+    return fail("loom_cpu_%s: rank %lld is over %d", op,
+                static_cast<long long>(x.rank), kMaxRank);
+  int64_t strides[kMaxRank], base;
+  if (int32_t status = readMaskIndex(args, frame, x.rank, x.dims, x.rank,
+                                     nullptr, strides, &base))
+    return status;
+  uint64_t stepValue = static_cast<uint64_t>(step.index(0));
+  double scale = 1.0 / (1.0 - rate);
+  const float *in = x.f32();
+  float *out = args.out(0).f32();
+  // Rows of the last dimension, whose global stride is 1; `position` counts
+  // the leading dimensions.
+  Rows rows = rowsOf(x);
+  int64_t position[kMaxRank] = {};
+  for (int64_t r = 0; r < rows.count; ++r) {
+    int64_t rowIndex = base;
+    for (int64_t d = 0; d + 1 < x.rank; ++d)
+      rowIndex += position[d] * strides[d];
+    for (int64_t j = 0; j < rows.size; ++j) {
+      int64_t e = r * rows.size + j;
+      uint64_t index = static_cast<uint64_t>(rowIndex + j);
+      out[e] = dropoutKeeps(seed, key, stepValue, index, rate)
+                   ? static_cast<float>(in[e] * scale)
+                   : 0.0f;
+    }
+    for (int64_t d = x.rank - 2; d >= 0; --d) {
+      if (++position[d] < x.dims[d])
+        break;
+      position[d] = 0;
+    }
+  }
+  return 0;
+}
+
+} // namespace
+
+/// Reads the mask block of a dropout site (loom_cpu_kernels.h) whose masked
+/// tensor has `blockRank` dimensions, and says where the local tensor of
+/// `localShape` (`rank` dims; the mask itself) sits in the global one: the
+/// global row-major index of local element p is
+/// `*base + sum_d p[d] * strides[d]`. Mask dimension d is split as block
+/// entry `entryOfDim[d]` says (-1: whole; a null `entryOfDim`: entry d).
+/// Along a dimension split over grid axes [a0, a1, ...] the rank's shard is
+/// the row-major index of its coordinates on them; micro-batch k of M adds
+/// k times the micro-batch's global element count (interp::maskIndices).
+int32_t readMaskIndex(KernelArgs &args, const loom_call_frame *frame,
+                      int64_t blockRank, const int64_t *localShape,
+                      int64_t rank, const int64_t *entryOfDim, int64_t *strides,
+                      int64_t *base) {
+  int64_t microBatches = args.integer();
+  int64_t gridRank = 0;
+  const int64_t *gridShape = args.array(gridRank);
+  if (blockRank > kMaxRank || rank > kMaxRank)
+    return fail("dropout mask: rank over %d", kMaxRank);
+  int64_t axisCount[kMaxRank] = {};
+  const int64_t *axes[kMaxRank] = {};
+  if (gridRank > 0)
+    for (int64_t entry = 0; entry < blockRank; ++entry)
+      axes[entry] = args.array(axisCount[entry]);
+
+  const loom_comm *comm = frame ? frame->comm : nullptr;
+  int64_t globalShape[kMaxRank], start[kMaxRank];
+  int64_t shards = 1;
+  for (int64_t d = 0; d < rank; ++d) {
+    int64_t entry = entryOfDim ? entryOfDim[d] : d;
+    int64_t count = 1, shard = 0;
+    if (entry >= 0 && entry < blockRank)
+      for (int64_t a = 0; a < axisCount[entry]; ++a) {
+        int64_t axis = axes[entry][a];
+        if (axis < 0 || axis >= gridRank)
+          return fail("dropout mask: grid axis %lld is out of range",
+                      static_cast<long long>(axis));
+        if (!comm || !comm->grid_coordinate)
+          return fail("dropout mask: a split tensor needs "
+                      "comm->grid_coordinate");
+        int64_t coordinate =
+            comm->grid_coordinate(comm->ctx, static_cast<int32_t>(axis));
+        if (coordinate < 0 || coordinate >= gridShape[axis])
+          return fail("dropout mask: coordinate %lld on grid axis %lld is "
+                      "out of range",
+                      static_cast<long long>(coordinate),
+                      static_cast<long long>(axis));
+        shard = shard * gridShape[axis] + coordinate;
+        count *= gridShape[axis];
+      }
+    globalShape[d] = localShape[d] * count;
+    start[d] = shard * localShape[d];
+    shards *= count;
+  }
+  int64_t stride = 1, offset = 0;
+  for (int64_t d = rank - 1; d >= 0; --d) {
+    strides[d] = stride;
+    offset += start[d] * stride;
+    stride *= globalShape[d];
+  }
+  if (microBatches > 1) {
+    int64_t k = frame ? frame->micro_batch : 0;
+    if (k < 0 || k >= microBatches)
+      return fail("dropout mask: micro-batch %lld of %lld",
+                  static_cast<long long>(k),
+                  static_cast<long long>(microBatches));
+    int64_t local = 1;
+    for (int64_t d = 0; d < rank; ++d)
+      local *= localShape[d];
+    offset += k * local * shards;
+  }
+  *base = offset;
+  return 0;
+}
+
+} // namespace loom::cpu
+
+using namespace loom::cpu;
+
+extern "C" {
+
+int32_t loom_cpu_layernorm(const loom_call_frame *, void *const *buffers,
+                           const int64_t *meta) {
+  KernelArgs args(buffers, meta);
+  return layerNorm(args);
+}
+
+int32_t loom_cpu_layernorm_grad(const loom_call_frame *, void *const *buffers,
+                                const int64_t *meta) {
+  KernelArgs args(buffers, meta);
+  return layerNormGrad(args);
+}
+
+int32_t loom_cpu_rmsnorm(const loom_call_frame *, void *const *buffers,
+                         const int64_t *meta) {
+  KernelArgs args(buffers, meta);
+  return rmsNorm(args);
+}
+
+int32_t loom_cpu_rmsnorm_grad(const loom_call_frame *, void *const *buffers,
+                              const int64_t *meta) {
+  KernelArgs args(buffers, meta);
+  return rmsNormGrad(args);
+}
+
+int32_t loom_cpu_gelu(const loom_call_frame *, void *const *buffers,
+                      const int64_t *meta) {
+  KernelArgs args(buffers, meta);
+  return pointwise(args, "gelu", gelu);
+}
+
+int32_t loom_cpu_gelu_grad(const loom_call_frame *, void *const *buffers,
+                           const int64_t *meta) {
+  KernelArgs args(buffers, meta);
+  return pointwiseGrad(args, "gelu_grad", geluDerivative);
+}
+
+int32_t loom_cpu_silu(const loom_call_frame *, void *const *buffers,
+                      const int64_t *meta) {
+  KernelArgs args(buffers, meta);
+  return pointwise(args, "silu", silu);
+}
+
+int32_t loom_cpu_silu_grad(const loom_call_frame *, void *const *buffers,
+                           const int64_t *meta) {
+  KernelArgs args(buffers, meta);
+  return pointwiseGrad(args, "silu_grad", siluDerivative);
+}
+
+int32_t loom_cpu_softmax(const loom_call_frame *, void *const *buffers,
+                         const int64_t *meta) {
+  KernelArgs args(buffers, meta);
+  return softmax(args);
+}
+
+int32_t loom_cpu_softmax_grad(const loom_call_frame *, void *const *buffers,
+                              const int64_t *meta) {
+  KernelArgs args(buffers, meta);
+  return softmaxGrad(args);
+}
+
+int32_t loom_cpu_rope(const loom_call_frame *, void *const *buffers,
+                      const int64_t *meta) {
+  KernelArgs args(buffers, meta);
+  return rotatePairs(args, "rope", 1.0);
+}
+
+int32_t loom_cpu_rope_grad(const loom_call_frame *, void *const *buffers,
+                           const int64_t *meta) {
+  KernelArgs args(buffers, meta);
+  return rotatePairs(args, "rope_grad", -1.0);
+}
+
+int32_t loom_cpu_dropout(const loom_call_frame *frame, void *const *buffers,
+                         const int64_t *meta) {
+  KernelArgs args(buffers, meta);
+  return applyDropoutMask(args, frame, "dropout");
+}
+
+int32_t loom_cpu_dropout_grad(const loom_call_frame *frame,
+                              void *const *buffers, const int64_t *meta) {
+  KernelArgs args(buffers, meta);
+  return applyDropoutMask(args, frame, "dropout_grad");
+}
+
+} // extern "C"

@@ -1,3 +1,126 @@
-//===- Optimizer.cpp - CPU kernels -------------------------------------------===//
+//===- Optimizer.cpp - Fused AdamW and SGD updates ------------------------===//
+//
+// The formulas of torch.optim.AdamW (decoupled weight decay, bias-corrected
+// moments) and torch.optim.SGD (L2 weight decay), elementwise over one
+// parameter, in the parameter's precision. The gradient has the
+// parameter's element type: a bf16 one has no CPU kernel.
+//
+//===----------------------------------------------------------------------===//
 
 #include "KernelArgs.h"
+
+#include <cmath>
+#include <initializer_list>
+
+namespace loom::cpu {
+namespace {
+
+struct AdamW {
+  double lr, beta1, beta2, eps, weightDecay;
+  int64_t step;
+};
+
+///   m' = beta1 m + (1 - beta1) g,   v' = beta2 v + (1 - beta2) g^2
+///   p' = p - lr (weight_decay p + (m' / (1 - beta1^t)) /
+///                                 (sqrt(v' / (1 - beta2^t)) + eps))
+template <typename T>
+void adamW(const AdamW &h, int64_t n, const T *p, const T *g, const T *m,
+           const T *v, T *newP, T *newM, T *newV) {
+  double t = static_cast<double>(h.step);
+  const T beta1 = static_cast<T>(h.beta1), beta2 = static_cast<T>(h.beta2);
+  const T oneMinusBeta1 = static_cast<T>(1.0 - h.beta1);
+  const T oneMinusBeta2 = static_cast<T>(1.0 - h.beta2);
+  const T correction1 = static_cast<T>(1.0 - std::pow(h.beta1, t));
+  const T correction2 = static_cast<T>(1.0 - std::pow(h.beta2, t));
+  const T lr = static_cast<T>(h.lr), eps = static_cast<T>(h.eps);
+  const T weightDecay = static_cast<T>(h.weightDecay);
+  for (int64_t e = 0; e < n; ++e) {
+    T grad = g[e];
+    T mNew = beta1 * m[e] + oneMinusBeta1 * grad;
+    T vNew = beta2 * v[e] + oneMinusBeta2 * grad * grad;
+    T update = (mNew / correction1) / (std::sqrt(vNew / correction2) + eps);
+    newP[e] = p[e] - lr * (weightDecay * p[e] + update);
+    newM[e] = mNew;
+    newV[e] = vNew;
+  }
+}
+
+/// p' = p - lr (g + weight_decay p).
+template <typename T>
+void sgd(double lrValue, double weightDecayValue, int64_t n, const T *p,
+         const T *g, T *newP) {
+  const T lr = static_cast<T>(lrValue);
+  const T weightDecay = static_cast<T>(weightDecayValue);
+  for (int64_t e = 0; e < n; ++e)
+    newP[e] = p[e] - lr * (g[e] + weightDecay * p[e]);
+}
+
+} // namespace
+} // namespace loom::cpu
+
+using namespace loom::cpu;
+
+extern "C" {
+
+/// Operands param, grad, m, v, step (0-d, 1-based); results param', m', v'.
+int32_t loom_cpu_adamw_update(const loom_call_frame *, void *const *buffers,
+                              const int64_t *meta) {
+  KernelArgs args(buffers, meta);
+  const View &p = args.in(0), &g = args.in(1), &m = args.in(2), &v = args.in(3),
+             &step = args.in(4);
+  AdamW h;
+  h.lr = args.real();
+  h.beta1 = args.real();
+  h.beta2 = args.real();
+  h.eps = args.real();
+  h.weightDecay = args.real();
+  if (step.dtype != LOOM_DTYPE_I32 && step.dtype != LOOM_DTYPE_I64)
+    return fail("adamw_update: a step of element type %d",
+                static_cast<int>(step.dtype));
+  h.step = step.index(0);
+  if (h.step < 1)
+    return fail("adamw_update: step %lld is not 1-based",
+                static_cast<long long>(h.step));
+  loom_dtype dtype = p.dtype;
+  for (const View *view :
+       {&g, &m, &v, &args.out(0), &args.out(1), &args.out(2)})
+    if (view->dtype != dtype)
+      return fail("adamw_update: param of element type %d, another operand "
+                  "or result of %d",
+                  static_cast<int>(dtype), static_cast<int>(view->dtype));
+  int64_t n = p.numElements();
+  if (dtype == LOOM_DTYPE_F32)
+    adamW<float>(h, n, p.f32(), g.f32(), m.f32(), v.f32(), args.out(0).f32(),
+                 args.out(1).f32(), args.out(2).f32());
+  else if (dtype == LOOM_DTYPE_F64)
+    adamW<double>(h, n, p.f64(), g.f64(), m.f64(), v.f64(), args.out(0).f64(),
+                  args.out(1).f64(), args.out(2).f64());
+  else
+    return fail("adamw_update: element type %d is neither f32 nor f64",
+                static_cast<int>(dtype));
+  return 0;
+}
+
+/// Operands param, grad; result param'.
+int32_t loom_cpu_sgd_update(const loom_call_frame *, void *const *buffers,
+                            const int64_t *meta) {
+  KernelArgs args(buffers, meta);
+  const View &p = args.in(0), &g = args.in(1), &out = args.out(0);
+  double lr = args.real(), weightDecay = args.real();
+  if (g.dtype != p.dtype || out.dtype != p.dtype)
+    return fail("sgd_update: param, grad and result have element types %d, "
+                "%d and %d",
+                static_cast<int>(p.dtype), static_cast<int>(g.dtype),
+                static_cast<int>(out.dtype));
+  int64_t n = p.numElements();
+  if (p.dtype == LOOM_DTYPE_F32)
+    sgd<float>(lr, weightDecay, n, p.f32(), g.f32(), out.f32());
+  else if (p.dtype == LOOM_DTYPE_F64)
+    sgd<double>(lr, weightDecay, n, p.f64(), g.f64(), out.f64());
+  else
+    return fail("sgd_update: element type %d is neither f32 nor f64",
+                static_cast<int>(p.dtype));
+  return 0;
+}
+
+} // extern "C"

@@ -25,7 +25,8 @@
  * loom_cpu_last_error() returns (for example a token id outside the
  * vocabulary). Collectives return the status of the communication callback
  * of `frame->comm`. Kernels compute in float32 (float64 where the element
- * type says so) and accumulate reductions in double.
+ * type says so, for the layout ops and collectives that move f64) and
+ * accumulate reductions in double.
  *
  * Attributes, by op (ops not listed have none):
  *   matmul             transpose_lhs, transpose_rhs
@@ -61,6 +62,8 @@
  *                      index of its coordinates on those axes, comes from
  *                      frame->comm->grid_coordinate at run time
  *
+ * The mask block comes last; attention / attention_grad have it only
+ * with has_step (the kernel reads no mask block when the rate is 0).
  * The mask block of a dropout site (dropout, dropout_grad, and attention /
  * attention_grad with has_step) says where the local tensor sits in the
  * global one, so that the kernel draws the global element's mask
@@ -91,7 +94,7 @@ extern "C" {
 const char *loom_cpu_last_error(void);
 
 #define LOOM_CPU_KERNEL(name)                                                  \
-  int32_t loom_cpu_##name(const loom_call_frame *frame, void *const *buffers, \
+  int32_t loom_cpu_##name(const loom_call_frame *frame, void *const *buffers,  \
                           const int64_t *meta);
 
 /* Elementwise (numpy broadcasting for the binary ops) and casts. */

@@ -95,8 +95,8 @@ typedef struct loom_call_frame {
   void *const *results; /* one buffer per function result */
   uint8_t *workspace;   /* plan.json's workspace_bytes, 64-byte aligned */
   const loom_comm *comm;
-  int64_t micro_batch;  /* the pipeline micro-batch this call runs (0 when
-                           the step is not pipelined): dropout masks */
+  int64_t micro_batch; /* the pipeline micro-batch this call runs (0 when
+                          the step is not pipelined): dropout masks */
 } loom_call_frame;
 
 /* The version of this contract a program.so was compiled against; the

@@ -1,0 +1,449 @@
+//===- MpiComm.cpp - loom_comm over MPI -----------------------------------===//
+//
+// create() checks the configuration, then splits one communicator per
+// group index off a duplicate of the world communicator. MPI_Comm_split is
+// collective over the world, so every rank splits as many times as the
+// rank with the most groups (stages may list different groups), with
+// MPI_UNDEFINED past its own list. A group's color is the world rank of its
+// member 0, which no other group of the same index shares (stages hold
+// disjoint ranks); its key is the member index, so the new communicator's
+// ranks are the member order.
+//
+//===----------------------------------------------------------------------===//
+
+#include "MpiComm.h"
+
+#include <climits>
+#include <cstring>
+
+namespace loom::rt {
+namespace {
+
+/// The tag of pipeline send / recv on MpiComm's world communicator.
+constexpr int kPeerTag = 0x4c4d;
+
+/// MPI's text for error `code`.
+std::string mpiErrorString(int code) {
+  char text[MPI_MAX_ERROR_STRING];
+  int length = 0;
+  if (MPI_Error_string(code, text, &length) != MPI_SUCCESS)
+    return "MPI error " + std::to_string(code);
+  return std::string(text, length);
+}
+
+std::string axesString(const std::vector<int16_t> &axes) {
+  std::string text = "[";
+  for (size_t i = 0; i < axes.size(); ++i)
+    text += (i ? ", " : "") + std::to_string(axes[i]);
+  return text + "]";
+}
+
+float bf16ToFloat(uint16_t bits) {
+  uint32_t wide = static_cast<uint32_t>(bits) << 16;
+  float value;
+  std::memcpy(&value, &wide, sizeof value);
+  return value;
+}
+
+/// Rounds to nearest even; NaN stays a quiet NaN.
+uint16_t floatToBf16(float value) {
+  uint32_t bits;
+  std::memcpy(&bits, &value, sizeof bits);
+  if ((bits & 0x7fffffffu) > 0x7f800000u)
+    return static_cast<uint16_t>((bits | 0x00400000u) >> 16);
+  bits += 0x7fffu + ((bits >> 16) & 1u);
+  return static_cast<uint16_t>(bits >> 16);
+}
+
+/// The user-defined MPI operations on bf16 (carried as MPI_UINT16_T): each
+/// combines in float and rounds once.
+template <typename Combine> void bf16Reduce(void *in, void *inout, int *len) {
+  const auto *a = static_cast<const uint16_t *>(in);
+  auto *b = static_cast<uint16_t *>(inout);
+  for (int i = 0; i < *len; ++i)
+    b[i] = floatToBf16(Combine()(bf16ToFloat(a[i]), bf16ToFloat(b[i])));
+}
+struct Sum {
+  float operator()(float a, float b) const { return a + b; }
+};
+struct Max {
+  float operator()(float a, float b) const { return a > b ? a : b; }
+};
+struct Min {
+  float operator()(float a, float b) const { return a < b ? a : b; }
+};
+void bf16Sum(void *in, void *inout, int *len, MPI_Datatype *) {
+  bf16Reduce<Sum>(in, inout, len);
+}
+void bf16Max(void *in, void *inout, int *len, MPI_Datatype *) {
+  bf16Reduce<Max>(in, inout, len);
+}
+void bf16Min(void *in, void *inout, int *len, MPI_Datatype *) {
+  bf16Reduce<Min>(in, inout, len);
+}
+
+/// Checks `config` on its own; returns the problem, or "" when it is fine.
+/// Sets `linear` to this rank's grid index.
+std::string checkConfig(const MpiCommConfig &config, int worldRank,
+                        int worldSize, int64_t &linear) {
+  int64_t devices = 1;
+  for (int64_t extent : config.gridShape) {
+    if (extent <= 0)
+      return "the grid has an axis of size " + std::to_string(extent);
+    devices *= extent;
+  }
+  if (static_cast<int64_t>(config.gridRanks.size()) != devices)
+    return "the grid has " + std::to_string(devices) + " devices but " +
+           std::to_string(config.gridRanks.size()) + " world ranks";
+  linear = -1;
+  for (size_t i = 0; i < config.gridRanks.size(); ++i) {
+    int rank = config.gridRanks[i];
+    if (rank < 0 || rank >= worldSize)
+      return "world rank " + std::to_string(rank) + " of the grid is not in " +
+             "a world of " + std::to_string(worldSize);
+    if (rank != worldRank)
+      continue;
+    if (linear >= 0)
+      return "world rank " + std::to_string(worldRank) +
+             " is listed twice in the grid";
+    linear = static_cast<int64_t>(i);
+  }
+  if (linear < 0)
+    return "world rank " + std::to_string(worldRank) +
+           " is not in its stage's grid";
+  int64_t gridRank = static_cast<int64_t>(config.gridShape.size());
+  for (size_t g = 0; g < config.groups.size(); ++g) {
+    const std::vector<int16_t> &axes = config.groups[g];
+    for (size_t i = 0; i < axes.size(); ++i) {
+      bool repeated = false;
+      for (size_t j = 0; j < i; ++j)
+        repeated |= axes[j] == axes[i];
+      if (axes[i] < 0 || axes[i] >= gridRank || repeated)
+        return "group " + std::to_string(g) + " (axes " + axesString(axes) +
+               ") names an axis twice or one outside a " +
+               std::to_string(gridRank) + "-d grid";
+    }
+  }
+  return "";
+}
+
+} // namespace
+
+std::unique_ptr<MpiComm> MpiComm::create(const MpiCommConfig &config,
+                                         std::string &error) {
+  int initialized = 0;
+  MPI_Initialized(&initialized);
+  if (!initialized) {
+    error = "MPI is not initialized";
+    return nullptr;
+  }
+  std::unique_ptr<MpiComm> self(new MpiComm());
+  // A duplicate keeps our traffic apart from the caller's and lets us set
+  // MPI_ERRORS_RETURN without touching the caller's communicator.
+  if (int code = MPI_Comm_dup(config.world, &self->world)) {
+    error = "MPI_Comm_dup failed: " + mpiErrorString(code);
+    return nullptr;
+  }
+  MPI_Comm_set_errhandler(self->world, MPI_ERRORS_RETURN);
+  int worldRank = 0, worldSize = 0;
+  MPI_Comm_rank(self->world, &worldRank);
+  MPI_Comm_size(self->world, &worldSize);
+  int64_t linear = 0;
+  std::string local = checkConfig(config, worldRank, worldSize, linear);
+
+  // Every rank learns whether any rank's configuration is wrong (so that
+  // none waits in a split the others skip) and how many splits to make.
+  int agreed[2] = {local.empty() ? 0 : 1,
+                   static_cast<int>(config.groups.size())};
+  if (int code = MPI_Allreduce(MPI_IN_PLACE, agreed, 2, MPI_INT, MPI_MAX,
+                               self->world)) {
+    error =
+        "MPI_Allreduce of the configuration failed: " + mpiErrorString(code);
+    return nullptr;
+  }
+  if (agreed[0]) {
+    error = local.empty() ? "another rank's communicator configuration is "
+                            "invalid"
+                          : local;
+    return nullptr;
+  }
+
+  self->coords.resize(config.gridShape.size());
+  for (size_t a = config.gridShape.size(); a-- > 0;) {
+    self->coords[a] = linear % config.gridShape[a];
+    linear /= config.gridShape[a];
+  }
+  self->groupAxes = config.groups;
+  for (int g = 0; g < agreed[1]; ++g) {
+    int color = MPI_UNDEFINED, key = 0;
+    int64_t members = 1;
+    if (g < static_cast<int>(config.groups.size())) {
+      // Member 0 has coordinate 0 on every axis of the group.
+      std::vector<int64_t> first = self->coords;
+      for (int16_t axis : config.groups[g]) {
+        key = key * static_cast<int>(config.gridShape[axis]) +
+              static_cast<int>(self->coords[axis]);
+        members *= config.gridShape[axis];
+        first[axis] = 0;
+      }
+      int64_t firstLinear = 0;
+      for (size_t a = 0; a < first.size(); ++a)
+        firstLinear = firstLinear * config.gridShape[a] + first[a];
+      color = config.gridRanks[firstLinear];
+    }
+    MPI_Comm comm = MPI_COMM_NULL;
+    if (int code = MPI_Comm_split(self->world, color, key, &comm)) {
+      error = "MPI_Comm_split for group " + std::to_string(g) +
+              " failed: " + mpiErrorString(code);
+      return nullptr;
+    }
+    self->groups.push_back(comm);
+    if (comm == MPI_COMM_NULL)
+      continue;
+    int size = 0, rank = 0;
+    MPI_Comm_size(comm, &size);
+    MPI_Comm_rank(comm, &rank);
+    if ((size != members || rank != key) && local.empty())
+      local = "group " + std::to_string(g) + " (axes " +
+              axesString(config.groups[g]) + ") has " + std::to_string(size) +
+              " members where the grid gives " + std::to_string(members) +
+              ": the ranks of a stage disagree on its grid or groups";
+  }
+  int failed = local.empty() ? 0 : 1;
+  if (int code = MPI_Allreduce(MPI_IN_PLACE, &failed, 1, MPI_INT, MPI_MAX,
+                               self->world)) {
+    error = "MPI_Allreduce of the group check failed: " + mpiErrorString(code);
+    return nullptr;
+  }
+  if (failed) {
+    error =
+        local.empty() ? "another rank's groups do not match its grid" : local;
+    return nullptr;
+  }
+
+  MPI_User_function *bf16Functions[3] = {bf16Sum, bf16Max, bf16Min};
+  for (int k = 0; k < 3; ++k)
+    if (int code =
+            MPI_Op_create(bf16Functions[k], /*commute=*/1, &self->bf16Ops[k])) {
+      error = "MPI_Op_create failed: " + mpiErrorString(code);
+      return nullptr;
+    }
+
+  loom_comm &t = self->table;
+  t.ctx = self.get();
+  t.all_reduce = [](void *ctx, int32_t group, void *buf, int64_t count,
+                    loom_dtype dtype, loom_reduction op) {
+    return static_cast<MpiComm *>(ctx)->allReduce(group, buf, count, dtype, op);
+  };
+  t.all_gather = [](void *ctx, int32_t group, const void *send, void *recv,
+                    int64_t count, loom_dtype dtype) {
+    return static_cast<MpiComm *>(ctx)->allGather(group, send, recv, count,
+                                                  dtype);
+  };
+  t.reduce_scatter = [](void *ctx, int32_t group, const void *send, void *recv,
+                        int64_t count, loom_dtype dtype, loom_reduction op) {
+    return static_cast<MpiComm *>(ctx)->reduceScatter(group, send, recv, count,
+                                                      dtype, op);
+  };
+  t.all_to_all = [](void *ctx, int32_t group, const void *send, void *recv,
+                    int64_t count, loom_dtype dtype) {
+    return static_cast<MpiComm *>(ctx)->allToAll(group, send, recv, count,
+                                                 dtype);
+  };
+  t.send = [](void *ctx, int32_t peer, const void *buf, int64_t count,
+              loom_dtype dtype) {
+    return static_cast<MpiComm *>(ctx)->send(peer, buf, count, dtype);
+  };
+  t.recv = [](void *ctx, int32_t peer, void *buf, int64_t count,
+              loom_dtype dtype) {
+    return static_cast<MpiComm *>(ctx)->recv(peer, buf, count, dtype);
+  };
+  t.grid_coordinate = [](void *ctx, int32_t axis) -> int64_t {
+    const std::vector<int64_t> &coords =
+        static_cast<MpiComm *>(ctx)->coordinates();
+    if (axis < 0 || axis >= static_cast<int32_t>(coords.size()))
+      return -1;
+    return coords[axis];
+  };
+  return self;
+}
+
+MpiComm::~MpiComm() {
+  int finalized = 0;
+  MPI_Finalized(&finalized);
+  if (finalized)
+    return;
+  for (MPI_Comm &comm : groups)
+    if (comm != MPI_COMM_NULL)
+      MPI_Comm_free(&comm);
+  if (world != MPI_COMM_NULL)
+    MPI_Comm_free(&world);
+  for (MPI_Op &op : bf16Ops)
+    if (op != MPI_OP_NULL)
+      MPI_Op_free(&op);
+}
+
+int32_t MpiComm::failWith(std::string message) {
+  error = std::move(message);
+  return 1;
+}
+
+MPI_Comm MpiComm::groupComm(const char *call, int32_t group) {
+  if (group < 0 || group >= static_cast<int32_t>(groupAxes.size())) {
+    failWith(std::string(call) + ": no group " + std::to_string(group) +
+             " (the program has " + std::to_string(groupAxes.size()) + ")");
+    return MPI_COMM_NULL;
+  }
+  return groups[group];
+}
+
+int32_t MpiComm::check(int code, const char *call, int32_t group) {
+  if (code == MPI_SUCCESS)
+    return 0;
+  return failWith(std::string(call) + " on group " + std::to_string(group) +
+                  " (axes " + axesString(groupAxes[group]) +
+                  ") failed: " + mpiErrorString(code));
+}
+
+int32_t MpiComm::prepare(const char *call, int64_t count, loom_dtype dtype,
+                         MPI_Datatype &type, int &mpiCount) {
+  type = MPI_DATATYPE_NULL;
+  switch (dtype) {
+  case LOOM_DTYPE_F32:
+    type = MPI_FLOAT;
+    break;
+  case LOOM_DTYPE_F64:
+    type = MPI_DOUBLE;
+    break;
+  case LOOM_DTYPE_I32:
+    type = MPI_INT32_T;
+    break;
+  case LOOM_DTYPE_I64:
+    type = MPI_INT64_T;
+    break;
+  case LOOM_DTYPE_BF16:
+    type = MPI_UINT16_T;
+    break;
+  }
+  if (type == MPI_DATATYPE_NULL)
+    return failWith(std::string(call) + ": unknown dtype " +
+                    std::to_string(static_cast<int>(dtype)));
+  if (count < 0 || count > INT_MAX)
+    return failWith(std::string(call) + ": " + std::to_string(count) +
+                    " elements do not fit MPI's int counts");
+  mpiCount = static_cast<int>(count);
+  return 0;
+}
+
+MPI_Op MpiComm::reductionOp(const char *call, loom_dtype dtype,
+                            loom_reduction op) {
+  int index = op == LOOM_REDUCE_SUM   ? 0
+              : op == LOOM_REDUCE_MAX ? 1
+              : op == LOOM_REDUCE_MIN ? 2
+                                      : -1;
+  if (index < 0) {
+    failWith(std::string(call) + ": unknown reduction " +
+             std::to_string(static_cast<int>(op)));
+    return MPI_OP_NULL;
+  }
+  if (dtype == LOOM_DTYPE_BF16)
+    return bf16Ops[index];
+  MPI_Op ops[3] = {MPI_SUM, MPI_MAX, MPI_MIN};
+  return ops[index];
+}
+
+int32_t MpiComm::allReduce(int32_t group, void *buf, int64_t count,
+                           loom_dtype dtype, loom_reduction op) {
+  const char *call = "MPI_Allreduce";
+  MPI_Comm comm = groupComm(call, group);
+  if (comm == MPI_COMM_NULL)
+    return 1;
+  MPI_Datatype type;
+  int n = 0;
+  if (int32_t status = prepare(call, count, dtype, type, n))
+    return status;
+  MPI_Op mpiOp = reductionOp(call, dtype, op);
+  if (mpiOp == MPI_OP_NULL)
+    return 1;
+  return check(MPI_Allreduce(MPI_IN_PLACE, buf, n, type, mpiOp, comm), call,
+               group);
+}
+
+int32_t MpiComm::allGather(int32_t group, const void *send, void *recv,
+                           int64_t count, loom_dtype dtype) {
+  const char *call = "MPI_Allgather";
+  MPI_Comm comm = groupComm(call, group);
+  if (comm == MPI_COMM_NULL)
+    return 1;
+  MPI_Datatype type;
+  int n = 0;
+  if (int32_t status = prepare(call, count, dtype, type, n))
+    return status;
+  return check(MPI_Allgather(send, n, type, recv, n, type, comm), call, group);
+}
+
+int32_t MpiComm::reduceScatter(int32_t group, const void *send, void *recv,
+                               int64_t count, loom_dtype dtype,
+                               loom_reduction op) {
+  const char *call = "MPI_Reduce_scatter_block";
+  MPI_Comm comm = groupComm(call, group);
+  if (comm == MPI_COMM_NULL)
+    return 1;
+  MPI_Datatype type;
+  int n = 0;
+  if (int32_t status = prepare(call, count, dtype, type, n))
+    return status;
+  MPI_Op mpiOp = reductionOp(call, dtype, op);
+  if (mpiOp == MPI_OP_NULL)
+    return 1;
+  return check(MPI_Reduce_scatter_block(send, recv, n, type, mpiOp, comm), call,
+               group);
+}
+
+int32_t MpiComm::allToAll(int32_t group, const void *send, void *recv,
+                          int64_t count, loom_dtype dtype) {
+  const char *call = "MPI_Alltoall";
+  MPI_Comm comm = groupComm(call, group);
+  if (comm == MPI_COMM_NULL)
+    return 1;
+  MPI_Datatype type;
+  int n = 0;
+  if (int32_t status = prepare(call, count, dtype, type, n))
+    return status;
+  return check(MPI_Alltoall(send, n, type, recv, n, type, comm), call, group);
+}
+
+int32_t MpiComm::send(int32_t peer, const void *buf, int64_t count,
+                      loom_dtype dtype) {
+  const char *call = "MPI_Send";
+  MPI_Datatype type;
+  int n = 0;
+  if (int32_t status = prepare(call, count, dtype, type, n))
+    return status;
+  if (int code = MPI_Send(buf, n, type, peer, kPeerTag, world))
+    return failWith("MPI_Send to world rank " + std::to_string(peer) +
+                    " failed: " + mpiErrorString(code));
+  return 0;
+}
+
+int32_t MpiComm::recv(int32_t peer, void *buf, int64_t count,
+                      loom_dtype dtype) {
+  const char *call = "MPI_Recv";
+  MPI_Datatype type;
+  int n = 0;
+  if (int32_t status = prepare(call, count, dtype, type, n))
+    return status;
+  MPI_Status status;
+  if (int code = MPI_Recv(buf, n, type, peer, kPeerTag, world, &status))
+    return failWith("MPI_Recv from world rank " + std::to_string(peer) +
+                    " failed: " + mpiErrorString(code));
+  int received = 0;
+  MPI_Get_count(&status, type, &received);
+  if (received != n)
+    return failWith("MPI_Recv from world rank " + std::to_string(peer) +
+                    " got " + std::to_string(received) + " elements, " +
+                    "expected " + std::to_string(n));
+  return 0;
+}
+
+} // namespace loom::rt

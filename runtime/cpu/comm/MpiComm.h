@@ -1,0 +1,109 @@
+//===- MpiComm.h - loom_comm over MPI ---------------------------*- C++ -*-===//
+//
+// The communication callbacks of one rank of a CPU run (loom_program.h's
+// loom_comm) over MPI. Every pipeline stage runs its own device grid; each
+// world rank is one device of one stage's grid. The collectives of a
+// program name plan.json's groups (lists of grid axes): a group's members
+// are the devices of the stage that share every coordinate outside its
+// axes, in the row-major order of their coordinates on its axes, listed
+// order. MpiComm gives each group its own communicator (MPI_Comm_split),
+// whose ranks are exactly that member order, so the collectives are plain
+// MPI_Allreduce, MPI_Allgather, MPI_Reduce_scatter_block and MPI_Alltoall
+// on contiguous member blocks. send / recv go between world ranks (the
+// pipeline's stage boundaries).
+//
+// Every MPI error becomes a non-zero status (MPI_ERRORS_RETURN on every
+// communicator MpiComm makes) with a message that lastError() returns, for
+// example "MPI_Allreduce on group 1 (axes [0]) failed: <MPI's text>".
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef LOOM_RUNTIME_CPU_COMM_MPICOMM_H
+#define LOOM_RUNTIME_CPU_COMM_MPICOMM_H
+
+#include "loom/loom_program.h"
+
+#include <mpi.h>
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+namespace loom::rt {
+
+/// Where this rank sits: its stage's grid and the program's groups.
+struct MpiCommConfig {
+  /// Every rank of the run (every stage's devices). MpiComm duplicates it.
+  MPI_Comm world = MPI_COMM_WORLD;
+  /// The grid shape of this rank's pipeline stage (plan.json's grid).
+  std::vector<int64_t> gridShape;
+  /// The world rank of each device of the stage's grid, by its row-major
+  /// linear index. This rank must appear exactly once.
+  std::vector<int> gridRanks;
+  /// plan.json's groups: a collective's `group` indexes this list.
+  std::vector<std::vector<int16_t>> groups;
+};
+
+class MpiComm {
+public:
+  /// Sets up the communicators of `config`. Collective over `config.world`:
+  /// every rank of it calls create, whatever its stage, and the ranks of a
+  /// stage pass the same grid and groups. Returns null and sets `error` on
+  /// invalid input or an MPI error. MPI must be initialized; destroy the
+  /// MpiComm before MPI_Finalize.
+  static std::unique_ptr<MpiComm> create(const MpiCommConfig &config,
+                                         std::string &error);
+  ~MpiComm();
+  MpiComm(const MpiComm &) = delete;
+  MpiComm &operator=(const MpiComm &) = delete;
+
+  /// The callback table handed to compiled code (loom_call_frame::comm);
+  /// valid as long as this MpiComm.
+  const loom_comm *comm() const { return &table; }
+  /// The message of the last callback that returned a non-zero status.
+  const std::string &lastError() const { return error; }
+
+  /// This rank's coordinates in its stage's grid.
+  const std::vector<int64_t> &coordinates() const { return coords; }
+
+private:
+  MpiComm() = default;
+
+  /// Records `message` as the last error; returns a non-zero status.
+  int32_t failWith(std::string message);
+  /// The communicator of `group`, or null after failWith (an unknown group).
+  MPI_Comm groupComm(const char *call, int32_t group);
+  /// Converts `code` of the MPI call `call` on `group` to a status.
+  int32_t check(int code, const char *call, int32_t group);
+  /// Fails unless `count` fits MPI's int counts and `dtype` is known; sets
+  /// `type`.
+  int32_t prepare(const char *call, int64_t count, loom_dtype dtype,
+                  MPI_Datatype &type, int &mpiCount);
+  /// The MPI_Op of `op` on `dtype`, or MPI_OP_NULL after failWith.
+  MPI_Op reductionOp(const char *call, loom_dtype dtype, loom_reduction op);
+
+  int32_t allReduce(int32_t group, void *buf, int64_t count, loom_dtype dtype,
+                    loom_reduction op);
+  int32_t allGather(int32_t group, const void *send, void *recv, int64_t count,
+                    loom_dtype dtype);
+  int32_t reduceScatter(int32_t group, const void *send, void *recv,
+                        int64_t count, loom_dtype dtype, loom_reduction op);
+  int32_t allToAll(int32_t group, const void *send, void *recv, int64_t count,
+                   loom_dtype dtype);
+  int32_t send(int32_t peer, const void *buf, int64_t count, loom_dtype dtype);
+  int32_t recv(int32_t peer, void *buf, int64_t count, loom_dtype dtype);
+
+  loom_comm table = {};
+  MPI_Comm world = MPI_COMM_NULL;
+  std::vector<MPI_Comm> groups;
+  std::vector<std::vector<int16_t>> groupAxes;
+  std::vector<int64_t> coords;
+  /// bf16 sum, max, min (MPI has no bf16): user-defined operations.
+  MPI_Op bf16Ops[3] = {MPI_OP_NULL, MPI_OP_NULL, MPI_OP_NULL};
+  std::string error;
+};
+
+} // namespace loom::rt
+
+#endif // LOOM_RUNTIME_CPU_COMM_MPICOMM_H
