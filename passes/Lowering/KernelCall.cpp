@@ -66,6 +66,10 @@ public:
       return op->emitOpError("--loom-lower-cpu has no CPU kernel for element "
                              "type ")
              << ranked.getElementType();
+    if (ranked.getRank() > 8) // kMaxRank of the kernels' KernelArgs
+      return op->emitOpError("--loom-lower-cpu takes tensors of rank 8 at "
+                             "most, not ")
+             << ranked.getRank();
     meta.push_back(code);
     meta.push_back(ranked.getRank());
     meta.append(ranked.getShape().begin(), ranked.getShape().end());
@@ -316,6 +320,10 @@ LogicalResult writeLoomAttributes(Operation *op, MetaWriter &w) {
 } // namespace
 
 FailureOr<KernelCall> encodeKernelCall(Operation *op, GroupTable &groups) {
+  // KernelArgs decodes 16 tensors (concat reads its own meta).
+  if (op->getNumOperands() + op->getNumResults() > 16 && !isa<ConcatOp>(op))
+    return op->emitOpError("--loom-lower-cpu takes ops of 16 operands and "
+                           "results at most");
   KernelCall call;
   call.symbol = ("loom_cpu_" + op->getName().stripDialect()).str();
   MetaWriter w(op, call.meta);

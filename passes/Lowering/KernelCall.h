@@ -26,9 +26,7 @@ class GroupTable {
 public:
   /// The index of the group of `axes`, added if new.
   int64_t indexOf(llvm::ArrayRef<int16_t> axes);
-  const std::vector<llvm::SmallVector<int16_t>> &groups() const {
-    return list;
-  }
+  const std::vector<llvm::SmallVector<int16_t>> &groups() const { return list; }
 
 private:
   std::vector<llvm::SmallVector<int16_t>> list;

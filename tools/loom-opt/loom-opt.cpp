@@ -8,6 +8,7 @@
 
 #include "dialects/Loom/LoomDialect.h"
 #include "passes/Autodiff/Passes.h"
+#include "passes/Lowering/Passes.h"
 #include "passes/Optimizer/Passes.h"
 #include "passes/Pipeline/Passes.h"
 #include "passes/Sharding/Passes.h"
@@ -22,6 +23,7 @@
 int main(int argc, char **argv) {
   mlir::registerAllPasses();
   loom::registerLoomAutodiffPasses();
+  loom::registerLoomLoweringPasses();
   loom::registerLoomOptimizerPasses();
   loom::registerLoomPipelinePasses();
   loom::registerLoomShardingPasses();

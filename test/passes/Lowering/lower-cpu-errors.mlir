@@ -1,0 +1,38 @@
+// RUN: loom-opt %s -split-input-file --loom-lower-cpu -verify-diagnostics
+
+// The CPU kernels compute in f32: a bf16 op is refused.
+func.func @train_step(%a: tensor<4xbf16>) -> tensor<4xbf16> {
+  // expected-error @+1 {{'loom.gelu' op --loom-lower-cpu has no CPU kernel for element type 'bf16'}}
+  %b = loom.gelu %a : tensor<4xbf16>
+  return %b : tensor<4xbf16>
+}
+
+// -----
+
+// Calls must be inlined first.
+func.func private @g(%a: tensor<4xf32>) -> tensor<4xf32>
+func.func @train_step(%a: tensor<4xf32>) -> tensor<4xf32> {
+  // expected-error @+1 {{'func.call' op --loom-lower-cpu needs the calls inlined (run --inline first)}}
+  %b = func.call @g(%a) : (tensor<4xf32>) -> tensor<4xf32>
+  return %b : tensor<4xf32>
+}
+
+// -----
+
+// Nothing to lower.
+// expected-error @+1 {{--loom-lower-cpu found nothing to lower: no stage functions (--loom-split-stages) and no @train_step}}
+module {
+  func.func @forward(%a: tensor<4xf32>) -> tensor<4xf32> {
+    return %a : tensor<4xf32>
+  }
+}
+
+// -----
+
+// Only sum, max and min reductions have kernels.
+shard.grid @mesh(shape = 2)
+func.func @train_step(%a: tensor<4xf32>) -> tensor<4xf32> {
+  // expected-error @+1 {{'shard.all_reduce' op --loom-lower-cpu supports the sum, max and min reductions, not product}}
+  %r = shard.all_reduce %a on @mesh grid_axes = [0] reduction = product : tensor<4xf32> -> tensor<4xf32>
+  return %r : tensor<4xf32>
+}

@@ -1,0 +1,43 @@
+// RUN: loom-opt %s -split-input-file --loom-lower-cpu | FileCheck %s
+
+// Each op becomes one kernel call with a constant meta array (operand and
+// result shapes, then attributes); a value an op computes is written into
+// its result slot, a returned argument is copied there; intermediates get
+// workspace offsets from the memory plan.
+// CHECK: llvm.mlir.global internal constant @__loom_meta_train_step_0(dense<[2, 1, 0, 2, 4, 8, 0, 2, 4, 8, 0, 2, 4, 8]>
+// CHECK: llvm.func @loom_cpu_add(!llvm.ptr, !llvm.ptr, !llvm.ptr) -> i32
+// CHECK-LABEL: llvm.func @loom_fn_train_step(%arg0: !llvm.ptr) -> i32
+// CHECK-SAME: loom.args = [{attrs = {loom.name = "w", loom.role = "param"}, type = tensor<4x8xf32>}
+// CHECK-SAME: loom.workspace_bytes = 256
+// CHECK: llvm.call @loom_cpu_add(%arg0
+// CHECK: llvm.cond_br
+// CHECK: llvm.call @loom_cpu_gelu
+// CHECK: llvm.call @loom_cpu_mul
+// CHECK: llvm.call @loom_cpu_copy
+// CHECK: llvm.return
+// CHECK: llvm.func @loom_program_abi_version() -> i32
+// CHECK-NOT: func.func
+func.func @train_step(%a: tensor<4x8xf32> {loom.name = "w", loom.role = "param"}, %b: tensor<4x8xf32>) -> (tensor<4x8xf32>, tensor<4x8xf32>) {
+  %c = loom.add %a, %b : (tensor<4x8xf32>, tensor<4x8xf32>) -> tensor<4x8xf32>
+  %d = loom.gelu %c : tensor<4x8xf32>
+  %e = loom.mul %d, %c : (tensor<4x8xf32>, tensor<4x8xf32>) -> tensor<4x8xf32>
+  return %e, %a : tensor<4x8xf32>, tensor<4x8xf32>
+}
+func.func @forward(%a: tensor<4xf32>) -> tensor<4xf32> {
+  return %a : tensor<4xf32>
+}
+
+// -----
+
+// A collective names its communicator group (the module's loom.groups) and
+// its members; attributes follow the shapes (matmul: transpose flags).
+// CHECK: module attributes {loom.groups = [array<i64: 0>]}
+// CHECK: dense<[2, 1, 0, 2, 4, 8, 0, 2, 4, 8, 0, 2, 4, 4, 0, 1]>
+// CHECK: dense<[1, 1, 0, 2, 4, 4, 0, 2, 4, 4, 0, 0]>
+// CHECK: llvm.func @loom_cpu_all_reduce
+shard.grid @mesh(shape = 2)
+func.func @train_step(%a: tensor<4x8xf32>, %b: tensor<4x8xf32>) -> tensor<4x4xf32> {
+  %p = loom.matmul %a, %b {transpose_rhs} : (tensor<4x8xf32>, tensor<4x8xf32>) -> tensor<4x4xf32>
+  %r = shard.all_reduce %p on @mesh grid_axes = [0] : tensor<4x4xf32> -> tensor<4x4xf32>
+  return %r : tensor<4x4xf32>
+}
