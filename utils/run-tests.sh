@@ -26,7 +26,8 @@ esac
 packages=(cmake ninja-build ccache python3 g++-12
           clang-22 lld-22 llvm-22-dev llvm-22-tools libmlir-22-dev mlir-22-tools
           clang-format-22 libgtest-dev pkg-config coinor-libcbc-dev
-          libopenmpi-dev openmpi-bin libopenblas-dev  # loom-calibrate, MPI tests
+          libopenmpi-dev openmpi-bin libopenblas-dev  # loom-calibrate, MPI tests, runtime
+          nlohmann-json3-dev  # the runtime reads plan.json
           python3-numpy python3-torch)  # the PyTorch reference (test/reference)
 missing=()
 for package in "${packages[@]}"; do

@@ -16,6 +16,8 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "Compiled.h"
+
 #include "loom/Checkpoint/Safetensors.h"
 #include "loom/Data/Batch.h"
 #include "loom/Data/TokenFile.h"
@@ -35,6 +37,7 @@
 #include "mlir/IR/BuiltinOps.h"
 #include "mlir/Parser/Parser.h"
 #include "llvm/Support/CommandLine.h"
+#include "llvm/Support/FileSystem.h"
 #include "llvm/Support/FormatVariadic.h"
 #include "llvm/Support/InitLLVM.h"
 #include "llvm/Support/JSON.h"
@@ -47,15 +50,27 @@ using loom::interp::Tensor;
 namespace {
 cl::OptionCategory category("loom-run options");
 
-enum class Backend { Reference };
+enum class Backend { Auto, Reference, CPU };
 
 cl::opt<std::string> modulePath(cl::Positional, cl::Required,
-                                cl::desc("<module.mlir>"), cl::cat(category));
+                                cl::desc("<module.mlir | model.loom>"),
+                                cl::cat(category));
 cl::opt<Backend> backend(
-    "backend", cl::Required, cl::cat(category),
-    cl::desc("Which engine executes the steps"),
+    "backend", cl::init(Backend::Auto), cl::cat(category),
+    cl::desc("Which engine executes the steps (default: cpu for a "
+             "loom-compile artifact directory, reference for a module)"),
     cl::values(clEnumValN(Backend::Reference, "reference",
-                          "the reference interpreter (unsharded, CPU)")));
+                          "the reference interpreter (unsharded, CPU)"),
+               clEnumValN(Backend::CPU, "cpu",
+                          "the compiled artifact on MPI ranks (run under "
+                          "mpirun, or give --np)")));
+cl::opt<int> numRanks("np", cl::init(0), cl::cat(category),
+                      cl::desc("Start this many MPI ranks on this machine "
+                               "(runs mpirun; cpu backend)"));
+cl::opt<double> timeoutSeconds(
+    "timeout", cl::init(300), cl::cat(category), cl::value_desc("seconds"),
+    cl::desc("End the job when a step makes no progress this long (cpu "
+             "backend; 0: never; default 300)"));
 cl::opt<std::string> initPath("init", cl::Required, cl::cat(category),
                               cl::value_desc("ckpt.safetensors"),
                               cl::desc("Initial parameters (safetensors, "
@@ -299,6 +314,22 @@ int main(int argc, char **argv) {
                               "Run training steps of a Loom module\n");
   if (steps < 1)
     return fail("--steps must be at least 1");
+  if (backend == Backend::Auto)
+    backend = llvm::sys::fs::is_directory(modulePath) ? Backend::CPU
+                                                      : Backend::Reference;
+  if (backend == Backend::CPU) {
+    if (numRanks < 0)
+      return fail("--np must be positive");
+    if (numRanks > 0)
+      return loom::run::launchUnderMpirun(numRanks, argc, argv);
+    if (!savePath.empty())
+      return fail("--save is not supported by the cpu backend yet");
+    return loom::run::runCompiled(
+        {modulePath, initPath, dataPath, logPath, steps, timeoutSeconds});
+  }
+  if (numRanks > 0)
+    return fail("--np runs the cpu backend; the reference backend runs in "
+                "one process");
 
   mlir::MLIRContext context;
   context.loadDialect<loom::LoomDialect, mlir::func::FuncDialect,

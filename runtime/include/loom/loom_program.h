@@ -9,8 +9,9 @@
  *                             grid axes split which dimension), the
  *                             workspace size of the static memory plan, the
  *                             communicator groups the code uses
- *   model.loom/schedule.json  the per-rank instruction stream (pipeline
- *                             schedules; one `call` per step without one)
+ *   model.loom/schedule.json  the per-rank instruction streams of a
+ *                             pipelined step (without it, each step calls
+ *                             `train_step` once)
  *
  * Every compiled function `@f` of the per-device program is exported as
  *

@@ -1,0 +1,76 @@
+//===- Artifact.h - A loaded model.loom artifact ----------------*- C++ -*-===//
+//
+// plan.json and schedule.json read into plain structs, and program.so
+// opened with its functions resolved. Built with exceptions (nlohmann
+// json); every error becomes a message at the C ABI boundary.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef LOOM_RUNTIME_CPU_RUNTIME_ARTIFACT_H
+#define LOOM_RUNTIME_CPU_RUNTIME_ARTIFACT_H
+
+#include "loom/loom_program.h"
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace loom::rt {
+
+/// An argument or result of a compiled function.
+struct TensorSpec {
+  std::string role, name, value; ///< loom.role, loom.name, loom.value
+  loom_dtype dtype = LOOM_DTYPE_F32;
+  std::vector<int64_t> shape, globalShape;
+  std::vector<std::vector<int64_t>> splitAxes; ///< grid axes per dimension
+  std::vector<int64_t> tiedStages;
+
+  int64_t numElements() const;
+  int64_t bytes() const;
+  /// "<role>:<name>" for the step's own tensors, "" for stage values.
+  std::string stepKey() const;
+};
+
+using EntryFn = int32_t (*)(const loom_call_frame *);
+
+struct Function {
+  std::string name, kind; ///< kind: "" or a stage function kind
+  int64_t stage = -1;
+  std::vector<TensorSpec> args, results;
+  int64_t workspaceBytes = 0, peakLiveBytes = 0;
+  EntryFn entry = nullptr;
+};
+
+/// One instruction of a pipeline rank's stream (loom/Schedule/Schedule.h).
+struct Instr {
+  std::string op;
+  int64_t stage = -1, microBatch = -1, peer = -1;
+  std::string describe() const;
+};
+
+struct Artifact {
+  std::string path;
+  std::vector<int64_t> gridShape; ///< empty: one device per stage
+  std::vector<std::vector<int64_t>> groups;
+  std::vector<Function> functions;
+  /// Pipelined steps: the schedule; else empty and `train_step` runs.
+  int64_t pipelineRanks = 1, microBatches = 1;
+  std::vector<std::vector<Instr>> streams;
+  void *library = nullptr;
+
+  int64_t devices() const;
+  int64_t worldSize() const { return pipelineRanks * devices(); }
+  const Function *find(const std::string &name) const;
+  const Function *stageFunction(int64_t stage, const std::string &kind) const;
+
+  /// Reads `dir`; returns "" or an error message.
+  std::string load(const std::string &dir);
+  ~Artifact();
+};
+
+/// Element size of `dtype` in bytes.
+int64_t dtypeBytes(loom_dtype dtype);
+
+} // namespace loom::rt
+
+#endif // LOOM_RUNTIME_CPU_RUNTIME_ARTIFACT_H

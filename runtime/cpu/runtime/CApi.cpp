@@ -1,0 +1,230 @@
+//===- CApi.cpp - loom_runtime.h over the C++ runtime ---------------------===//
+//
+// The C ABI's boundary: C++ exceptions (plan parsing) and error strings
+// become status codes and messages here; nothing crosses as an exception.
+//
+//===----------------------------------------------------------------------===//
+
+#include "loom/loom_runtime.h"
+
+#include "Artifact.h"
+#include "Session.h"
+#include "comm/MpiComm.h"
+
+#include <cstdio>
+#include <exception>
+
+struct loom_artifact {
+  loom::rt::Artifact impl;
+};
+
+struct loom_session {
+  explicit loom_session(const loom::rt::Artifact &artifact, int32_t rank,
+                        const loom_comm *comm)
+      : impl(artifact, rank, comm) {}
+  loom::rt::Session impl;
+};
+
+struct loom_mpi_comm {
+  std::unique_ptr<loom::rt::MpiComm> impl;
+};
+
+namespace {
+
+int32_t report(char *error, size_t size, const std::string &message,
+               int32_t code) {
+  if (error && size)
+    std::snprintf(error, size, "%s", message.c_str());
+  return code;
+}
+
+int32_t sessionError(loom_session *session, std::string message, int32_t code) {
+  session->impl.error = std::move(message);
+  return code;
+}
+
+} // namespace
+
+extern "C" {
+
+int32_t loom_artifact_load(const char *path, loom_artifact **out_artifact,
+                           char *error, size_t error_size) {
+  *out_artifact = nullptr;
+  auto artifact = std::make_unique<loom_artifact>();
+  std::string message;
+  try {
+    message = artifact->impl.load(path);
+  } catch (const std::exception &e) {
+    message = std::string(path) + ": " + e.what();
+  }
+  if (!message.empty())
+    return report(error, error_size, message, LOOM_ERROR_ARTIFACT);
+  *out_artifact = artifact.release();
+  return LOOM_OK;
+}
+
+void loom_artifact_free(loom_artifact *artifact) { delete artifact; }
+
+int32_t loom_artifact_world_size(const loom_artifact *artifact) {
+  return static_cast<int32_t>(artifact->impl.worldSize());
+}
+
+int32_t loom_mpi_comm_create(const loom_artifact *artifact,
+                             loom_mpi_comm **out_comm, char *error,
+                             size_t error_size) {
+  *out_comm = nullptr;
+  const loom::rt::Artifact &a = artifact->impl;
+  int rank = 0, size = 0;
+  MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+  MPI_Comm_size(MPI_COMM_WORLD, &size);
+  if (size != a.worldSize())
+    return report(error, error_size,
+                  "the artifact runs on " + std::to_string(a.worldSize()) +
+                      " ranks, but MPI started " + std::to_string(size),
+                  LOOM_ERROR_INVALID_ARGUMENT);
+  loom::rt::MpiCommConfig config;
+  config.gridShape = a.gridShape;
+  if (config.gridShape.empty())
+    config.gridShape = {1};
+  int64_t devices = a.devices();
+  int64_t first = (rank / devices) * devices;
+  for (int64_t d = 0; d < devices; ++d)
+    config.gridRanks.push_back(static_cast<int>(first + d));
+  for (const auto &group : a.groups)
+    config.groups.emplace_back(group.begin(), group.end());
+  std::string message;
+  auto comm = loom::rt::MpiComm::create(config, message);
+  if (!comm)
+    return report(error, error_size, message, LOOM_ERROR_COMMUNICATION);
+  *out_comm = new loom_mpi_comm{std::move(comm)};
+  return LOOM_OK;
+}
+
+const loom_comm *loom_mpi_comm_table(loom_mpi_comm *comm) {
+  return comm->impl->comm();
+}
+
+const char *loom_mpi_comm_error(const loom_mpi_comm *comm) {
+  return comm->impl->lastError().c_str();
+}
+
+void loom_mpi_comm_free(loom_mpi_comm *comm) { delete comm; }
+
+int32_t loom_session_create(const loom_artifact *artifact, int32_t world_rank,
+                            const loom_comm *comm, loom_session **out_session,
+                            char *error, size_t error_size) {
+  *out_session = nullptr;
+  auto session =
+      std::make_unique<loom_session>(artifact->impl, world_rank, comm);
+  std::string message = session->impl.init();
+  if (!message.empty())
+    return report(error, error_size, message, LOOM_ERROR_INVALID_ARGUMENT);
+  *out_session = session.release();
+  return LOOM_OK;
+}
+
+void loom_session_free(loom_session *session) { delete session; }
+
+const char *loom_session_error(const loom_session *session) {
+  return session->impl.error.c_str();
+}
+
+const char *loom_session_current(const loom_session *session) {
+  return session->impl.current;
+}
+
+int64_t loom_artifact_batch_rows(const loom_artifact *artifact) {
+  for (const auto &fn : artifact->impl.functions)
+    for (const auto &arg : fn.args)
+      if (arg.role == "data" && !arg.globalShape.empty())
+        return arg.globalShape[0] * (artifact->impl.streams.empty()
+                                         ? 1
+                                         : artifact->impl.microBatches);
+  return 0;
+}
+
+int64_t loom_artifact_seq_len(const loom_artifact *artifact) {
+  for (const auto &fn : artifact->impl.functions)
+    for (const auto &arg : fn.args)
+      if (arg.role == "data" && arg.globalShape.size() > 1)
+        return arg.globalShape[1];
+  return 0;
+}
+
+int64_t loom_session_workspace_bytes(const loom_session *session) {
+  return session->impl.workspace.size;
+}
+
+int64_t loom_session_state_bytes(const loom_session *session) {
+  int64_t bytes = 0;
+  for (const auto &entry : session->impl.state)
+    bytes += 2 * entry->spec.bytes();
+  return bytes;
+}
+
+int32_t loom_session_state_count(const loom_session *session) {
+  return static_cast<int32_t>(session->impl.state.size());
+}
+
+int32_t loom_session_state_info(const loom_session *session, int32_t index,
+                                loom_state_info *out_info) {
+  if (index < 0 || index >= loom_session_state_count(session))
+    return LOOM_ERROR_INVALID_ARGUMENT;
+  const auto &entry = *session->impl.state[index];
+  out_info->key = entry.key.c_str();
+  out_info->dtype = entry.spec.dtype;
+  out_info->rank = static_cast<int32_t>(entry.spec.shape.size());
+  out_info->shape = entry.spec.shape.data();
+  out_info->global_shape = entry.spec.globalShape.data();
+  out_info->offsets = entry.place.offsets.data();
+  out_info->owner = entry.place.owner ? 1 : 0;
+  return LOOM_OK;
+}
+
+void *loom_session_state_data(loom_session *session, int32_t index) {
+  if (index < 0 || index >= loom_session_state_count(session))
+    return nullptr;
+  return session->impl.state[index]->current.data();
+}
+
+int32_t loom_session_set_state_global(loom_session *session, int32_t index,
+                                      const float *global) {
+  if (index < 0 || index >= loom_session_state_count(session))
+    return sessionError(session, "no state tensor " + std::to_string(index),
+                        LOOM_ERROR_INVALID_ARGUMENT);
+  auto &entry = *session->impl.state[index];
+  if (entry.spec.dtype != LOOM_DTYPE_F32)
+    return sessionError(session, entry.key + " is not f32",
+                        LOOM_ERROR_INVALID_ARGUMENT);
+  loom::rt::copyShard(entry.spec, entry.place, global, entry.current.data(),
+                      /*toLocal=*/true);
+  return LOOM_OK;
+}
+
+int32_t loom_session_set_batch(loom_session *session, const int32_t *tokens,
+                               const int32_t *labels) {
+  std::string message = session->impl.setBatch(tokens, labels);
+  if (!message.empty())
+    return sessionError(session, message, LOOM_ERROR_INVALID_ARGUMENT);
+  return LOOM_OK;
+}
+
+int32_t loom_session_step(loom_session *session, int64_t step,
+                          double *out_loss) {
+  double loss = 0.0;
+  std::string message;
+  try {
+    message = session->impl.step(step, loss);
+  } catch (const std::exception &e) {
+    message = e.what();
+  }
+  if (!message.empty())
+    return sessionError(session,
+                        "rank " + std::to_string(session->impl.worldRank) +
+                            ", step " + std::to_string(step) + ": " + message,
+                        LOOM_ERROR_KERNEL);
+  *out_loss = loss;
+  return LOOM_OK;
+}
+
+} // extern "C"

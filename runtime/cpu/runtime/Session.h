@@ -1,0 +1,114 @@
+//===- Session.h - One rank's executor --------------------------*- C++ -*-===//
+//
+// The executor behind loom_session (loom_runtime.h): this rank's place in
+// the job, its shard of the state, the workspace, and the step loop.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef LOOM_RUNTIME_CPU_RUNTIME_SESSION_H
+#define LOOM_RUNTIME_CPU_RUNTIME_SESSION_H
+
+#include "Artifact.h"
+
+#include <map>
+#include <memory>
+#include <string>
+#include <utility>
+#include <vector>
+
+namespace loom::rt {
+
+/// A zeroed, 64-byte aligned allocation.
+class AlignedBuffer {
+public:
+  AlignedBuffer() = default;
+  explicit AlignedBuffer(int64_t bytes);
+  AlignedBuffer(const AlignedBuffer &) = delete;
+  AlignedBuffer &operator=(const AlignedBuffer &) = delete;
+  ~AlignedBuffer();
+  void resize(int64_t bytes);
+  void swap(AlignedBuffer &other) {
+    std::swap(storage, other.storage);
+    std::swap(size, other.size);
+  }
+  uint8_t *data() { return storage; }
+  int64_t size = 0;
+
+private:
+  uint8_t *storage = nullptr;
+};
+
+/// Where a rank's shard of a tensor sits in the global tensor.
+struct ShardPlace {
+  std::vector<int64_t> offsets;
+  bool owner = true; ///< the replica that checkpoints write
+};
+
+/// The shard of `spec` that the device at `coords` of `grid` holds.
+ShardPlace placeOf(const TensorSpec &spec, const std::vector<int64_t> &grid,
+                   const std::vector<int64_t> &coords);
+
+/// Copies between a global row-major tensor and the shard at `place`.
+void copyShard(const TensorSpec &spec, const ShardPlace &place,
+               const void *global, void *local, bool toLocal);
+
+struct StateEntry {
+  std::string key;
+  TensorSpec spec;       ///< as the step reads it
+  TensorSpec resultSpec; ///< as the step writes it (may be split further)
+  ShardPlace place;
+  AlignedBuffer current, next;
+  bool updated = false;
+};
+
+/// Where a function's arguments that are not state, step or data come from
+/// and where its results that are not state go (the pipeline's values).
+struct Bindings {
+  virtual ~Bindings() = default;
+  virtual std::string argument(const Function &fn, const TensorSpec &arg,
+                               AlignedBuffer &out) = 0;
+  virtual std::string result(const Function &fn, const TensorSpec &result,
+                             const void *data) = 0;
+};
+
+class Session {
+public:
+  Session(const Artifact &artifact, int32_t worldRank, const loom_comm *comm);
+
+  /// Places this rank and allocates its state; "" or an error.
+  std::string init();
+  std::string setBatch(const int32_t *tokens, const int32_t *labels);
+  std::string step(int64_t stepNumber, double &loss);
+
+  const Artifact &artifact;
+  int32_t worldRank;
+  const loom_comm *comm;
+  int64_t pipelineRank = 0;
+  std::vector<int64_t> coords;
+  std::vector<std::unique_ptr<StateEntry>> state;
+  std::map<std::string, size_t> stateIndex;
+  AlignedBuffer workspace;
+  int64_t batchRows = 0, seqLen = 0;
+  std::string error;
+  char current[128] = "";
+
+private:
+  bool runsHere(const Function &fn) const;
+  void setCurrent(const std::string &text);
+  std::string dataArgument(const TensorSpec &arg, int64_t microBatch,
+                           AlignedBuffer &out);
+  /// Calls `fn` once: state and data bound here, other values by
+  /// `bindings`; updated state goes to the next buffers.
+  std::string call(const Function &fn, int64_t step, int64_t microBatch,
+                   Bindings &bindings);
+  std::string commitState();
+  /// Brings `entry.next` (resultSpec's layout) to `entry.current` (spec's).
+  std::string reshard(StateEntry &entry);
+  std::string runPipelineStep(int64_t stepNumber, double &loss);
+
+  std::vector<int32_t> globalTokens, globalLabels;
+};
+
+} // namespace loom::rt
+
+#endif // LOOM_RUNTIME_CPU_RUNTIME_SESSION_H

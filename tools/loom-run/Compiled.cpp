@@ -1,0 +1,249 @@
+//===- Compiled.cpp - loom-run on a compiled artifact under MPI -----------===//
+//
+//   mpirun -np N loom-run model.loom --init CKPT --data TOKENS --steps K
+//   loom-run --np N model.loom ...     (starts mpirun itself, one machine)
+//
+// Every rank loads the artifact, creates its MPI communicators and its
+// session (loom_runtime.h), takes its shard of the initial parameters and
+// of every batch, and runs the steps; rank 0 prints one line per step.
+// A watchdog thread on each rank ends the whole job (MPI_Abort) when a step
+// makes no progress for --timeout seconds, naming the rank and what it was
+// running; a rank that dies is reported by mpirun, which ends the others.
+//
+//===----------------------------------------------------------------------===//
+
+#include "Compiled.h"
+
+#include "loom/Checkpoint/Safetensors.h"
+#include "loom/Data/Batch.h"
+#include "loom/Data/TokenFile.h"
+#include "loom/Support/AtomicFile.h"
+#include "loom/Training/TrainStep.h"
+#include "loom/loom_runtime.h"
+
+#include "llvm/Support/FileSystem.h"
+#include "llvm/Support/FormatVariadic.h"
+#include "llvm/Support/JSON.h"
+#include "llvm/Support/Program.h"
+#include "llvm/Support/WithColor.h"
+
+#include <mpi.h>
+
+#include <atomic>
+#include <chrono>
+#include <cstdlib>
+#include <thread>
+#include <unistd.h>
+
+using namespace llvm;
+
+namespace loom::run {
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+/// Aborts the job when a step makes no progress for `seconds`.
+class Watchdog {
+public:
+  Watchdog(int rank, double seconds, loom_session *session)
+      : rank(rank), seconds(seconds), session(session) {
+    if (seconds > 0)
+      thread = std::thread([this] { watch(); });
+  }
+  ~Watchdog() {
+    stop = true;
+    if (thread.joinable())
+      thread.join();
+  }
+  /// Marks the start (or end, `busy` false) of a step.
+  void mark(bool busy) {
+    since.store(Clock::now().time_since_epoch().count());
+    running.store(busy);
+  }
+
+private:
+  void watch() {
+    while (!stop) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(200));
+      if (!running)
+        continue;
+      auto start = Clock::time_point(Clock::duration(since.load()));
+      double waited =
+          std::chrono::duration<double>(Clock::now() - start).count();
+      if (waited < seconds)
+        continue;
+      const char *what = loom_session_current(session);
+      errs() << formatv("loom-run: error: rank {0}: no progress for {1:f0} s "
+                        "(--timeout) while running '{2}'; ending the job\n",
+                        rank, waited, what);
+      errs().flush();
+      MPI_Abort(MPI_COMM_WORLD, 3);
+    }
+  }
+
+  int rank;
+  double seconds;
+  loom_session *session;
+  std::atomic<bool> stop{false}, running{false};
+  std::atomic<Clock::rep> since{0};
+  std::thread thread;
+};
+
+/// A message of this rank; rank 0 prints errors of every rank it sees.
+int failRank(int rank, const Twine &message) {
+  WithColor::error(errs(), "loom-run")
+      << "rank " << rank << ": " << message << "\n";
+  errs().flush();
+  return 1;
+}
+
+/// Loads the initial parameters into the session (m and v stay zero).
+Error loadInit(loom_session *session, StringRef path) {
+  Expected<Checkpoint> ckpt = readSafetensors(path);
+  if (!ckpt)
+    return ckpt.takeError();
+  std::vector<TrainedParam> params;
+  std::vector<int32_t> indices;
+  for (int32_t i = 0, e = loom_session_state_count(session); i < e; ++i) {
+    loom_state_info info;
+    loom_session_state_info(session, i, &info);
+    StringRef key(info.key);
+    if (!key.consume_front("param:"))
+      continue;
+    params.push_back(
+        {key.str(), SmallVector<int64_t>(info.global_shape,
+                                         info.global_shape + info.rank)});
+    indices.push_back(i);
+  }
+  auto bound = bindParameters(params, *ckpt, path);
+  if (!bound)
+    return bound.takeError();
+  for (auto [index, tensor] : llvm::zip_equal(indices, *bound))
+    if (loom_session_set_state_global(session, index, tensor->values.data()))
+      return createStringError(loom_session_error(session));
+  return Error::success();
+}
+
+} // namespace
+
+int launchUnderMpirun(int np, int argc, char **argv) {
+  auto mpirun = sys::findProgramByName("mpirun");
+  if (!mpirun)
+    return failRank(0, "--np needs mpirun on PATH (Debian: openmpi-bin)");
+  std::vector<std::string> args = {*mpirun, "-np", std::to_string(np)};
+  if (np > static_cast<int>(std::thread::hardware_concurrency()))
+    args.push_back("--oversubscribe");
+  if (::geteuid() == 0)
+    args.push_back("--allow-run-as-root");
+  auto self = sys::fs::getMainExecutable(argv[0], (void *)&launchUnderMpirun);
+  args.push_back(self);
+  for (int i = 1; i < argc; ++i) {
+    StringRef arg(argv[i]);
+    if (arg == "--np" || arg == "-np") {
+      ++i; // and its value
+      continue;
+    }
+    if (arg.starts_with("--np=") || arg.starts_with("-np="))
+      continue;
+    args.push_back(arg.str());
+  }
+  SmallVector<StringRef> argv2(args.begin(), args.end());
+  std::string message;
+  int rc =
+      sys::ExecuteAndWait(*mpirun, argv2, std::nullopt, {}, 0, 0, &message);
+  if (rc < 0)
+    return failRank(0, "cannot run mpirun: " + message);
+  return rc;
+}
+
+int runCompiled(const CompiledOptions &options) {
+  int provided = 0;
+  MPI_Init_thread(nullptr, nullptr, MPI_THREAD_FUNNELED, &provided);
+  int rank = 0, size = 1;
+  MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+  MPI_Comm_size(MPI_COMM_WORLD, &size);
+  // Any error below ends every rank: the others may wait in a collective.
+  auto abortJob = [&](int rc) {
+    MPI_Abort(MPI_COMM_WORLD, rc);
+    return rc;
+  };
+
+  char error[1024] = "";
+  loom_artifact *artifact = nullptr;
+  if (loom_artifact_load(options.artifactPath.c_str(), &artifact, error,
+                         sizeof error))
+    return abortJob(failRank(rank, error));
+  loom_mpi_comm *mpi = nullptr;
+  if (loom_mpi_comm_create(artifact, &mpi, error, sizeof error))
+    return abortJob(failRank(rank, error));
+  loom_session *session = nullptr;
+  if (loom_session_create(artifact, rank, loom_mpi_comm_table(mpi), &session,
+                          error, sizeof error))
+    return abortJob(failRank(rank, error));
+
+  if (Error err = loadInit(session, options.initPath))
+    return abortJob(failRank(rank, toString(std::move(err))));
+  Expected<std::vector<uint32_t>> ids = readTokenFile(options.dataPath);
+  if (!ids)
+    return abortJob(failRank(rank, toString(ids.takeError())));
+
+  int64_t rows = loom_artifact_batch_rows(artifact);
+  int64_t seqLen = loom_artifact_seq_len(artifact);
+  if (rank == 0)
+    outs() << formatv("loom-run: compiled CPU backend, {0} MPI ranks, batch "
+                      "{1} x {2} tokens, workspace {3} KiB and state {4} KiB "
+                      "per rank, {5} steps\n",
+                      size, rows, seqLen,
+                      loom_session_workspace_bytes(session) / 1024,
+                      loom_session_state_bytes(session) / 1024, options.steps);
+
+  Watchdog watchdog(rank, options.timeoutSeconds, session);
+  std::string logText;
+  raw_string_ostream log(logText);
+  for (int64_t step = 1; step <= options.steps; ++step) {
+    Expected<Batch> batch = makeBatch(*ids, step - 1, rows, seqLen);
+    if (!batch)
+      return abortJob(failRank(rank, options.dataPath + ": " +
+                                         toString(batch.takeError())));
+    std::vector<int32_t> tokens(batch->tokens.begin(), batch->tokens.end());
+    std::vector<int32_t> labels(batch->labels.begin(), batch->labels.end());
+    loom_session_set_batch(session, tokens.data(), labels.data());
+    auto start = Clock::now();
+    watchdog.mark(true);
+    double loss = 0.0;
+    if (loom_session_step(session, step, &loss)) {
+      std::string message = loom_session_error(session);
+      if (*loom_mpi_comm_error(mpi))
+        message += std::string(" (") + loom_mpi_comm_error(mpi) + ")";
+      return abortJob(failRank(rank, message));
+    }
+    watchdog.mark(false);
+    double seconds =
+        std::chrono::duration<double>(Clock::now() - start).count();
+    if (rank == 0) {
+      double tokensPerSecond = double(rows * seqLen) / seconds;
+      outs() << formatv("step {0,4}  loss {1:f6}  {2,9:f0} tokens/s  "
+                        "{3,8:f1} ms\n",
+                        step, loss, tokensPerSecond, seconds * 1e3);
+      outs().flush();
+      log << json::Value(json::Object{{"step", step},
+                                      {"loss", loss},
+                                      {"tokens_per_second", tokensPerSecond},
+                                      {"step_ms", seconds * 1e3}})
+          << "\n";
+    }
+  }
+  if (rank == 0 && !options.logPath.empty())
+    if (Error err = writeFileAtomically(
+            options.logPath, [&](raw_ostream &os) { os << logText; }))
+      return abortJob(failRank(rank, toString(std::move(err))));
+
+  loom_session_free(session);
+  loom_mpi_comm_free(mpi);
+  loom_artifact_free(artifact);
+  MPI_Finalize();
+  return 0;
+}
+
+} // namespace loom::run
