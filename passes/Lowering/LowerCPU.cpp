@@ -367,17 +367,15 @@ LogicalResult FunctionLowering::run() {
 struct LowerCPUPass : impl::LoomLowerCPUBase<LowerCPUPass> {
   void runOnOperation() override {
     ModuleOp module = getOperation();
+    // The stage functions of a split step, else @train_step.
+    bool pipelined = llvm::any_of(module.getOps<func::FuncOp>(), [](auto fn) {
+      return fn->hasAttr(kStageFunctionAttr);
+    });
     SmallVector<func::FuncOp> toLower, toDrop;
-    for (auto fn : module.getOps<func::FuncOp>())
-      if (fn->hasAttr(kStageFunctionAttr))
-        toLower.push_back(fn);
     for (auto fn : module.getOps<func::FuncOp>()) {
-      bool lower = toLower.empty() ? fn.getSymName() == "train_step"
-                                   : fn->hasAttr(kStageFunctionAttr);
-      if (!lower)
-        toDrop.push_back(fn);
-      else if (toLower.empty() || !fn->hasAttr(kStageFunctionAttr))
-        toLower.push_back(fn);
+      bool lower = pipelined ? fn->hasAttr(kStageFunctionAttr)
+                             : fn.getSymName() == "train_step";
+      (lower ? toLower : toDrop).push_back(fn);
     }
     if (toLower.empty()) {
       module.emitError("--loom-lower-cpu found nothing to lower: no stage "

@@ -352,65 +352,64 @@ MPI_Op MpiComm::reductionOp(const char *call, loom_dtype dtype,
   return ops[index];
 }
 
+int32_t MpiComm::prepareCollective(const char *call, int32_t group,
+                                   int64_t count, loom_dtype dtype,
+                                   const loom_reduction *op, Collective &out) {
+  out.comm = groupComm(call, group);
+  if (out.comm == MPI_COMM_NULL)
+    return 1;
+  if (int32_t status = prepare(call, count, dtype, out.type, out.count))
+    return status;
+  if (op) {
+    out.op = reductionOp(call, dtype, *op);
+    if (out.op == MPI_OP_NULL)
+      return 1;
+  }
+  return 0;
+}
+
 int32_t MpiComm::allReduce(int32_t group, void *buf, int64_t count,
                            loom_dtype dtype, loom_reduction op) {
   const char *call = "MPI_Allreduce";
-  MPI_Comm comm = groupComm(call, group);
-  if (comm == MPI_COMM_NULL)
-    return 1;
-  MPI_Datatype type;
-  int n = 0;
-  if (int32_t status = prepare(call, count, dtype, type, n))
+  Collective c;
+  if (int32_t status = prepareCollective(call, group, count, dtype, &op, c))
     return status;
-  MPI_Op mpiOp = reductionOp(call, dtype, op);
-  if (mpiOp == MPI_OP_NULL)
-    return 1;
-  return check(MPI_Allreduce(MPI_IN_PLACE, buf, n, type, mpiOp, comm), call,
-               group);
+  return check(MPI_Allreduce(MPI_IN_PLACE, buf, c.count, c.type, c.op, c.comm),
+               call, group);
 }
 
 int32_t MpiComm::allGather(int32_t group, const void *send, void *recv,
                            int64_t count, loom_dtype dtype) {
   const char *call = "MPI_Allgather";
-  MPI_Comm comm = groupComm(call, group);
-  if (comm == MPI_COMM_NULL)
-    return 1;
-  MPI_Datatype type;
-  int n = 0;
-  if (int32_t status = prepare(call, count, dtype, type, n))
+  Collective c;
+  if (int32_t status = prepareCollective(call, group, count, dtype, nullptr, c))
     return status;
-  return check(MPI_Allgather(send, n, type, recv, n, type, comm), call, group);
+  return check(
+      MPI_Allgather(send, c.count, c.type, recv, c.count, c.type, c.comm), call,
+      group);
 }
 
 int32_t MpiComm::reduceScatter(int32_t group, const void *send, void *recv,
                                int64_t count, loom_dtype dtype,
                                loom_reduction op) {
   const char *call = "MPI_Reduce_scatter_block";
-  MPI_Comm comm = groupComm(call, group);
-  if (comm == MPI_COMM_NULL)
-    return 1;
-  MPI_Datatype type;
-  int n = 0;
-  if (int32_t status = prepare(call, count, dtype, type, n))
+  Collective c;
+  if (int32_t status = prepareCollective(call, group, count, dtype, &op, c))
     return status;
-  MPI_Op mpiOp = reductionOp(call, dtype, op);
-  if (mpiOp == MPI_OP_NULL)
-    return 1;
-  return check(MPI_Reduce_scatter_block(send, recv, n, type, mpiOp, comm), call,
-               group);
+  return check(
+      MPI_Reduce_scatter_block(send, recv, c.count, c.type, c.op, c.comm), call,
+      group);
 }
 
 int32_t MpiComm::allToAll(int32_t group, const void *send, void *recv,
                           int64_t count, loom_dtype dtype) {
   const char *call = "MPI_Alltoall";
-  MPI_Comm comm = groupComm(call, group);
-  if (comm == MPI_COMM_NULL)
-    return 1;
-  MPI_Datatype type;
-  int n = 0;
-  if (int32_t status = prepare(call, count, dtype, type, n))
+  Collective c;
+  if (int32_t status = prepareCollective(call, group, count, dtype, nullptr, c))
     return status;
-  return check(MPI_Alltoall(send, n, type, recv, n, type, comm), call, group);
+  return check(
+      MPI_Alltoall(send, c.count, c.type, recv, c.count, c.type, c.comm), call,
+      group);
 }
 
 int32_t MpiComm::send(int32_t peer, const void *buf, int64_t count,

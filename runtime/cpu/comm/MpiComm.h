@@ -83,6 +83,19 @@ private:
   /// The MPI_Op of `op` on `dtype`, or MPI_OP_NULL after failWith.
   MPI_Op reductionOp(const char *call, loom_dtype dtype, loom_reduction op);
 
+  /// What a collective callback hands MPI.
+  struct Collective {
+    MPI_Comm comm = MPI_COMM_NULL;
+    MPI_Datatype type;
+    int count = 0;
+    MPI_Op op = MPI_OP_NULL;
+  };
+  /// The communicator, datatype, count and (with `op`) reduction of the
+  /// collective `call` on `group`; a non-zero status after failWith.
+  int32_t prepareCollective(const char *call, int32_t group, int64_t count,
+                            loom_dtype dtype, const loom_reduction *op,
+                            Collective &out);
+
   int32_t allReduce(int32_t group, void *buf, int64_t count, loom_dtype dtype,
                     loom_reduction op);
   int32_t allGather(int32_t group, const void *send, void *recv, int64_t count,

@@ -36,12 +36,6 @@
 
 namespace loom::cpu {
 
-/// Defined in Norm.cpp, next to the dropout kernels.
-int32_t readMaskIndex(KernelArgs &args, const loom_call_frame *frame,
-                      int64_t blockRank, const int64_t *localShape,
-                      int64_t rank, const int64_t *entryOfDim, int64_t *strides,
-                      int64_t *base);
-
 namespace {
 
 /// The shapes and attributes of an attention or attention_grad call.

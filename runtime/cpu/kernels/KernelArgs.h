@@ -43,17 +43,7 @@ struct View {
     return dtype == LOOM_DTYPE_I32 ? i32()[i] : i64()[i];
   }
   /// Bytes per element.
-  int64_t elementBytes() const {
-    switch (dtype) {
-    case LOOM_DTYPE_F64:
-    case LOOM_DTYPE_I64:
-      return 8;
-    case LOOM_DTYPE_BF16:
-      return 2;
-    default:
-      return 4;
-    }
-  }
+  int64_t elementBytes() const { return loom_dtype_bytes(dtype); }
 };
 
 class KernelArgs {
@@ -92,6 +82,34 @@ int32_t fail(const char *format, ...) __attribute__((format(printf, 1, 2)));
 
 /// Row-major strides of `view`'s shape, in elements.
 void stridesOf(const View &view, int64_t *strides);
+
+/// The sum of a contiguous run in double, over four partial sums so that
+/// the additions do not wait on each other.
+template <typename T> double sumRun(const T *x, int64_t n) {
+  double s0 = 0.0, s1 = 0.0, s2 = 0.0, s3 = 0.0;
+  int64_t i = 0;
+  for (; i + 4 <= n; i += 4) {
+    s0 += x[i];
+    s1 += x[i + 1];
+    s2 += x[i + 2];
+    s3 += x[i + 3];
+  }
+  for (; i < n; ++i)
+    s0 += x[i];
+  return (s0 + s1) + (s2 + s3);
+}
+
+/// Reads the mask block of a dropout site (loom_cpu_kernels.h) whose masked
+/// tensor has `blockRank` dimensions, and says where the local tensor of
+/// `localShape` (`rank` dims; the mask itself) sits in the global one: the
+/// global row-major index of local element p is
+/// `*base + sum_d p[d] * strides[d]`. Mask dimension d is split as block
+/// entry `entryOfDim[d]` says (-1: whole; a null `entryOfDim`: entry d).
+/// Defined in Norm.cpp, next to the dropout kernels.
+int32_t readMaskIndex(KernelArgs &args, const loom_call_frame *frame,
+                      int64_t blockRank, const int64_t *localShape,
+                      int64_t rank, const int64_t *entryOfDim, int64_t *strides,
+                      int64_t *base);
 
 } // namespace loom::cpu
 

@@ -244,22 +244,6 @@ std::vector<double> groupMaxima(const T *x, const ReduceDim *walk, int rank,
   return maxima;
 }
 
-/// The sum of a contiguous run in double, over four partial sums so that
-/// the additions do not wait on each other.
-template <typename T> double sumRun(const T *x, int64_t n) {
-  double s0 = 0.0, s1 = 0.0, s2 = 0.0, s3 = 0.0;
-  int64_t i = 0;
-  for (; i + 4 <= n; i += 4) {
-    s0 += x[i];
-    s1 += x[i + 1];
-    s2 += x[i + 2];
-    s3 += x[i + 3];
-  }
-  for (; i < n; ++i)
-    s0 += x[i];
-  return (s0 + s1) + (s2 + s3);
-}
-
 enum class Reduction { Sum, Mean, Max };
 
 template <typename T>

@@ -122,22 +122,6 @@ template <typename T> T rowMax(const T *row, int64_t size) {
   return max;
 }
 
-/// The sum of a contiguous run in double, over four partial sums so that
-/// the additions do not wait on each other.
-template <typename T> double sumRun(const T *x, int64_t n) {
-  double s0 = 0.0, s1 = 0.0, s2 = 0.0, s3 = 0.0;
-  int64_t i = 0;
-  for (; i + 4 <= n; i += 4) {
-    s0 += x[i];
-    s1 += x[i + 1];
-    s2 += x[i + 2];
-    s3 += x[i + 3];
-  }
-  for (; i < n; ++i)
-    s0 += x[i];
-  return (s0 + s1) + (s2 + s3);
-}
-
 /// y[v] = exp(x[v] - shift) for a run; returns their sum, in double. The
 /// exponentials are computed first and summed after, so that the calls do
 /// not wait on the sum.

@@ -24,11 +24,6 @@
 
 namespace loom::cpu {
 
-int32_t readMaskIndex(KernelArgs &args, const loom_call_frame *frame,
-                      int64_t blockRank, const int64_t *localShape,
-                      int64_t rank, const int64_t *entryOfDim, int64_t *strides,
-                      int64_t *base);
-
 namespace {
 
 /// Fails unless every tensor of `args` but the operand `except` (-1: none)

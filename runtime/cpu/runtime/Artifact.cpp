@@ -14,18 +14,6 @@ namespace loom::rt {
 
 using nlohmann::json;
 
-int64_t dtypeBytes(loom_dtype dtype) {
-  switch (dtype) {
-  case LOOM_DTYPE_F64:
-  case LOOM_DTYPE_I64:
-    return 8;
-  case LOOM_DTYPE_BF16:
-    return 2;
-  default:
-    return 4;
-  }
-}
-
 int64_t TensorSpec::numElements() const {
   int64_t n = 1;
   for (int64_t d : shape)
@@ -33,7 +21,9 @@ int64_t TensorSpec::numElements() const {
   return n;
 }
 
-int64_t TensorSpec::bytes() const { return numElements() * dtypeBytes(dtype); }
+int64_t TensorSpec::bytes() const {
+  return numElements() * loom_dtype_bytes(dtype);
+}
 
 std::string TensorSpec::stepKey() const {
   if (!value.empty() || role.empty())
@@ -176,6 +166,12 @@ std::string Artifact::load(const std::string &dir) {
   } catch (const std::exception &e) {
     return dir + ": " + e.what();
   }
+  for (const Function &fn : functions)
+    for (const TensorSpec &arg : fn.args)
+      if (arg.role == "data" && arg.globalShape.size() == 2) {
+        batchRows = arg.globalShape[0] * (streams.empty() ? 1 : microBatches);
+        seqLen = arg.globalShape[1];
+      }
 
   std::string libraryPath = dir + "/program.so";
   library = dlopen(libraryPath.c_str(), RTLD_NOW | RTLD_LOCAL);

@@ -55,6 +55,9 @@ struct Artifact {
   std::vector<Function> functions;
   /// Pipelined steps: the schedule; else empty and `train_step` runs.
   int64_t pipelineRanks = 1, microBatches = 1;
+  /// The global batch of a step (all micro-batches): rows x sequence length,
+  /// from the functions' token arguments; 0 when none takes tokens.
+  int64_t batchRows = 0, seqLen = 0;
   std::vector<std::vector<Instr>> streams;
   void *library = nullptr;
 
@@ -67,9 +70,6 @@ struct Artifact {
   std::string load(const std::string &dir);
   ~Artifact();
 };
-
-/// Element size of `dtype` in bytes.
-int64_t dtypeBytes(loom_dtype dtype);
 
 } // namespace loom::rt
 

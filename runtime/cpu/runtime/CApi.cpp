@@ -134,21 +134,11 @@ const char *loom_session_current(const loom_session *session) {
 }
 
 int64_t loom_artifact_batch_rows(const loom_artifact *artifact) {
-  for (const auto &fn : artifact->impl.functions)
-    for (const auto &arg : fn.args)
-      if (arg.role == "data" && !arg.globalShape.empty())
-        return arg.globalShape[0] * (artifact->impl.streams.empty()
-                                         ? 1
-                                         : artifact->impl.microBatches);
-  return 0;
+  return artifact->impl.batchRows;
 }
 
 int64_t loom_artifact_seq_len(const loom_artifact *artifact) {
-  for (const auto &fn : artifact->impl.functions)
-    for (const auto &arg : fn.args)
-      if (arg.role == "data" && arg.globalShape.size() > 1)
-        return arg.globalShape[1];
-  return 0;
+  return artifact->impl.seqLen;
 }
 
 int64_t loom_session_workspace_bytes(const loom_session *session) {

@@ -54,7 +54,7 @@ ShardPlace placeOf(const TensorSpec &spec, const std::vector<int64_t> &grid,
 void copyShard(const TensorSpec &spec, const ShardPlace &place,
                const void *global, void *local, bool toLocal) {
   int64_t rank = static_cast<int64_t>(spec.shape.size());
-  int64_t element = dtypeBytes(spec.dtype);
+  int64_t element = loom_dtype_bytes(spec.dtype);
   if (rank == 0) {
     std::memcpy(toLocal ? local : const_cast<void *>(global),
                 toLocal ? global : local, element);
@@ -126,12 +126,6 @@ std::string Session::init() {
         entry.place = placeOf(arg, artifact.gridShape, coords);
         entry.current.resize(arg.bytes());
         entry.next.resize(arg.bytes());
-      } else if (arg.role == "data") {
-        int64_t rows = arg.globalShape.empty() ? 0 : arg.globalShape[0];
-        if (artifact.streams.size())
-          rows *= artifact.microBatches;
-        batchRows = std::max(batchRows, rows);
-        seqLen = arg.globalShape.size() > 1 ? arg.globalShape[1] : 1;
       }
     }
   }
@@ -153,7 +147,7 @@ std::string Session::init() {
   for (auto &entry : state)
     if (entry->resultSpec.shape.empty() && !entry->spec.shape.empty())
       entry->resultSpec = entry->spec;
-  if (batchRows == 0)
+  if (artifact.batchRows == 0)
     return "the artifact's functions take no token batch";
   return "";
 }
@@ -165,8 +159,8 @@ bool Session::runsHere(const Function &fn) const {
 }
 
 std::string Session::setBatch(const int32_t *tokens, const int32_t *labels) {
-  globalTokens.assign(tokens, tokens + batchRows * seqLen);
-  globalLabels.assign(labels, labels + batchRows * seqLen);
+  globalTokens.assign(tokens, tokens + artifact.batchRows * artifact.seqLen);
+  globalLabels.assign(labels, labels + artifact.batchRows * artifact.seqLen);
   return "";
 }
 
@@ -185,9 +179,9 @@ std::string Session::dataArgument(const TensorSpec &arg, int64_t microBatch,
   // The micro-batch's rows of the batch, then this device's shard of them.
   int64_t rowsPerMicroBatch = arg.globalShape[0];
   int64_t first = std::max<int64_t>(microBatch, 0) * rowsPerMicroBatch;
-  std::vector<int32_t> slice(whole.begin() + first * seqLen,
+  std::vector<int32_t> slice(whole.begin() + first * artifact.seqLen,
                              whole.begin() +
-                                 (first + rowsPerMicroBatch) * seqLen);
+                                 (first + rowsPerMicroBatch) * artifact.seqLen);
   std::vector<uint8_t> global;
   if (arg.dtype == LOOM_DTYPE_I64) {
     std::vector<int64_t> wide(slice.begin(), slice.end());
@@ -307,7 +301,7 @@ std::string Session::reshard(StateEntry &entry) {
     meta.push_back(rank);
     meta.insert(meta.end(), gathered.begin(), gathered.end());
     meta.insert(meta.end(), {group, members, d});
-    int64_t bytes = dtypeBytes(from.dtype);
+    int64_t bytes = loom_dtype_bytes(from.dtype);
     for (int64_t extent : gathered)
       bytes *= extent;
     AlignedBuffer next(bytes);

@@ -88,7 +88,6 @@ public:
   std::vector<std::unique_ptr<StateEntry>> state;
   std::map<std::string, size_t> stateIndex;
   AlignedBuffer workspace;
-  int64_t batchRows = 0, seqLen = 0;
   std::string error;
   char current[128] = "";
 

@@ -54,6 +54,19 @@ typedef enum loom_dtype {
   LOOM_DTYPE_BF16 = 4,
 } loom_dtype;
 
+/* Bytes per element of `dtype`. */
+static inline int64_t loom_dtype_bytes(loom_dtype dtype) {
+  switch (dtype) {
+  case LOOM_DTYPE_F64:
+  case LOOM_DTYPE_I64:
+    return 8;
+  case LOOM_DTYPE_BF16:
+    return 2;
+  default:
+    return 4;
+  }
+}
+
 typedef enum loom_reduction {
   LOOM_REDUCE_SUM = 0,
   LOOM_REDUCE_MAX = 1,
