@@ -19,8 +19,8 @@
 namespace loom::rt {
 namespace {
 
-/// The tag of pipeline send / recv on MpiComm's world communicator.
-constexpr int kPeerTag = 0x4c4d;
+/// Pipeline send / recv tags are 0..kMaxTag (MPI guarantees 32767).
+constexpr int kMaxTag = 32767;
 
 /// MPI's text for error `code`.
 std::string mpiErrorString(int code) {
@@ -250,13 +250,13 @@ std::unique_ptr<MpiComm> MpiComm::create(const MpiCommConfig &config,
     return static_cast<MpiComm *>(ctx)->allToAll(group, send, recv, count,
                                                  dtype);
   };
-  t.send = [](void *ctx, int32_t peer, const void *buf, int64_t count,
-              loom_dtype dtype) {
-    return static_cast<MpiComm *>(ctx)->send(peer, buf, count, dtype);
+  t.send = [](void *ctx, int32_t peer, int32_t tag, const void *buf,
+              int64_t count, loom_dtype dtype) {
+    return static_cast<MpiComm *>(ctx)->send(peer, tag, buf, count, dtype);
   };
-  t.recv = [](void *ctx, int32_t peer, void *buf, int64_t count,
+  t.recv = [](void *ctx, int32_t peer, int32_t tag, void *buf, int64_t count,
               loom_dtype dtype) {
-    return static_cast<MpiComm *>(ctx)->recv(peer, buf, count, dtype);
+    return static_cast<MpiComm *>(ctx)->recv(peer, tag, buf, count, dtype);
   };
   t.grid_coordinate = [](void *ctx, int32_t axis) -> int64_t {
     const std::vector<int64_t> &coords =
@@ -273,6 +273,8 @@ MpiComm::~MpiComm() {
   MPI_Finalized(&finalized);
   if (finalized)
     return;
+  for (auto &pending : pendingSends)
+    MPI_Wait(&pending->request, MPI_STATUS_IGNORE);
   for (MPI_Comm &comm : groups)
     if (comm != MPI_COMM_NULL)
       MPI_Comm_free(&comm);
@@ -412,20 +414,41 @@ int32_t MpiComm::allToAll(int32_t group, const void *send, void *recv,
       group);
 }
 
-int32_t MpiComm::send(int32_t peer, const void *buf, int64_t count,
+int32_t MpiComm::send(int32_t peer, int32_t tag, const void *buf, int64_t count,
                       loom_dtype dtype) {
-  const char *call = "MPI_Send";
+  const char *call = "MPI_Isend";
   MPI_Datatype type;
   int n = 0;
   if (int32_t status = prepare(call, count, dtype, type, n))
     return status;
-  if (int code = MPI_Send(buf, n, type, peer, kPeerTag, world))
-    return failWith("MPI_Send to world rank " + std::to_string(peer) +
+  if (tag < 0 || tag > kMaxTag)
+    return failWith("send to world rank " + std::to_string(peer) + ": tag " +
+                    std::to_string(tag) + " is outside 0.." +
+                    std::to_string(kMaxTag));
+  reapSends();
+  auto pending = std::make_unique<PendingSend>();
+  const auto *bytes = static_cast<const unsigned char *>(buf);
+  pending->data.assign(bytes, bytes + count * loom_dtype_bytes(dtype));
+  if (int code = MPI_Isend(pending->data.data(), n, type, peer, tag, world,
+                           &pending->request))
+    return failWith("MPI_Isend to world rank " + std::to_string(peer) +
                     " failed: " + mpiErrorString(code));
+  pendingSends.push_back(std::move(pending));
   return 0;
 }
 
-int32_t MpiComm::recv(int32_t peer, void *buf, int64_t count,
+void MpiComm::reapSends() {
+  size_t kept = 0;
+  for (auto &pending : pendingSends) {
+    int done = 0;
+    MPI_Test(&pending->request, &done, MPI_STATUS_IGNORE);
+    if (!done)
+      pendingSends[kept++] = std::move(pending);
+  }
+  pendingSends.resize(kept);
+}
+
+int32_t MpiComm::recv(int32_t peer, int32_t tag, void *buf, int64_t count,
                       loom_dtype dtype) {
   const char *call = "MPI_Recv";
   MPI_Datatype type;
@@ -433,7 +456,7 @@ int32_t MpiComm::recv(int32_t peer, void *buf, int64_t count,
   if (int32_t status = prepare(call, count, dtype, type, n))
     return status;
   MPI_Status status;
-  if (int code = MPI_Recv(buf, n, type, peer, kPeerTag, world, &status))
+  if (int code = MPI_Recv(buf, n, type, peer, tag, world, &status))
     return failWith("MPI_Recv from world rank " + std::to_string(peer) +
                     " failed: " + mpiErrorString(code));
   int received = 0;

@@ -10,7 +10,9 @@
 // whose ranks are exactly that member order, so the collectives are plain
 // MPI_Allreduce, MPI_Allgather, MPI_Reduce_scatter_block and MPI_Alltoall
 // on contiguous member blocks. send / recv go between world ranks (the
-// pipeline's stage boundaries).
+// pipeline's stage boundaries): a send copies its buffer and posts
+// MPI_Isend, so it never waits for the peer's recv; finished sends are
+// reaped on later calls and the rest are waited for when MpiComm goes.
 //
 // Every MPI error becomes a non-zero status (MPI_ERRORS_RETURN on every
 // communicator MpiComm makes) with a message that lastError() returns, for
@@ -104,8 +106,12 @@ private:
                         int64_t count, loom_dtype dtype, loom_reduction op);
   int32_t allToAll(int32_t group, const void *send, void *recv, int64_t count,
                    loom_dtype dtype);
-  int32_t send(int32_t peer, const void *buf, int64_t count, loom_dtype dtype);
-  int32_t recv(int32_t peer, void *buf, int64_t count, loom_dtype dtype);
+  int32_t send(int32_t peer, int32_t tag, const void *buf, int64_t count,
+               loom_dtype dtype);
+  int32_t recv(int32_t peer, int32_t tag, void *buf, int64_t count,
+               loom_dtype dtype);
+  /// Frees the copies of sends the peers have taken.
+  void reapSends();
 
   loom_comm table = {};
   MPI_Comm world = MPI_COMM_NULL;
@@ -114,6 +120,12 @@ private:
   std::vector<int64_t> coords;
   /// bf16 sum, max, min (MPI has no bf16): user-defined operations.
   MPI_Op bf16Ops[3] = {MPI_OP_NULL, MPI_OP_NULL, MPI_OP_NULL};
+  /// Sends in flight and the copies they send from.
+  struct PendingSend {
+    MPI_Request request = MPI_REQUEST_NULL;
+    std::vector<unsigned char> data;
+  };
+  std::vector<std::unique_ptr<PendingSend>> pendingSends;
   std::string error;
 };
 

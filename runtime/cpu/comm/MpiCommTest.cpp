@@ -273,8 +273,8 @@ void checkCollectives() {
                           LOOM_REDUCE_SUM) != 0 &&
              mpi->lastError().find("no group 7") != std::string::npos,
          "all_reduce on an unknown group: '" + mpi->lastError() + "'");
-  expect(comm->send(comm->ctx, 99, &x, 1, LOOM_DTYPE_F32) != 0 &&
-             mpi->lastError().find("MPI_Send to world rank 99 failed: ") == 0,
+  expect(comm->send(comm->ctx, 99, 0, &x, 1, LOOM_DTYPE_F32) != 0 &&
+             mpi->lastError().find("MPI_Isend to world rank 99 failed: ") == 0,
          "send to world rank 99: '" + mpi->lastError() + "'");
 }
 
@@ -314,15 +314,37 @@ void checkStages() {
   int peer = first ? (device == 0 ? 1 : 3) : (device == 0 ? 2 : 0);
   std::vector<float> buf = {static_cast<float>(worldRank), 0.5f, 2.0f};
   if (first) {
-    status = comm->send(comm->ctx, peer, buf.data(), 3, LOOM_DTYPE_F32);
+    status = comm->send(comm->ctx, peer, 0, buf.data(), 3, LOOM_DTYPE_F32);
     expect(status == 0, "send: " + mpi->lastError());
   } else {
     std::vector<float> got(3);
-    status = comm->recv(comm->ctx, peer, got.data(), 3, LOOM_DTYPE_F32);
+    status = comm->recv(comm->ctx, peer, 0, got.data(), 3, LOOM_DTYPE_F32);
     expect(status == 0, "recv: " + mpi->lastError());
     expect(got == std::vector<float>{static_cast<float>(peer), 0.5f, 2.0f},
            "recv from world rank " + std::to_string(peer));
   }
+
+  // Both ends send two large messages (past any eager limit) before either
+  // receives: sends do not wait for their recv, so this cannot deadlock;
+  // the recvs take them by tag, in the other order.
+  const int64_t large = 1 << 20;
+  std::vector<float> a(large, float(worldRank)), b(large, float(-worldRank));
+  status = comm->send(comm->ctx, peer, 7, a.data(), large, LOOM_DTYPE_F32);
+  status |= comm->send(comm->ctx, peer, 9, b.data(), large, LOOM_DTYPE_F32);
+  a.assign(large, 0.0f); // the sends hold their own copies
+  b.assign(large, 0.0f);
+  expect(status == 0, "large sends: " + mpi->lastError());
+  std::vector<float> got9(large), got7(large);
+  status = comm->recv(comm->ctx, peer, 9, got9.data(), large, LOOM_DTYPE_F32);
+  status |= comm->recv(comm->ctx, peer, 7, got7.data(), large, LOOM_DTYPE_F32);
+  expect(status == 0, "large recvs: " + mpi->lastError());
+  expect(got7 == std::vector<float>(large, float(peer)) &&
+             got9 == std::vector<float>(large, float(-peer)),
+         "tagged recvs from world rank " + std::to_string(peer));
+  expect(comm->send(comm->ctx, peer, 40000, buf.data(), 3, LOOM_DTYPE_F32) !=
+                 0 &&
+             mpi->lastError().find("tag 40000 is outside") != std::string::npos,
+         "a tag past 32767: '" + mpi->lastError() + "'");
 }
 
 /// World rank 0 is left out of the grid (and rank 1 listed twice): every

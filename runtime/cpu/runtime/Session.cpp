@@ -147,6 +147,15 @@ std::string Session::init() {
   for (auto &entry : state)
     if (entry->resultSpec.shape.empty() && !entry->spec.shape.empty())
       entry->resultSpec = entry->spec;
+  // A parameter tied across stages on several pipeline ranks (embedding and
+  // output layer) is held by each; the lowest of them owns it.
+  for (const Function &fn : artifact.functions) {
+    if (fn.stage < 0 || fn.stage % artifact.pipelineRanks >= pipelineRank)
+      continue;
+    for (const TensorSpec &arg : fn.args)
+      if (auto it = stateIndex.find(arg.stepKey()); it != stateIndex.end())
+        state[it->second]->place.owner = false;
+  }
   if (artifact.batchRows == 0)
     return "the artifact's functions take no token batch";
   return "";

@@ -32,6 +32,7 @@ public:
     std::swap(size, other.size);
   }
   uint8_t *data() { return storage; }
+  const uint8_t *data() const { return storage; }
   int64_t size = 0;
 
 private:

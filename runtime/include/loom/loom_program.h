@@ -94,11 +94,15 @@ typedef struct loom_comm {
    * member j, and `recv` block i comes from member i. */
   int32_t (*all_to_all)(void *ctx, int32_t group, const void *send, void *recv,
                         int64_t count, loom_dtype dtype);
-  /* Point to point between pipeline stages: `peer` is a world rank. */
-  int32_t (*send)(void *ctx, int32_t peer, const void *buf, int64_t count,
-                  loom_dtype dtype);
-  int32_t (*recv)(void *ctx, int32_t peer, void *buf, int64_t count,
-                  loom_dtype dtype);
+  /* Point to point between pipeline stages: `peer` is a world rank and
+   * `tag` (0..32767) tells transfers apart; a recv matches the sends of
+   * its peer and tag in their order. A send never waits for its recv: it
+   * returns once `buf` may be reused (the backend keeps a copy until the
+   * peer takes it), so a schedule's sends cannot deadlock each other. */
+  int32_t (*send)(void *ctx, int32_t peer, int32_t tag, const void *buf,
+                  int64_t count, loom_dtype dtype);
+  int32_t (*recv)(void *ctx, int32_t peer, int32_t tag, void *buf,
+                  int64_t count, loom_dtype dtype);
   /* This rank's coordinate on grid axis `axis` (dropout masks are drawn at
    * global indices). */
   int64_t (*grid_coordinate)(void *ctx, int32_t axis);
