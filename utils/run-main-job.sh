@@ -9,12 +9,15 @@
 #   3. loom-opt --loom-autodiff --loom-optimizer builds @train_step;
 #   4. loom-plan --estimate predicts a data-parallel plan over this
 #      machine's cores (the cpu-local cluster preset);
-#   5. loom-plan chooses a two-stage pipeline plan (stages, micro-batches,
-#      schedule) and prints its --loom-pipeline options; loom-opt cuts the
-#      training step into the stages' functions and schedule with them;
-#   6. loom-run --backend=reference trains it (the pipeline interpreter: both
-#      pipeline ranks' schedules in one process) and prints the falling loss.
-# (The compiled runtime under mpirun replaces step 6 when it lands.)
+#   5. loom-plan chooses a plan for 4 CPU ranks (examples/clusters/
+#      cpu-4-ranks.json) with a two-stage pipeline and prints it and its
+#      --loom-pipeline options;
+#   6. loom-opt cuts the training step into pipeline stages with them, plans
+#      the sharding of each stage over its 2 ranks (--loom-auto-shard, the
+#      ILP), partitions it and splits the stages' functions and schedule;
+#   7. loom-compile lowers it to native code (model.loom);
+#   8. mpirun starts 4 ranks of loom-run, which train it and print the
+#      falling loss.
 #
 # usage: utils/run-main-job.sh
 # environment: LOOM_BUILD_DIR, LOOM_ENABLE_CUDA as for utils/run-tests.sh;
@@ -63,23 +66,35 @@ echo "== loom-tokenize examples/data/corpus.txt"
 "$build/bin/loom-tokenize" "$root/examples/data/corpus.txt" -o "$build/corpus.tokens"
 "$build/bin/loom-tokenize" --info "$build/corpus.tokens"
 
-train="$build/gpt2-tiny.train.mlir"
-if [ "$cores" -ge 2 ]; then
-  echo "== loom-plan --cluster cpu-local --global-batch 8 --pp 2 (a pipeline over 2 CPU ranks)"
-  "$build/bin/loom-plan" "$config" --cluster cpu-local --global-batch 8 --seq 64 \
-    --pp 2 --mixed-precision=false --top 1 | tee "$build/gpt2-tiny.plan.txt"
-  pipeline=$(sed -n 's/^loom-opt: *--loom-pipeline="\(.*\)"$/\1/p' "$build/gpt2-tiny.plan.txt")
-  echo "== loom-opt --loom-pipeline=\"$pipeline\" --inline --loom-split-stages"
-  "$build/bin/loom-opt" "$train" --loom-pipeline="$pipeline" --inline --loom-split-stages \
-    -o "$build/gpt2-tiny.pipelined.mlir"
-  echo "$(grep -c 'func.func @stage' "$build/gpt2-tiny.pipelined.mlir") stage functions"
-  train="$build/gpt2-tiny.pipelined.mlir"
-fi
+ranks=4
+cluster="$root/examples/clusters/cpu-4-ranks.json"
+echo "== loom-plan --cluster examples/clusters/cpu-4-ranks.json --global-batch 8 --pp 2 --micro-batch 2"
+"$build/bin/loom-plan" "$config" --cluster "$cluster" --global-batch 8 --seq 64 \
+  --pp 2 --micro-batch 2 --mixed-precision=false --top 1 | tee "$build/gpt2-tiny.plan.txt"
+pipeline=$(sed -n 's/^loom-opt: *--loom-pipeline="\(.*\)"$/\1/p' "$build/gpt2-tiny.plan.txt")
+mesh=$((ranks / 2))
 
-echo "== loom-run --backend=reference ... --steps $steps (every 10th step shown)"
-"$build/bin/loom-run" --backend=reference "$train" \
+echo "== loom-opt --loom-pipeline=\"$pipeline\" --inline --loom-auto-shard=\"func=train_step mesh=$mesh ...\" --loom-partition --loom-split-stages"
+"$build/bin/loom-opt" "$build/gpt2-tiny.train.mlir" --loom-pipeline="$pipeline" --inline \
+  --loom-auto-shard="func=train_step mesh=$mesh cluster=$cluster" \
+  --loom-partition="func=train_step" --loom-split-stages -o "$build/gpt2-tiny.partitioned.mlir"
+echo "$(grep -c 'func.func @stage' "$build/gpt2-tiny.partitioned.mlir") stage functions, each on a grid of $mesh ranks; collectives the partitioner inserted:"
+grep -oE 'shard\.(all_reduce|all_gather|reduce_scatter|all_to_all|all_slice)' \
+  "$build/gpt2-tiny.partitioned.mlir" | sort | uniq -c | sed 's/^/  /'
+
+echo "== loom-compile -o $build/gpt2-tiny.loom"
+"$build/bin/loom-compile" "$build/gpt2-tiny.partitioned.mlir" -o "$build/gpt2-tiny.loom"
+ls "$build/gpt2-tiny.loom"
+
+# OpenMPI refuses root unless told, and more ranks than cores unless
+# oversubscribed.
+mpirun_flags=(-np "$ranks" --oversubscribe)
+if [ "$(id -u)" -eq 0 ]; then
+  export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
+fi
+echo "== mpirun ${mpirun_flags[*]} loom-run gpt2-tiny.loom --steps $steps (every 10th step shown)"
+mpirun "${mpirun_flags[@]}" "$build/bin/loom-run" "$build/gpt2-tiny.loom" \
   --init "$build/gpt2-tiny.init.safetensors" --data "$build/corpus.tokens" \
   --steps "$steps" --log-json "$build/gpt2-tiny.log.jsonl" \
-  --save "$build/gpt2-tiny.trained.safetensors" \
   | awk 'NR == 1 || /^step/ && ($2 == 1 || $2 % 10 == 0)'
-echo "trained weights: $build/gpt2-tiny.trained.safetensors, log: $build/gpt2-tiny.log.jsonl"
+echo "log: $build/gpt2-tiny.log.jsonl"

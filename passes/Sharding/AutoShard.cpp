@@ -189,10 +189,19 @@ struct AutoShardPass : impl::LoomAutoShardBase<AutoShardPass> {
                      << llvm::toString(cluster.takeError());
       return signalPassFailure();
     }
-    if (mesh.numDevices() != cluster->numDevices()) {
-      fn.emitError() << "--loom-auto-shard: the mesh " << meshShape << " has "
-                     << mesh.numDevices() << " devices, the cluster '"
-                     << cluster->name << "' " << cluster->numDevices();
+    // A pipelined step (--loom-pipeline) runs each stage on its pipeline
+    // rank's share of the cluster: the mesh is one stage's grid.
+    int64_t pipelineRanks = 1;
+    if (auto pipeline = module->getAttrOfType<DictionaryAttr>(kPipelineAttr))
+      if (auto ranks = pipeline.getAs<IntegerAttr>("ranks"))
+        pipelineRanks = std::max<int64_t>(1, ranks.getInt());
+    if (mesh.numDevices() * pipelineRanks != cluster->numDevices()) {
+      auto diag = fn.emitError()
+                  << "--loom-auto-shard: the mesh " << meshShape << " has "
+                  << mesh.numDevices() << " devices, the cluster '"
+                  << cluster->name << "' " << cluster->numDevices();
+      if (pipelineRanks > 1)
+        diag << " for " << pipelineRanks << " pipeline ranks (one mesh each)";
       return signalPassFailure();
     }
     if (auto grid = module.lookupSymbol<shard::GridOp>(kGridName);

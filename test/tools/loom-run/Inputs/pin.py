@@ -3,7 +3,7 @@
 which --loom-auto-shard keeps, so that a test runs a named plan rather
 than the one the solver picks.
 
-  pin.py SCHEME < train.mlir > pinned.mlir
+  pin.py SCHEME AXIS0_SIZE < train.mlir > pinned.mlir
 
 Schemes (mesh axes as --loom-auto-shard's mesh= names them):
   dp         batch over axis 0, parameters and moments replicated
@@ -58,7 +58,7 @@ def pin(scheme, role, name, shape, mesh0):
 
 def main():
     if len(sys.argv) != 3:
-        sys.exit("usage: pin.py SCHEME MESH0 < in.mlir > out.mlir")
+        sys.exit("usage: pin.py SCHEME AXIS0_SIZE < in.mlir > out.mlir")
     scheme, mesh0 = sys.argv[1], int(sys.argv[2])
     text = sys.stdin.read()
     arg = re.compile(r'(%arg\d+: tensor<([0-9x]*)x?[a-z0-9]+> \{)([^}]*)\}')

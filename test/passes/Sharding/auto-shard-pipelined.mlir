@@ -1,0 +1,13 @@
+// A pipelined step's mesh is one pipeline rank's stage grid: with 2
+// pipeline ranks on the 8 GPUs of a100-80g, each stage is planned on 4.
+// RUN: loom-opt %s --loom-auto-shard="func=f mesh=4 cluster=a100-80g" | FileCheck %s
+// RUN: not loom-opt %s --loom-auto-shard="func=f mesh=8 cluster=a100-80g" 2>&1 | FileCheck %s --check-prefix=DEVICES
+
+// CHECK: shard.grid @mesh(shape = 4)
+// DEVICES: error: --loom-auto-shard: the mesh 8 has 8 devices, the cluster 'a100-80g' 8 for 2 pipeline ranks (one mesh each)
+module attributes {loom.pipeline = {ranks = 2 : i64}} {
+  func.func @f(%x: tensor<8x16xf32>, %w: tensor<16x16xf32>) -> tensor<8x16xf32> {
+    %y = loom.matmul %x, %w : (tensor<8x16xf32>, tensor<16x16xf32>) -> tensor<8x16xf32>
+    return %y : tensor<8x16xf32>
+  }
+}
