@@ -1,0 +1,142 @@
+#!/usr/bin/env python3
+"""GPT-2 124M training throughput on one GPU: PyTorch eager and torch.compile.
+
+The side of issue 8's benchmark that PyTorch runs: GPT-2 small (12 layers,
+width 768, 12 heads, vocabulary 50257, sequence 1024), bf16 autocast with
+float32 master weights and AdamW state (the mixed precision Loom plans),
+fused AdamW, PyTorch's fused attention (scaled_dot_product_attention), the
+largest micro-batch of --batches that fits, random tokens. Prints one row
+per engine: micro-batch, median step time, tokens/s and MFU (model FLOPs:
+6 N T for the weights plus 12 L S T d for attention, over the GPU's dense
+bf16 peak).
+
+Loom's own row needs the CUDA backend (`--loom-lower-cuda` and the NCCL
+runtime, issue 8), which does not train a model yet; the row says so.
+
+usage: python3 benchmarks/gpu-gpt2.py [--steps 30] [--warmup 10]
+       [--batches 64,48,32,16,8] [--engines eager,compile]
+Needs a CUDA GPU and PyTorch 2 (the device image has both).
+"""
+import argparse
+import math
+import statistics
+import sys
+import time
+
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+
+# Dense bf16 tensor-core peaks (FLOP/s) by device name, from NVIDIA's data
+# sheets (SXM parts).
+PEAKS = {"H100": 989e12, "H200": 989e12, "A100": 312e12}
+
+
+class Block(nn.Module):
+    def __init__(self, d, heads):
+        super().__init__()
+        self.heads = heads
+        self.ln_1 = nn.LayerNorm(d)
+        self.c_attn = nn.Linear(d, 3 * d)
+        self.c_proj = nn.Linear(d, d)
+        self.ln_2 = nn.LayerNorm(d)
+        self.c_fc = nn.Linear(d, 4 * d)
+        self.mlp_proj = nn.Linear(4 * d, d)
+
+    def forward(self, x):
+        b, s, d = x.shape
+        q, k, v = self.c_attn(self.ln_1(x)).split(d, dim=-1)
+        q, k, v = (t.view(b, s, self.heads, d // self.heads).transpose(1, 2)
+                   for t in (q, k, v))
+        a = F.scaled_dot_product_attention(q, k, v, is_causal=True)
+        x = x + self.c_proj(a.transpose(1, 2).reshape(b, s, d))
+        h = F.gelu(self.c_fc(self.ln_2(x)), approximate="tanh")
+        return x + self.mlp_proj(h)
+
+
+class GPT2(nn.Module):
+    def __init__(self, layers=12, d=768, heads=12, vocab=50257, positions=1024):
+        super().__init__()
+        self.wte = nn.Embedding(vocab, d)
+        self.wpe = nn.Embedding(positions, d)
+        self.h = nn.ModuleList(Block(d, heads) for _ in range(layers))
+        self.ln_f = nn.LayerNorm(d)
+        for p in self.parameters():
+            if p.dim() > 1:
+                nn.init.normal_(p, std=0.02)
+
+    def forward(self, tokens, labels):
+        s = tokens.shape[1]
+        x = self.wte(tokens) + self.wpe.weight[:s]
+        for block in self.h:
+            x = block(x)
+        logits = self.ln_f(x) @ self.wte.weight.t()  # tied output layer
+        return F.cross_entropy(logits.float().view(-1, logits.shape[-1]),
+                               labels.view(-1))
+
+
+def model_flops_per_token(model, layers, seq, d):
+    n = sum(p.numel() for p in model.parameters())
+    return 6 * n + 12 * layers * seq * d, n
+
+
+def run(engine, batch, args, device):
+    torch.manual_seed(0)
+    model = GPT2().to(device)
+    opt = torch.optim.AdamW(model.parameters(), lr=6e-4, fused=True)
+    step_fn = model if engine == "eager" else torch.compile(model)
+    seq = 1024
+    times = []
+    for step in range(args.steps):
+        tokens = torch.randint(0, 50257, (batch, seq), device=device)
+        labels = torch.randint(0, 50257, (batch, seq), device=device)
+        torch.cuda.synchronize()
+        start = time.perf_counter()
+        with torch.autocast("cuda", dtype=torch.bfloat16):
+            loss = step_fn(tokens, labels)
+        loss.backward()
+        opt.step()
+        opt.zero_grad(set_to_none=True)
+        torch.cuda.synchronize()
+        times.append(time.perf_counter() - start)
+    flops, params = model_flops_per_token(model, 12, seq, 768)
+    median = statistics.median(times[args.warmup:])
+    del model, opt, step_fn
+    torch.cuda.empty_cache()
+    return median, batch * seq / median, flops, params
+
+
+def main():
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--steps", type=int, default=30)
+    parser.add_argument("--warmup", type=int, default=10)
+    parser.add_argument("--batches", default="64,48,32,16,8")
+    parser.add_argument("--engines", default="eager,compile")
+    args = parser.parse_args()
+    if not torch.cuda.is_available():
+        sys.exit("gpu-gpt2.py: no CUDA GPU")
+    device = torch.device("cuda")
+    name = torch.cuda.get_device_name()
+    peak = next((v for k, v in PEAKS.items() if k in name), None)
+    torch.backends.cuda.matmul.allow_tf32 = True
+    print(f"GPT-2 124M, seq 1024, bf16 autocast + fp32 master weights, fused AdamW; "
+          f"{name}, torch {torch.__version__}; median of steps "
+          f"{args.warmup + 1}..{args.steps}")
+    print(f"{'engine':<16} {'micro-batch':>11} {'step ms':>9} {'tokens/s':>10} {'MFU':>7}")
+    for engine in args.engines.split(","):
+        for batch in (int(b) for b in args.batches.split(",")):
+            try:
+                median, tps, flops, _ = run(engine, batch, args, device)
+            except torch.cuda.OutOfMemoryError:
+                torch.cuda.empty_cache()
+                continue
+            mfu = f"{100 * tps * flops / peak:.1f}%" if peak else "n/a"
+            print(f"{engine:<16} {batch:>11} {median * 1e3:>9.1f} {tps:>10.0f} {mfu:>7}",
+                  flush=True)
+            break
+    print(f"{'loom':<16} {'-':>11} {'-':>9} {'-':>10} {'-':>7}  "
+          "(not yet: the CUDA backend does not train a model; issue 8)")
+
+
+if __name__ == "__main__":
+    main()
