@@ -2,10 +2,13 @@
 //
 //   mpirun -np N loom-run model.loom --init CKPT --data TOKENS --steps K
 //   loom-run --np N model.loom ...     (starts mpirun itself, one machine)
+//   ... --save DIR [--save-every S]    (sharded checkpoint directory)
+//   ... --resume DIR                   (instead of --init: K more steps)
 //
 // Every rank loads the artifact, creates its MPI communicators and its
-// session (loom_runtime.h), takes its shard of the initial parameters and
-// of every batch, and runs the steps; rank 0 prints one line per step.
+// session (loom_runtime.h), takes its shard of the initial parameters (or
+// of a checkpoint's state, SessionCheckpoint.h) and of every batch, and
+// runs the steps; rank 0 prints one line per step.
 // A watchdog thread on each rank ends the whole job (MPI_Abort) when a step
 // makes no progress for --timeout seconds, naming the rank and what it was
 // running; a rank that dies is reported by mpirun, which ends the others.
@@ -13,8 +16,10 @@
 //===----------------------------------------------------------------------===//
 
 #include "Compiled.h"
+#include "SessionCheckpoint.h"
 
 #include "loom/Checkpoint/Safetensors.h"
+#include "loom/Checkpoint/ShardedCheckpoint.h"
 #include "loom/Data/Batch.h"
 #include "loom/Data/TokenFile.h"
 #include "loom/Support/AtomicFile.h"
@@ -182,26 +187,67 @@ int runCompiled(const CompiledOptions &options) {
                           error, sizeof error))
     return abortJob(failRank(rank, error));
 
-  if (Error err = loadInit(session, options.initPath))
+  int64_t rows = loom_artifact_batch_rows(artifact);
+  int64_t seqLen = loom_artifact_seq_len(artifact);
+  JobShape job{rank, size, rows, seqLen};
+  // Steps already done: the checkpoint's, which fix the next batch and the
+  // optimizer's bias correction.
+  int64_t stepsDone = 0;
+  if (!options.resumePath.empty()) {
+    Expected<int64_t> resumed =
+        resumeCheckpoint(session, job, options.resumePath);
+    if (!resumed)
+      return abortJob(failRank(rank, toString(resumed.takeError())));
+    stepsDone = *resumed;
+  } else if (Error err = loadInit(session, options.initPath)) {
     return abortJob(failRank(rank, toString(std::move(err))));
+  }
+  // Refuse a directory the save would not replace before training for it.
+  if (rank == 0 && !options.savePath.empty())
+    if (Error err = checkCheckpointTarget(options.savePath))
+      return abortJob(failRank(rank, toString(std::move(err))));
   Expected<std::vector<uint32_t>> ids = readTokenFile(options.dataPath);
   if (!ids)
     return abortJob(failRank(rank, toString(ids.takeError())));
 
-  int64_t rows = loom_artifact_batch_rows(artifact);
-  int64_t seqLen = loom_artifact_seq_len(artifact);
-  if (rank == 0)
+  if (rank == 0) {
     outs() << formatv("loom-run: compiled CPU backend, {0} MPI ranks, batch "
                       "{1} x {2} tokens, workspace {3} KiB and state {4} KiB "
                       "per rank, {5} steps\n",
                       size, rows, seqLen,
                       loom_session_workspace_bytes(session) / 1024,
                       loom_session_state_bytes(session) / 1024, options.steps);
+    if (!options.resumePath.empty())
+      outs() << formatv("loom-run: resuming {0} after step {1}\n",
+                        options.resumePath, stepsDone);
+  }
+
+  // A failed save ends the job: rank 0 prints what failed on which rank and
+  // aborts; the others wait for that.
+  auto save = [&](int64_t step) {
+    std::string failure = saveCheckpoint(session, job, options.savePath, step);
+    if (failure.empty()) {
+      if (rank == 0) {
+        outs() << formatv("loom-run: saved {0} after step {1}\n",
+                          options.savePath, step);
+        outs().flush();
+      }
+      return true;
+    }
+    if (rank == 0) {
+      WithColor::error(errs(), "loom-run") << failure << "\n";
+      errs().flush();
+      MPI_Abort(MPI_COMM_WORLD, 1);
+    }
+    MPI_Barrier(MPI_COMM_WORLD);
+    return false;
+  };
 
   Watchdog watchdog(rank, options.timeoutSeconds, session);
   std::string logText;
   raw_string_ostream log(logText);
-  for (int64_t step = 1; step <= options.steps; ++step) {
+  int64_t lastStep = stepsDone + options.steps, savedStep = -1;
+  for (int64_t step = stepsDone + 1; step <= lastStep; ++step) {
     Expected<Batch> batch = makeBatch(*ids, step - 1, rows, seqLen);
     if (!batch)
       return abortJob(failRank(rank, options.dataPath + ": " +
@@ -233,7 +279,14 @@ int runCompiled(const CompiledOptions &options) {
                                       {"step_ms", seconds * 1e3}})
           << "\n";
     }
+    if (options.saveEvery > 0 && step % options.saveEvery == 0) {
+      if (!save(step))
+        return 1;
+      savedStep = step;
+    }
   }
+  if (!options.savePath.empty() && savedStep != lastStep && !save(lastStep))
+    return 1;
   if (rank == 0 && !options.logPath.empty())
     if (Error err = writeFileAtomically(
             options.logPath, [&](raw_ostream &os) { os << logText; }))

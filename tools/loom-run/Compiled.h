@@ -9,8 +9,13 @@
 namespace loom::run {
 
 struct CompiledOptions {
-  std::string artifactPath, initPath, dataPath, logPath;
-  int64_t steps = 1;
+  std::string artifactPath, dataPath, logPath;
+  /// Where the state comes from: initial parameters (safetensors, Hugging
+  /// Face names) or a checkpoint directory to continue; one is empty.
+  std::string initPath, resumePath;
+  std::string savePath;  ///< checkpoint directory written at the end, or ""
+  int64_t saveEvery = 0; ///< also save after every step divisible by it
+  int64_t steps = 1;     ///< steps to run (after the resumed ones)
   double timeoutSeconds = 300; ///< 0: no watchdog
 };
 

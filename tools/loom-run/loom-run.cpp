@@ -2,6 +2,8 @@
 //
 //   loom-run --backend=reference MODULE --init CKPT --data TOKENS
 //            [--steps K] [--save CKPT] [--log-json FILE] [--precision f32|f64]
+//   loom-run [--np N] ARTIFACT (--init CKPT | --resume DIR) --data TOKENS
+//            [--steps K] [--save DIR [--save-every S]] [--log-json FILE]
 //
 // MODULE holds @train_step (loom-import | loom-opt --loom-autodiff
 // --loom-optimizer), or the stage functions and schedule of a pipelined
@@ -12,7 +14,9 @@
 // (1-based) trains on batch s - 1 of the token file (loom/Data/Batch.h).
 // Each step prints its loss; --log-json writes one JSON line per step and
 // --save the trained parameters. Output files are written whole at the end
-// (temporary file, then rename), never half.
+// (temporary file, then rename), never half. A loom-compile artifact runs on
+// MPI ranks (Compiled.h); there --save writes a sharded checkpoint directory
+// of the whole state, which --resume continues (docs/runtime.md).
 //
 //===----------------------------------------------------------------------===//
 
@@ -71,19 +75,30 @@ cl::opt<double> timeoutSeconds(
     "timeout", cl::init(300), cl::cat(category), cl::value_desc("seconds"),
     cl::desc("End the job when a step makes no progress this long (cpu "
              "backend; 0: never; default 300)"));
-cl::opt<std::string> initPath("init", cl::Required, cl::cat(category),
+cl::opt<std::string> initPath("init", cl::cat(category),
                               cl::value_desc("ckpt.safetensors"),
                               cl::desc("Initial parameters (safetensors, "
                                        "Hugging Face names)"));
+cl::opt<std::string>
+    resumePath("resume", cl::cat(category), cl::value_desc("dir"),
+               cl::desc("Continue from a checkpoint directory instead of "
+                        "--init: its state and step count; --steps more "
+                        "steps follow (cpu backend)"));
 cl::opt<std::string> dataPath("data", cl::Required, cl::cat(category),
                               cl::value_desc("file.tokens"),
                               cl::desc("Training tokens (see "
                                        "docs/token-file.md)"));
 cl::opt<int64_t> steps("steps", cl::init(1), cl::cat(category),
                        cl::desc("Training steps to run (default 1)"));
-cl::opt<std::string> savePath("save", cl::cat(category),
-                              cl::value_desc("ckpt.safetensors"),
-                              cl::desc("Write the trained parameters here"));
+cl::opt<std::string>
+    savePath("save", cl::cat(category), cl::value_desc("path"),
+             cl::desc("Write the trained parameters here (reference: one "
+                      "safetensors file; cpu: a checkpoint directory of "
+                      "every rank's parameters and optimizer state)"));
+cl::opt<int64_t> saveEvery("save-every", cl::init(0), cl::cat(category),
+                           cl::value_desc("S"),
+                           cl::desc("Also save after every step divisible "
+                                    "by S (cpu backend)"));
 cl::opt<std::string> logPath("log-json", cl::cat(category),
                              cl::value_desc("file"),
                              cl::desc("Write one JSON line per step: "
@@ -320,16 +335,25 @@ int main(int argc, char **argv) {
   if (backend == Backend::CPU) {
     if (numRanks < 0)
       return fail("--np must be positive");
+    if (initPath.empty() == resumePath.empty())
+      return fail("give either --init (parameters to start from) or --resume "
+                  "(a checkpoint directory to continue)");
+    if (saveEvery < 0 || (saveEvery > 0 && savePath.empty()))
+      return fail("--save-every needs a positive step count and --save");
     if (numRanks > 0)
       return loom::run::launchUnderMpirun(numRanks, argc, argv);
-    if (!savePath.empty())
-      return fail("--save is not supported by the cpu backend yet");
-    return loom::run::runCompiled(
-        {modulePath, initPath, dataPath, logPath, steps, timeoutSeconds});
+    return loom::run::runCompiled({modulePath, dataPath, logPath, initPath,
+                                   resumePath, savePath, saveEvery, steps,
+                                   timeoutSeconds});
   }
   if (numRanks > 0)
     return fail("--np runs the cpu backend; the reference backend runs in "
                 "one process");
+  if (!resumePath.empty() || saveEvery != 0)
+    return fail("--resume and --save-every need the cpu backend (a "
+                "loom-compile artifact)");
+  if (initPath.empty())
+    return fail("--init is required");
 
   mlir::MLIRContext context;
   context.loadDialect<loom::LoomDialect, mlir::func::FuncDialect,

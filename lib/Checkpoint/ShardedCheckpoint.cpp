@@ -1,0 +1,524 @@
+//===- ShardedCheckpoint.cpp - Checkpoints every rank writes a part of ----===//
+//
+// The index is checked as a whole when it is read (every tensor tiled
+// exactly by its shards), so a box read later is always covered, and the
+// shard files are checked against the index as they are opened (the same
+// step, the shapes the index gives).
+//
+//===----------------------------------------------------------------------===//
+
+#include "loom/Checkpoint/ShardedCheckpoint.h"
+#include "loom/Support/AtomicFile.h"
+
+#include "llvm/ADT/STLExtras.h"
+#include "llvm/Support/CheckedArithmetic.h"
+#include "llvm/Support/FileSystem.h"
+#include "llvm/Support/FormatVariadic.h"
+#include "llvm/Support/JSON.h"
+#include "llvm/Support/MemoryBuffer.h"
+#include "llvm/Support/Path.h"
+#include "llvm/Support/raw_ostream.h"
+
+#include <cerrno>
+#include <cstdio>
+#include <cstring>
+#include <fcntl.h>
+
+using namespace llvm;
+
+namespace loom {
+namespace {
+
+constexpr StringLiteral kFormat = "loom-checkpoint";
+constexpr int64_t kVersion = 1;
+constexpr StringLiteral kIndexName = "index.json";
+
+Error fileError(StringRef fileName, const Twine &message) {
+  return createStringError(inconvertibleErrorCode(), fileName + ": " + message);
+}
+
+std::string formatShape(ArrayRef<int64_t> shape) {
+  std::string text = "[";
+  for (auto [i, dim] : llvm::enumerate(shape))
+    text += (i ? ", " : "") + std::to_string(dim);
+  return text + "]";
+}
+
+std::string tensorWhere(StringRef key) {
+  return ("tensor '" + key + "'").str();
+}
+
+/// `dir` without trailing separators ("ckpt/" and "ckpt" are one target).
+StringRef withoutTrailingSlash(StringRef dir) {
+  StringRef trimmed = dir.rtrim('/');
+  return trimmed.empty() ? dir : trimmed;
+}
+
+std::string joinPath(StringRef dir, StringRef name) {
+  SmallString<256> path(dir);
+  sys::path::append(path, name);
+  return path.str().str();
+}
+
+json::Array toJSON(ArrayRef<int64_t> values) {
+  json::Array array;
+  for (int64_t value : values)
+    array.push_back(value);
+  return array;
+}
+
+/// Product of `shape`, or nullopt when it overflows.
+std::optional<int64_t> volume(ArrayRef<int64_t> shape) {
+  int64_t product = 1;
+  for (int64_t dim : shape) {
+    std::optional<int64_t> next = checkedMul<int64_t>(product, dim);
+    if (!next)
+      return std::nullopt;
+    product = *next;
+  }
+  return product;
+}
+
+bool overlaps(const ShardLocation &a, const ShardLocation &b) {
+  for (size_t d = 0; d < a.offsets.size(); ++d)
+    if (a.offsets[d] >= b.offsets[d] + b.shape[d] ||
+        b.offsets[d] >= a.offsets[d] + a.shape[d])
+      return false;
+  return true;
+}
+
+/// Copies the part of box `src` (values `from`) that lies in box `dst`
+/// (values `to`); both are row-major at their shapes, at offsets in one
+/// global tensor.
+void copyOverlap(const float *from, ArrayRef<int64_t> srcOffsets,
+                 ArrayRef<int64_t> srcShape, float *to,
+                 ArrayRef<int64_t> dstOffsets, ArrayRef<int64_t> dstShape) {
+  size_t rank = srcShape.size();
+  if (rank == 0) {
+    *to = *from;
+    return;
+  }
+  SmallVector<int64_t> lo(rank), hi(rank);
+  for (size_t d = 0; d < rank; ++d) {
+    lo[d] = std::max(srcOffsets[d], dstOffsets[d]);
+    hi[d] = std::min(srcOffsets[d] + srcShape[d], dstOffsets[d] + dstShape[d]);
+    if (lo[d] >= hi[d])
+      return;
+  }
+  // One contiguous run per index of the leading dimensions.
+  SmallVector<int64_t> srcStride(rank, 1), dstStride(rank, 1);
+  for (size_t d = rank - 1; d > 0; --d) {
+    srcStride[d - 1] = srcStride[d] * srcShape[d];
+    dstStride[d - 1] = dstStride[d] * dstShape[d];
+  }
+  int64_t run = hi[rank - 1] - lo[rank - 1];
+  SmallVector<int64_t> index(lo);
+  while (true) {
+    int64_t srcAt = 0, dstAt = 0;
+    for (size_t d = 0; d < rank; ++d) {
+      srcAt += (index[d] - srcOffsets[d]) * srcStride[d];
+      dstAt += (index[d] - dstOffsets[d]) * dstStride[d];
+    }
+    std::memcpy(to + dstAt, from + srcAt, run * sizeof(float));
+    int64_t d = int64_t(rank) - 2;
+    for (; d >= 0; --d) {
+      if (++index[d] < hi[d])
+        break;
+      index[d] = lo[d];
+    }
+    if (d < 0)
+      return;
+  }
+}
+
+/// Reads a JSON array of integers (each at least `minimum`).
+Expected<SmallVector<int64_t>> intArray(const json::Object &object,
+                                        StringRef field, int64_t minimum,
+                                        const Twine &where) {
+  const json::Array *array = object.getArray(field);
+  if (!array)
+    return createStringError(where + ": \"" + field +
+                             "\" is missing or not an array");
+  SmallVector<int64_t> values;
+  for (const json::Value &value : *array) {
+    std::optional<int64_t> number = value.getAsInteger();
+    if (!number || *number < minimum)
+      return createStringError(where + ": \"" + field +
+                               "\" must hold integers of at least " +
+                               Twine(minimum));
+    values.push_back(*number);
+  }
+  return values;
+}
+
+Expected<ShardedTensor> parseTensor(const json::Value &value,
+                                    const Twine &where) {
+  const json::Object *object = value.getAsObject();
+  if (!object)
+    return createStringError(where + ": not a JSON object");
+  ShardedTensor tensor;
+  std::optional<StringRef> dtype = object->getString("dtype");
+  if (!dtype)
+    return createStringError(where + ": \"dtype\" is missing");
+  tensor.dtype = dtype->str();
+  auto global = intArray(*object, "global_shape", 0, where);
+  if (!global)
+    return global.takeError();
+  tensor.globalShape = std::move(*global);
+  const json::Array *shards = object->getArray("shards");
+  if (!shards)
+    return createStringError(where + ": \"shards\" is missing or not an array");
+  for (auto [i, shardValue] : llvm::enumerate(*shards)) {
+    std::string shardWhere = (where + ": shard " + Twine(i)).str();
+    const json::Object *shard = shardValue.getAsObject();
+    if (!shard)
+      return createStringError(shardWhere + ": not a JSON object");
+    ShardLocation location;
+    std::optional<StringRef> file = shard->getString("file");
+    if (!file)
+      return createStringError(shardWhere + ": \"file\" is missing");
+    location.file = file->str();
+    auto offsets = intArray(*shard, "offsets", 0, shardWhere);
+    if (!offsets)
+      return offsets.takeError();
+    auto shape = intArray(*shard, "shape", 0, shardWhere);
+    if (!shape)
+      return shape.takeError();
+    location.offsets = std::move(*offsets);
+    location.shape = std::move(*shape);
+    tensor.shards.push_back(std::move(location));
+  }
+  return tensor;
+}
+
+} // namespace
+
+std::string shardFileName(int64_t rank, int64_t worldSize) {
+  return formatv("rank-{0:d5}-of-{1:d5}.safetensors", rank, worldSize).str();
+}
+
+std::string printCheckpointIndex(const CheckpointIndex &index) {
+  // One line per tensor: the file stays readable (and diffable) for models
+  // with thousands of shards.
+  std::string text;
+  raw_string_ostream os(text);
+  os << "{\n  \"format\": " << json::Value(kFormat)
+     << ",\n  \"version\": " << kVersion << ",\n  \"steps\": " << index.steps
+     << ",\n  \"world_size\": " << index.worldSize << ",\n  \"batch\": "
+     << json::Value(json::Array{index.batchRows, index.seqLen})
+     << ",\n  \"tensors\": {";
+  for (auto [i, entry] : llvm::enumerate(index.tensors)) {
+    const auto &[key, tensor] = entry;
+    json::Array shards;
+    for (const ShardLocation &shard : tensor.shards)
+      shards.push_back(json::Object{{"file", shard.file},
+                                    {"offsets", toJSON(shard.offsets)},
+                                    {"shape", toJSON(shard.shape)}});
+    os << (i ? ",\n    " : "\n    ") << json::Value(key) << ": "
+       << json::Value(json::Object{{"dtype", tensor.dtype},
+                                   {"global_shape", toJSON(tensor.globalShape)},
+                                   {"shards", std::move(shards)}});
+  }
+  os << (index.tensors.empty() ? "}\n}\n" : "\n  }\n}\n");
+  return text;
+}
+
+Expected<CheckpointIndex> parseCheckpointIndex(StringRef text,
+                                               StringRef fileName) {
+  Expected<json::Value> root = json::parse(text);
+  if (!root)
+    return fileError(fileName, "not valid JSON: " + toString(root.takeError()));
+  const json::Object *object = root->getAsObject();
+  if (!object || object->getString("format") != kFormat)
+    return fileError(fileName, "not a Loom checkpoint index (\"format\" is "
+                               "not \"loom-checkpoint\")");
+  if (object->getInteger("version") != kVersion)
+    return fileError(fileName, "unsupported \"version\" (this loom-run reads "
+                               "version " +
+                                   Twine(kVersion) + ")");
+  CheckpointIndex index;
+  std::optional<int64_t> steps = object->getInteger("steps");
+  std::optional<int64_t> worldSize = object->getInteger("world_size");
+  if (!steps || *steps < 0)
+    return fileError(fileName, "\"steps\" must be a non-negative integer");
+  if (!worldSize || *worldSize < 1)
+    return fileError(fileName, "\"world_size\" must be a positive integer");
+  index.steps = *steps;
+  index.worldSize = *worldSize;
+  auto batch = intArray(*object, "batch", 1, fileName);
+  if (!batch)
+    return batch.takeError();
+  if (batch->size() != 2)
+    return fileError(fileName, "\"batch\" must be [rows, sequence length]");
+  index.batchRows = (*batch)[0];
+  index.seqLen = (*batch)[1];
+  const json::Object *tensors = object->getObject("tensors");
+  if (!tensors)
+    return fileError(fileName, "\"tensors\" is missing or not an object");
+  for (const auto &[key, value] : *tensors) {
+    auto tensor = parseTensor(value, fileName + ": " + tensorWhere(key));
+    if (!tensor)
+      return tensor.takeError();
+    index.tensors[key.str()] = std::move(*tensor);
+  }
+  return index;
+}
+
+Error checkCheckpointIndex(const CheckpointIndex &index, StringRef fileName) {
+  for (const auto &[key, tensor] : index.tensors) {
+    std::string where = (fileName + ": " + tensorWhere(key)).str();
+    if (tensor.dtype != "F32")
+      return createStringError(where + ": dtype \"" + tensor.dtype +
+                               "\" is not supported (F32 only)");
+    std::optional<int64_t> total = volume(tensor.globalShape);
+    if (!total)
+      return createStringError(where + ": global shape " +
+                               formatShape(tensor.globalShape) +
+                               " is too large");
+    int64_t covered = 0;
+    for (auto [i, shard] : llvm::enumerate(tensor.shards)) {
+      std::string shardWhere = formatv("{0}: shard {1} (offsets {2}, shape "
+                                       "{3} in {4})",
+                                       where, i, formatShape(shard.offsets),
+                                       formatShape(shard.shape), shard.file);
+      StringRef file = shard.file;
+      if (file.empty() || file == "." || file == ".." ||
+          file.find_first_of("/\\") != StringRef::npos)
+        return createStringError(shardWhere +
+                                 ": the file must be a name inside the "
+                                 "checkpoint directory");
+      if (shard.offsets.size() != tensor.globalShape.size() ||
+          shard.shape.size() != tensor.globalShape.size())
+        return createStringError(shardWhere +
+                                 ": rank differs from the "
+                                 "global shape " +
+                                 formatShape(tensor.globalShape));
+      for (size_t d = 0; d < shard.shape.size(); ++d)
+        if (shard.offsets[d] > tensor.globalShape[d] ||
+            shard.shape[d] > tensor.globalShape[d] - shard.offsets[d])
+          return createStringError(shardWhere +
+                                   ": lies outside the global "
+                                   "shape " +
+                                   formatShape(tensor.globalShape));
+      for (size_t j = 0; j < i; ++j)
+        if (*volume(shard.shape) && *volume(tensor.shards[j].shape) &&
+            overlaps(shard, tensor.shards[j]))
+          return createStringError(shardWhere + ": overlaps shard " + Twine(j));
+      covered += *volume(shard.shape);
+    }
+    if (covered != *total)
+      return createStringError(
+          formatv("{0}: the shards hold {1} of the {2} values of global "
+                  "shape {3}",
+                  where, covered, *total, formatShape(tensor.globalShape)));
+  }
+  return Error::success();
+}
+
+Error mergeCheckpointIndex(CheckpointIndex &index,
+                           const CheckpointIndex &part) {
+  for (const auto &[key, tensor] : part.tensors) {
+    auto [it, inserted] = index.tensors.try_emplace(key, tensor);
+    if (inserted)
+      continue;
+    ShardedTensor &into = it->second;
+    if (into.dtype != tensor.dtype || into.globalShape != tensor.globalShape)
+      return createStringError(tensorWhere(key) + " is " + tensor.dtype + " " +
+                               formatShape(tensor.globalShape) +
+                               " in one rank's state and " + into.dtype + " " +
+                               formatShape(into.globalShape) + " in another's");
+    llvm::append_range(into.shards, tensor.shards);
+  }
+  return Error::success();
+}
+
+Error writeCheckpointShards(StringRef dir, int64_t rank, int64_t worldSize,
+                            int64_t steps, ArrayRef<CheckpointTensor> tensors) {
+  return writeSafetensors(joinPath(dir, shardFileName(rank, worldSize)),
+                          tensors,
+                          {{"loom.steps", std::to_string(steps)},
+                           {"loom.rank", std::to_string(rank)},
+                           {"loom.world_size", std::to_string(worldSize)}});
+}
+
+Error checkCheckpointTarget(StringRef path) {
+  StringRef dir = withoutTrailingSlash(path);
+  StringRef parent = sys::path::parent_path(dir);
+  if (parent.empty())
+    parent = ".";
+  if (!sys::fs::is_directory(parent))
+    return fileError(dir, "the directory '" + parent + "' does not exist");
+  if (!sys::fs::exists(dir))
+    return Error::success();
+  if (!sys::fs::is_directory(dir))
+    return fileError(dir, "exists and is not a directory; a checkpoint is a "
+                          "directory");
+  if (sys::fs::exists(joinPath(dir, kIndexName)))
+    return Error::success();
+  std::error_code error;
+  sys::fs::directory_iterator it(dir, error), end;
+  if (error)
+    return fileError(dir, error.message());
+  if (it != end)
+    return fileError(dir, "exists and is not a Loom checkpoint (no "
+                          "index.json); not replacing it");
+  return Error::success();
+}
+
+Expected<std::string> createCheckpointTempDir(StringRef path) {
+  SmallString<256> temp;
+  if (std::error_code error = sys::fs::createUniqueDirectory(
+          withoutTrailingSlash(path) + ".tmp", temp))
+    return fileError(path,
+                     "cannot create a temporary directory: " + error.message());
+  return temp.str().str();
+}
+
+Error commitCheckpoint(StringRef tempDir, StringRef path,
+                       const CheckpointIndex &index) {
+  StringRef dir = withoutTrailingSlash(path);
+  if (Error error = writeFileAtomically(
+          joinPath(tempDir, kIndexName),
+          [&](raw_ostream &os) { os << printCheckpointIndex(index); }))
+    return error;
+  // Checked again: the directory may have changed since the job started.
+  if (Error error = checkCheckpointTarget(dir))
+    return error;
+  std::string temp = tempDir.str(), target = dir.str();
+  if (!sys::fs::exists(target)) {
+    if (std::rename(temp.c_str(), target.c_str()))
+      return fileError(dir, "cannot rename " + tempDir +
+                                " to it: " + std::strerror(errno));
+    return Error::success();
+  }
+  // Swap the new checkpoint in with one rename; the old one then sits at
+  // the temporary name and goes. A file system without RENAME_EXCHANGE
+  // moves the old one aside first: for a moment `dir` is missing, but no
+  // checkpoint is ever half there.
+  if (::renameat2(AT_FDCWD, temp.c_str(), AT_FDCWD, target.c_str(),
+                  RENAME_EXCHANGE) == 0) {
+    // The new checkpoint is in place; an old one that cannot be removed
+    // stays behind under the temporary name.
+    (void)sys::fs::remove_directories(temp);
+    return Error::success();
+  }
+  if (errno != EINVAL && errno != ENOSYS)
+    return fileError(dir, "cannot replace it with " + tempDir + ": " +
+                              std::strerror(errno));
+  std::string aside = target + ".old";
+  (void)sys::fs::remove_directories(aside);
+  if (std::rename(target.c_str(), aside.c_str()))
+    return fileError(dir, "cannot move it aside to " + aside + ": " +
+                              std::strerror(errno));
+  if (std::rename(temp.c_str(), target.c_str())) {
+    std::string message = std::strerror(errno);
+    std::rename(aside.c_str(), target.c_str());
+    return fileError(dir, "cannot rename " + tempDir + " to it: " + message);
+  }
+  (void)sys::fs::remove_directories(aside);
+  return Error::success();
+}
+
+Expected<ShardedCheckpointReader> ShardedCheckpointReader::open(StringRef dir) {
+  ShardedCheckpointReader reader;
+  reader.dir = withoutTrailingSlash(dir).str();
+  std::string path = reader.indexPath();
+  if (!sys::fs::is_directory(reader.dir))
+    return fileError(reader.dir, "no such checkpoint directory");
+  ErrorOr<std::unique_ptr<MemoryBuffer>> buffer = MemoryBuffer::getFile(path);
+  if (!buffer)
+    return fileError(path, buffer.getError().message());
+  Expected<CheckpointIndex> index =
+      parseCheckpointIndex((*buffer)->getBuffer(), path);
+  if (!index)
+    return index.takeError();
+  if (Error error = checkCheckpointIndex(*index, path))
+    return std::move(error);
+  reader.idx = std::move(*index);
+  return reader;
+}
+
+std::string ShardedCheckpointReader::indexPath() const {
+  return joinPath(dir, kIndexName);
+}
+
+Expected<const Checkpoint *> ShardedCheckpointReader::file(StringRef name) {
+  auto it = files.find(name.str());
+  if (it != files.end())
+    return &it->second;
+  std::string path = joinPath(dir, name);
+  Expected<Checkpoint> ckpt = readSafetensors(path);
+  if (!ckpt)
+    return ckpt.takeError();
+  auto steps = ckpt->metadata.find("loom.steps");
+  if (steps == ckpt->metadata.end() ||
+      steps->second != std::to_string(idx.steps))
+    return fileError(path, "was not written at step " + Twine(idx.steps) +
+                               " like " + indexPath() +
+                               " (\"loom.steps\" in its metadata is " +
+                               (steps == ckpt->metadata.end()
+                                    ? std::string("missing")
+                                    : "\"" + steps->second + "\"") +
+                               "): the directory mixes two checkpoints");
+  return &files.emplace(name.str(), std::move(*ckpt)).first->second;
+}
+
+Error ShardedCheckpointReader::read(StringRef key, ArrayRef<int64_t> offsets,
+                                    ArrayRef<int64_t> shape, float *out) {
+  auto it = idx.tensors.find(key.str());
+  if (it == idx.tensors.end())
+    return fileError(indexPath(), "no " + tensorWhere(key));
+  const ShardedTensor &tensor = it->second;
+  ShardLocation box{"", SmallVector<int64_t>(offsets),
+                    SmallVector<int64_t>(shape)};
+  for (const ShardLocation &shard : tensor.shards) {
+    if (!*volume(shard.shape) || !*volume(box.shape) || !overlaps(shard, box))
+      continue;
+    Expected<const Checkpoint *> ckpt = file(shard.file);
+    if (!ckpt)
+      return ckpt.takeError();
+    std::string path = joinPath(dir, shard.file);
+    const CheckpointTensor *values = (*ckpt)->find(key);
+    if (!values)
+      return fileError(path, "no " + tensorWhere(key) + ", which " +
+                                 indexPath() + " puts there");
+    if (values->dtype != "F32" ||
+        ArrayRef<int64_t>(values->shape) != ArrayRef<int64_t>(shard.shape))
+      return fileError(path, tensorWhere(key) + " is " + values->dtype + " " +
+                                 formatShape(values->shape) + ", " +
+                                 indexPath() + " says F32 " +
+                                 formatShape(shard.shape));
+    copyOverlap(values->values.data(), shard.offsets, shard.shape, out, offsets,
+                shape);
+  }
+  return Error::success();
+}
+
+Error consolidateCheckpoint(StringRef dir, StringRef outPath) {
+  Expected<ShardedCheckpointReader> reader = ShardedCheckpointReader::open(dir);
+  if (!reader)
+    return reader.takeError();
+  std::vector<CheckpointTensor> params;
+  for (const auto &[key, tensor] : reader->index().tensors) {
+    StringRef name = key;
+    if (!name.consume_front("param:"))
+      continue;
+    CheckpointTensor &param = params.emplace_back();
+    param.name = name.str();
+    param.shape = tensor.globalShape;
+    param.values.resize(*volume(tensor.globalShape));
+    SmallVector<int64_t> origin(tensor.globalShape.size(), 0);
+    if (Error error =
+            reader->read(key, origin, tensor.globalShape, param.values.data()))
+      return error;
+  }
+  if (params.empty())
+    return fileError(reader->indexPath(), "the checkpoint holds no "
+                                          "parameters (\"param:<name>\")");
+  return writeSafetensors(
+      outPath, params,
+      {{"format", "pt"},
+       {"loom.steps", std::to_string(reader->index().steps)}});
+}
+
+} // namespace loom
