@@ -32,7 +32,8 @@ llvm_config.use_default_substitutions()
 # `not` and `count` at the start of a RUN line are found through PATH.
 llvm_config.with_environment("PATH", config.llvm_tools_dir, append_path=True)
 llvm_config.add_tool_substitutions(
-    ["loom-opt", "loom-compile", "loom-import", "loom-run", "loom-tokenize", "loom-calibrate", "loom-plan"],
+    ["loom-opt", "loom-compile", "loom-import", "loom-run", "loom-tokenize", "loom-calibrate", "loom-plan",
+     "loom-checkpoint"],
     [config.loom_tools_dir, config.llvm_tools_dir]
 )
 
