@@ -463,12 +463,28 @@ Expected<const Checkpoint *> ShardedCheckpointReader::file(StringRef name) {
   return &files.emplace(name.str(), std::move(*ckpt)).first->second;
 }
 
-Error ShardedCheckpointReader::read(StringRef key, ArrayRef<int64_t> offsets,
+Error ShardedCheckpointReader::read(StringRef key,
+                                    ArrayRef<int64_t> globalShape,
+                                    ArrayRef<int64_t> offsets,
                                     ArrayRef<int64_t> shape, float *out) {
   auto it = idx.tensors.find(key.str());
   if (it == idx.tensors.end())
     return fileError(indexPath(), "no " + tensorWhere(key));
   const ShardedTensor &tensor = it->second;
+  if (ArrayRef<int64_t>(tensor.globalShape) != globalShape)
+    return fileError(indexPath(), tensorWhere(key) + " has global shape " +
+                                      formatShape(tensor.globalShape) +
+                                      ", the model expects " +
+                                      formatShape(globalShape));
+  bool inside = offsets.size() == globalShape.size() &&
+                shape.size() == globalShape.size();
+  for (size_t d = 0; inside && d < shape.size(); ++d)
+    inside = offsets[d] >= 0 && shape[d] >= 0 &&
+             offsets[d] + shape[d] <= globalShape[d];
+  if (!inside)
+    return fileError(indexPath(), "the box at " + formatShape(offsets) +
+                                      " of shape " + formatShape(shape) +
+                                      " lies outside " + tensorWhere(key));
   ShardLocation box{"", SmallVector<int64_t>(offsets),
                     SmallVector<int64_t>(shape)};
   for (const ShardLocation &shard : tensor.shards) {
@@ -508,8 +524,8 @@ Error consolidateCheckpoint(StringRef dir, StringRef outPath) {
     param.shape = tensor.globalShape;
     param.values.resize(*volume(tensor.globalShape));
     SmallVector<int64_t> origin(tensor.globalShape.size(), 0);
-    if (Error error =
-            reader->read(key, origin, tensor.globalShape, param.values.data()))
+    if (Error error = reader->read(key, tensor.globalShape, origin,
+                                   tensor.globalShape, param.values.data()))
       return error;
   }
   if (params.empty())

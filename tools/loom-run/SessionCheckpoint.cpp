@@ -64,13 +64,6 @@ SmallVector<int64_t> dims(const int64_t *data, int32_t rank) {
   return SmallVector<int64_t>(data, data + rank);
 }
 
-std::string formatShape(ArrayRef<int64_t> shape) {
-  std::string text = "[";
-  for (auto [i, dim] : llvm::enumerate(shape))
-    text += (i ? ", " : "") + std::to_string(dim);
-  return text + "]";
-}
-
 /// Writes the shards this rank owns into `tempDir`; returns what rank 0
 /// merges: 'K' and the index fragment, or 'E' and the error.
 std::string writeOwnShards(loom_session *session, const JobShape &job,
@@ -112,11 +105,7 @@ std::string writeOwnShards(loom_session *session, const JobShape &job,
 Expected<CheckpointIndex> mergeFragments(ArrayRef<std::string> replies,
                                          const JobShape &job, StringRef dir,
                                          int64_t steps) {
-  CheckpointIndex index;
-  index.steps = steps;
-  index.worldSize = job.worldSize;
-  index.batchRows = job.batchRows;
-  index.seqLen = job.seqLen;
+  CheckpointIndex index{steps, job.worldSize, job.batchRows, job.seqLen, {}};
   for (auto [rank, reply] : llvm::enumerate(replies)) {
     StringRef text(reply);
     if (text.consume_front("E"))
@@ -188,22 +177,15 @@ Expected<int64_t> resumeCheckpoint(loom_session *session, const JobShape &job,
   for (int32_t i = 0, e = loom_session_state_count(session); i < e; ++i) {
     loom_state_info info;
     loom_session_state_info(session, i, &info);
-    auto it = index.tensors.find(info.key);
-    if (it == index.tensors.end())
+    if (!index.tensors.count(info.key))
       return createStringError(indexPath + ": no tensor '" + info.key +
                                "', which the artifact's state needs");
-    SmallVector<int64_t> globalShape = dims(info.global_shape, info.rank);
-    if (ArrayRef(it->second.globalShape) != ArrayRef(globalShape))
-      return createStringError(
-          indexPath + ": tensor '" + info.key + "' has global shape " +
-          formatShape(it->second.globalShape) + ", the artifact expects " +
-          formatShape(globalShape));
     if (info.dtype != LOOM_DTYPE_F32)
       return createStringError(std::string("state '") + info.key +
                                "' is not f32; checkpoints hold f32 state only");
     if (Error error = reader->read(
-            info.key, dims(info.offsets, info.rank),
-            dims(info.shape, info.rank),
+            info.key, dims(info.global_shape, info.rank),
+            dims(info.offsets, info.rank), dims(info.shape, info.rank),
             static_cast<float *>(loom_session_state_data(session, i))))
       return std::move(error);
   }

@@ -118,9 +118,11 @@ public:
   const CheckpointIndex &index() const { return idx; }
   std::string indexPath() const;
 
-  /// Copies the box of tensor `key` at `offsets` with `shape` (inside the
-  /// global shape) into `out`, row-major, product(shape) floats.
-  llvm::Error read(llvm::StringRef key, llvm::ArrayRef<int64_t> offsets,
+  /// Copies the box of tensor `key` at `offsets` with `shape` into `out`,
+  /// row-major, product(shape) floats. The tensor's global shape must be
+  /// `globalShape`, and hold the box.
+  llvm::Error read(llvm::StringRef key, llvm::ArrayRef<int64_t> globalShape,
+                   llvm::ArrayRef<int64_t> offsets,
                    llvm::ArrayRef<int64_t> shape, float *out);
 
 private:
