@@ -20,6 +20,9 @@ import sys
 import threading
 import time
 
+# How long the job may take to save its first checkpoint.
+START_LIMIT = 300
+
 
 def descendants(root):
     """Process ids below `root`, from /proc."""
@@ -58,7 +61,6 @@ def main():
     parser.add_argument("--rank", type=int, required=True)
     parser.add_argument("--after", required=True)
     parser.add_argument("--within", type=float, required=True)
-    parser.add_argument("--start-limit", type=float, default=300)
     parser.add_argument("command", nargs=argparse.REMAINDER)
     args = parser.parse_args()
     command = args.command[1:] if args.command[:1] == ["--"] else args.command
@@ -84,13 +86,13 @@ def main():
         return 1
 
     # Mid-run: the checkpoint is there and a step has begun after it.
-    deadline = time.monotonic() + args.start_limit
+    deadline = time.monotonic() + START_LIMIT
     steps_seen = None
     while True:
         if job.poll() is not None:
             return fail(f"the job ended (status {job.returncode}) before the kill")
         if time.monotonic() > deadline:
-            return fail(f"no {args.after} and step after it within {args.start_limit} s")
+            return fail(f"no {args.after} and step after it within {START_LIMIT} s")
         steps = sum(line.startswith("step ") for line in lines)
         if steps_seen is None and os.path.exists(args.after):
             steps_seen = steps
