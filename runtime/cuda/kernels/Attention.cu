@@ -1,0 +1,436 @@
+//===- Attention.cu - Fused attention and its gradient --------------------===//
+//
+// The meaning of runtime/cpu/kernels/Attention.cpp (scores = scale * q k^T
+// plus the causal mask, lse its row log-sum-exp, P = exp(scores - lse),
+// out = (P * M) v with M the dropout mask scaled by 1 / (1 - rate)),
+// computed without materializing P, FlashAttention-style (Dao et al. 2022):
+//
+//   forward   a block per (batch, query head, 64 queries), a thread per
+//             query row holding q and its output accumulator in registers;
+//             key/value tiles of 32 rows pass through shared memory, and
+//             the row's running maximum and sum are rescaled once per tile
+//             (the online softmax).
+//   backward  rowsum(dout * out) per query row into scratch, then two
+//             kernels so that nothing needs atomics: dq with a thread per
+//             query row walking the keys, and dk, dv with a thread per key
+//             row walking the queries of every query head of its group
+//             (FlashAttention-2's Alg. 2, split by output):
+//               dv += Pd^T dout,  dS = P * (M * dout v^T - rowsum),
+//               dq = scale * dS k,  dk = scale * dS^T q.
+//
+// q-shaped tensors are [B, S, Hq, D], k/v-shaped [B, Skv, Hkv, D]; key/value
+// head h / (Hq / Hkv) serves query head h. Head dimensions up to 128 (the
+// registers are sized by a template bound of 32, 64 or 128). The mask of
+// (b, h, s, t) is drawn at its index in the global [B, Hq, S, Skv] tensor,
+// as on the CPU. This is the correct first kernel; tensor-core tiles
+// (wgmma) are the next step for speed.
+//
+//===----------------------------------------------------------------------===//
+
+#include "Device.cuh"
+
+#include "loom/Interpreter/DropoutMask.h"
+
+#include <type_traits>
+
+namespace loom::cuda {
+namespace {
+
+constexpr int kRows = 64; // query (or key) rows per block: one per thread
+constexpr int kTile = 32; // rows per shared-memory tile of the other side
+
+/// Shapes, attributes and dropout of an attention call, as the kernels see
+/// them.
+struct Attention {
+  int64_t batch = 0, seq = 0, heads = 0, kvSeq = 0, kvHeads = 0, dim = 0;
+  bool causal = false;
+  float scale = 1.0f;
+  double rate = 0.0; // 0: no dropout
+  uint64_t seed = 0, key = 0;
+  Indices step = {nullptr, LOOM_DTYPE_I64};
+  int64_t maskBase = 0, maskStrides[4] = {};
+
+  __device__ int64_t qStride() const { return heads * dim; }
+  __device__ int64_t kvStride() const { return kvHeads * dim; }
+  /// The offset of row (b, s = 0, h) of q-shaped tensors.
+  __device__ int64_t qHead(int64_t b, int64_t h) const {
+    return (b * seq * heads + h) * dim;
+  }
+  /// The offset of row (b, t = 0, kv) of k-shaped tensors.
+  __device__ int64_t kvHead(int64_t b, int64_t kv) const {
+    return (b * kvSeq * kvHeads + kv) * dim;
+  }
+  __device__ int64_t lseRow(int64_t b, int64_t h) const {
+    return (b * heads + h) * seq;
+  }
+  __device__ int64_t keysOf(int64_t s) const { return causal ? s + 1 : kvSeq; }
+  /// The dropout factor of probability (b, h, s, t): 0 or 1 / (1 - rate).
+  __device__ float maskFactor(uint64_t stepValue, int64_t b, int64_t h,
+                              int64_t s, int64_t t) const {
+    int64_t index = maskBase + b * maskStrides[0] + h * maskStrides[1] +
+                    s * maskStrides[2] + t * maskStrides[3];
+    return dropoutKeeps(seed, key, stepValue, static_cast<uint64_t>(index),
+                        rate)
+               ? static_cast<float>(1.0 / (1.0 - rate))
+               : 0.0f;
+  }
+};
+
+/// Copies rows [first, first + kTile) of a [rows, heads * dim] tensor's head
+/// starting at `head` into `tile` (zeros past `rows`).
+template <int kMaxD>
+__device__ void loadTile(float (*tile)[kMaxD], Floats from, int64_t head,
+                         int64_t stride, int64_t first, int64_t rows,
+                         int64_t dim) {
+  for (int64_t i = threadIdx.x; i < kTile * dim; i += blockDim.x) {
+    int64_t row = i / dim, d = i % dim;
+    tile[row][d] =
+        first + row < rows ? from[head + (first + row) * stride + d] : 0.0f;
+  }
+}
+
+template <int kMaxD>
+__device__ void loadRow(float *row, Floats from, int64_t offset, int64_t dim) {
+#pragma unroll
+  for (int d = 0; d < kMaxD; ++d)
+    row[d] = d < dim ? from[offset + d] : 0.0f;
+}
+
+template <int kMaxD>
+__device__ float dot(const float *a, const float *b, int64_t dim) {
+  float sum = 0.0f;
+#pragma unroll
+  for (int d = 0; d < kMaxD; ++d)
+    if (d < dim)
+      sum += a[d] * b[d];
+  return sum;
+}
+
+template <int kMaxD>
+__global__ void attention_forward_kernel(Attention a, Floats q, Floats k,
+                                         Floats v, Floats out, Floats lse) {
+  __shared__ float keys[kTile][kMaxD], values[kTile][kMaxD];
+  int64_t b = blockIdx.z, h = blockIdx.y;
+  int64_t s = blockIdx.x * static_cast<int64_t>(kRows) + threadIdx.x;
+  bool active = s < a.seq;
+  int64_t kvHead = a.kvHead(b, h / (a.heads / a.kvHeads));
+  int64_t qRow = a.qHead(b, h) + s * a.qStride();
+  float query[kMaxD], acc[kMaxD];
+  if (active)
+    loadRow<kMaxD>(query, q, qRow, a.dim);
+#pragma unroll
+  for (int d = 0; d < kMaxD; ++d)
+    acc[d] = 0.0f;
+  float max = -INFINITY, sum = 0.0f;
+  int64_t used = active ? a.keysOf(s) : 0;
+  // The keys any query of the block sees.
+  int64_t blockKeys =
+      a.causal ? min(a.kvSeq, (blockIdx.x + 1) * static_cast<int64_t>(kRows))
+               : a.kvSeq;
+  uint64_t stepValue = a.rate != 0.0 ? static_cast<uint64_t>(a.step[0]) : 0;
+  for (int64_t first = 0; first < blockKeys; first += kTile) {
+    __syncthreads();
+    loadTile<kMaxD>(keys, k, kvHead, a.kvStride(), first, a.kvSeq, a.dim);
+    loadTile<kMaxD>(values, v, kvHead, a.kvStride(), first, a.kvSeq, a.dim);
+    __syncthreads();
+    if (first >= used)
+      continue;
+    float scores[kTile];
+    float tileMax = -INFINITY;
+#pragma unroll
+    for (int j = 0; j < kTile; ++j) {
+      scores[j] = first + j < used ? a.scale * dot<kMaxD>(query, keys[j], a.dim)
+                                   : -INFINITY;
+      tileMax = fmaxf(tileMax, scores[j]);
+    }
+    float newMax = fmaxf(max, tileMax);
+    float correction = expf(max - newMax);
+    sum *= correction;
+#pragma unroll
+    for (int d = 0; d < kMaxD; ++d)
+      acc[d] *= correction;
+#pragma unroll
+    for (int j = 0; j < kTile; ++j) {
+      if (first + j >= used)
+        break;
+      float p = expf(scores[j] - newMax);
+      sum += p;
+      if (a.rate != 0.0)
+        p *= a.maskFactor(stepValue, b, h, s, first + j);
+#pragma unroll
+      for (int d = 0; d < kMaxD; ++d)
+        acc[d] += p * values[j][d];
+    }
+    max = newMax;
+  }
+  if (!active)
+    return;
+  float inverse = 1.0f / sum;
+  for (int64_t d = 0; d < a.dim; ++d)
+    out.store(qRow + d, acc[d] * inverse);
+  lse.store(a.lseRow(b, h) + s, max + logf(sum));
+}
+
+/// rowDot[b, h, s] = sum(dout * out) over row (b, s, h).
+__global__ void attention_row_dot_kernel(Attention a, Floats dout, Floats out,
+                                         float *rowDot) {
+  LOOM_GRID_STRIDE(row, a.batch * a.heads * a.seq) {
+    int64_t s = row % a.seq, h = (row / a.seq) % a.heads,
+            b = row / (a.seq * a.heads);
+    int64_t base = a.qHead(b, h) + s * a.qStride();
+    float sum = 0.0f;
+    for (int64_t d = 0; d < a.dim; ++d)
+      sum += dout[base + d] * out[base + d];
+    rowDot[row] = sum;
+  }
+}
+
+/// dq of a query row: scale * sum over keys of P * (M * dout.v - rowDot) k.
+template <int kMaxD>
+__global__ void attention_backward_dq_kernel(Attention a, Floats dout, Floats q,
+                                             Floats k, Floats v, Floats lse,
+                                             const float *rowDot, Floats dq) {
+  __shared__ float keys[kTile][kMaxD], values[kTile][kMaxD];
+  int64_t b = blockIdx.z, h = blockIdx.y;
+  int64_t s = blockIdx.x * static_cast<int64_t>(kRows) + threadIdx.x;
+  bool active = s < a.seq;
+  int64_t kvHead = a.kvHead(b, h / (a.heads / a.kvHeads));
+  int64_t qRow = a.qHead(b, h) + s * a.qStride();
+  float query[kMaxD], gradOut[kMaxD], acc[kMaxD];
+  float rowLse = 0.0f, dotTerm = 0.0f;
+  if (active) {
+    loadRow<kMaxD>(query, q, qRow, a.dim);
+    loadRow<kMaxD>(gradOut, dout, qRow, a.dim);
+    rowLse = lse[a.lseRow(b, h) + s];
+    dotTerm = rowDot[a.lseRow(b, h) + s];
+  }
+#pragma unroll
+  for (int d = 0; d < kMaxD; ++d)
+    acc[d] = 0.0f;
+  int64_t used = active ? a.keysOf(s) : 0;
+  int64_t blockKeys =
+      a.causal ? min(a.kvSeq, (blockIdx.x + 1) * static_cast<int64_t>(kRows))
+               : a.kvSeq;
+  uint64_t stepValue = a.rate != 0.0 ? static_cast<uint64_t>(a.step[0]) : 0;
+  for (int64_t first = 0; first < blockKeys; first += kTile) {
+    __syncthreads();
+    loadTile<kMaxD>(keys, k, kvHead, a.kvStride(), first, a.kvSeq, a.dim);
+    loadTile<kMaxD>(values, v, kvHead, a.kvStride(), first, a.kvSeq, a.dim);
+    __syncthreads();
+    for (int j = 0; j < kTile && first + j < used; ++j) {
+      float p = expf(a.scale * dot<kMaxD>(query, keys[j], a.dim) - rowLse);
+      float mask =
+          a.rate != 0.0 ? a.maskFactor(stepValue, b, h, s, first + j) : 1.0f;
+      float g = p * (mask * dot<kMaxD>(gradOut, values[j], a.dim) - dotTerm) *
+                a.scale;
+#pragma unroll
+      for (int d = 0; d < kMaxD; ++d)
+        acc[d] += g * keys[j][d];
+    }
+  }
+  if (active)
+    for (int64_t d = 0; d < a.dim; ++d)
+      dq.store(qRow + d, acc[d]);
+}
+
+/// dk and dv of a key row, summed over the query heads of its group and
+/// the queries that see it.
+template <int kMaxD>
+__global__ void attention_backward_dkdv_kernel(Attention a, Floats dout,
+                                               Floats q, Floats k, Floats v,
+                                               Floats lse, const float *rowDot,
+                                               Floats dk, Floats dv) {
+  __shared__ float queries[kTile][kMaxD], gradOuts[kTile][kMaxD];
+  __shared__ float tileLse[kTile], tileDot[kTile];
+  int64_t b = blockIdx.z, kv = blockIdx.y;
+  int64_t t = blockIdx.x * static_cast<int64_t>(kRows) + threadIdx.x;
+  bool active = t < a.kvSeq;
+  int64_t kvRow = a.kvHead(b, kv) + t * a.kvStride();
+  float key[kMaxD], value[kMaxD], dkAcc[kMaxD], dvAcc[kMaxD];
+  if (active) {
+    loadRow<kMaxD>(key, k, kvRow, a.dim);
+    loadRow<kMaxD>(value, v, kvRow, a.dim);
+  }
+#pragma unroll
+  for (int d = 0; d < kMaxD; ++d)
+    dkAcc[d] = dvAcc[d] = 0.0f;
+  int64_t group = a.heads / a.kvHeads;
+  // Causal: only queries s >= t see key t; the block's first key bounds
+  // the queries it needs.
+  int64_t firstQuery =
+      a.causal ? (blockIdx.x * static_cast<int64_t>(kRows)) / kTile * kTile : 0;
+  uint64_t stepValue = a.rate != 0.0 ? static_cast<uint64_t>(a.step[0]) : 0;
+  for (int64_t h = kv * group; h < (kv + 1) * group; ++h) {
+    int64_t qHead = a.qHead(b, h), statRow = a.lseRow(b, h);
+    for (int64_t first = firstQuery; first < a.seq; first += kTile) {
+      __syncthreads();
+      loadTile<kMaxD>(queries, q, qHead, a.qStride(), first, a.seq, a.dim);
+      loadTile<kMaxD>(gradOuts, dout, qHead, a.qStride(), first, a.seq, a.dim);
+      if (threadIdx.x < kTile) {
+        int64_t s = first + threadIdx.x;
+        tileLse[threadIdx.x] = s < a.seq ? lse[statRow + s] : 0.0f;
+        tileDot[threadIdx.x] = s < a.seq ? rowDot[statRow + s] : 0.0f;
+      }
+      __syncthreads();
+      if (!active)
+        continue;
+      for (int j = 0; j < kTile; ++j) {
+        int64_t s = first + j;
+        if (s >= a.seq || (a.causal && s < t))
+          continue;
+        float p =
+            expf(a.scale * dot<kMaxD>(queries[j], key, a.dim) - tileLse[j]);
+        float mask = a.rate != 0.0 ? a.maskFactor(stepValue, b, h, s, t) : 1.0f;
+        float g = p *
+                  (mask * dot<kMaxD>(gradOuts[j], value, a.dim) - tileDot[j]) *
+                  a.scale;
+#pragma unroll
+        for (int d = 0; d < kMaxD; ++d) {
+          dvAcc[d] += p * mask * gradOuts[j][d];
+          dkAcc[d] += g * queries[j][d];
+        }
+      }
+    }
+  }
+  if (!active)
+    return;
+  for (int64_t d = 0; d < a.dim; ++d) {
+    dk.store(kvRow + d, dkAcc[d]);
+    dv.store(kvRow + d, dvAcc[d]);
+  }
+}
+
+/// Reads the shapes (q is operand `qIndex`, k and v follow it) and the
+/// attributes, and with dropout the mask's position; checks what the
+/// kernels rely on. `operands` is the count without the step.
+int32_t readAttention(KernelArgs &args, const loom_call_frame *frame,
+                      const char *op, int64_t operands, int64_t results,
+                      int64_t qIndex, Attention &a) {
+  a.causal = args.unit();
+  a.scale = static_cast<float>(args.real());
+  bool hasStep = args.unit();
+  uint32_t stepBit = hasStep ? 1u << operands : 0u;
+  if (int32_t status =
+          args.expect(op, operands + (hasStep ? 1 : 0), results, stepBit))
+    return status;
+  const View &q = args.in(qIndex), &k = args.in(qIndex + 1),
+             &v = args.in(qIndex + 2);
+  if (q.rank != 4 || k.rank != 4 || v.rank != 4)
+    return fail("loom_cuda_%s: q, k and v must be [B, S, H, D]", op);
+  a.batch = q.dims[0];
+  a.seq = q.dims[1];
+  a.heads = q.dims[2];
+  a.dim = q.dims[3];
+  a.kvSeq = k.dims[1];
+  a.kvHeads = k.dims[2];
+  for (int64_t d = 0; d < 4; ++d)
+    if (k.dims[d] != v.dims[d])
+      return fail("loom_cuda_%s: k and v differ in shape", op);
+  if (k.dims[0] != a.batch || k.dims[3] != a.dim || a.kvHeads <= 0 ||
+      a.heads % a.kvHeads != 0)
+    return fail("loom_cuda_%s: k and v do not fit q", op);
+  if (a.causal && a.seq != a.kvSeq)
+    return fail("loom_cuda_%s: causal needs as many keys as queries", op);
+  if (a.kvSeq <= 0 || a.dim <= 0)
+    return fail("loom_cuda_%s: no keys or an empty head dimension", op);
+  if (a.dim > 128)
+    return fail("loom_cuda_%s: head dimension %lld is over 128", op,
+                static_cast<long long>(a.dim));
+  if (a.seq > (int64_t{1} << 30) || a.heads > 65535 || a.batch > 65535)
+    return fail("loom_cuda_%s: the grid does not fit the shape", op);
+
+  a.rate = args.real();
+  a.seed = static_cast<uint64_t>(args.integer());
+  a.key = static_cast<uint64_t>(args.integer());
+  if (!hasStep || a.rate == 0.0) {
+    a.rate = 0.0;
+    return 0; // The mask block, last in the meta, stays unread.
+  }
+  const View &step = args.in(operands);
+  if (!step.isIndex())
+    return fail("loom_cuda_%s: the step is not an integer", op);
+  a.step = indices(step);
+  int64_t maskShape[4] = {a.batch, a.heads, a.seq, a.kvSeq};
+  const int64_t entryOfDim[4] = {0, 2, 1, -1};
+  return readMaskIndex(args, frame, /*blockRank=*/4, maskShape, 4, entryOfDim,
+                       a.maskStrides, &a.maskBase);
+}
+
+/// Calls `fn(std::integral_constant<int, kMaxD>)` with the smallest register
+/// bound that holds `dim`.
+template <typename Fn> void withHeadBound(int64_t dim, Fn fn) {
+  if (dim <= 32)
+    fn(std::integral_constant<int, 32>());
+  else if (dim <= 64)
+    fn(std::integral_constant<int, 64>());
+  else
+    fn(std::integral_constant<int, 128>());
+}
+
+dim3 gridOf(int64_t rows, int64_t heads, int64_t batch) {
+  return dim3(static_cast<unsigned>((rows + kRows - 1) / kRows),
+              static_cast<unsigned>(heads), static_cast<unsigned>(batch));
+}
+
+} // namespace
+} // namespace loom::cuda
+
+using namespace loom::cuda;
+
+/// out, lse = attention(q, k, v[, step]).
+extern "C" int32_t loom_cuda_attention(const loom_call_frame *frame,
+                                       void *const *buffers,
+                                       const int64_t *meta,
+                                       loom_cuda_context *context) {
+  KernelArgs args(buffers, meta);
+  Attention a;
+  if (int32_t status = readAttention(args, frame, "attention", 3, 2, 0, a))
+    return status;
+  if (a.seq == 0 || a.batch == 0 || a.heads == 0)
+    return 0;
+  Floats q = floats(args.in(0)), k = floats(args.in(1)), v = floats(args.in(2));
+  Floats out = floats(args.out(0)), lse = floats(args.out(1));
+  withHeadBound(a.dim, [&](auto bound) {
+    attention_forward_kernel<decltype(bound)::value>
+        <<<gridOf(a.seq, a.heads, a.batch), kRows, 0, context->stream>>>(
+            a, q, k, v, out, lse);
+  });
+  return checkLaunch("attention");
+}
+
+/// dq, dk, dv = attention_grad(dout, q, k, v, out, lse[, step]).
+extern "C" int32_t loom_cuda_attention_grad(const loom_call_frame *frame,
+                                            void *const *buffers,
+                                            const int64_t *meta,
+                                            loom_cuda_context *context) {
+  KernelArgs args(buffers, meta);
+  Attention a;
+  if (int32_t status = readAttention(args, frame, "attention_grad", 6, 3, 1, a))
+    return status;
+  if (a.seq == 0 || a.batch == 0 || a.heads == 0)
+    return 0;
+  int64_t rows = a.batch * a.heads * a.seq;
+  if (int32_t status = needScratch(context, "attention_grad",
+                                   rows * static_cast<int64_t>(sizeof(float))))
+    return status;
+  float *rowDot = static_cast<float *>(context->scratch);
+  Floats dout = floats(args.in(0)), q = floats(args.in(1)),
+         k = floats(args.in(2)), v = floats(args.in(3)),
+         out = floats(args.in(4)), lse = floats(args.in(5));
+  Floats dq = floats(args.out(0)), dk = floats(args.out(1)),
+         dv = floats(args.out(2));
+  attention_row_dot_kernel<<<blocksFor(rows), kThreads, 0, context->stream>>>(
+      a, dout, out, rowDot);
+  if (int32_t status = checkLaunch("attention_grad"))
+    return status;
+  withHeadBound(a.dim, [&](auto bound) {
+    constexpr int kMaxD = decltype(bound)::value;
+    attention_backward_dq_kernel<kMaxD>
+        <<<gridOf(a.seq, a.heads, a.batch), kRows, 0, context->stream>>>(
+            a, dout, q, k, v, lse, rowDot, dq);
+    attention_backward_dkdv_kernel<kMaxD>
+        <<<gridOf(a.kvSeq, a.kvHeads, a.batch), kRows, 0, context->stream>>>(
+            a, dout, q, k, v, lse, rowDot, dk, dv);
+  });
+  return checkLaunch("attention_grad");
+}

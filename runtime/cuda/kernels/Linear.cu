@@ -1,0 +1,259 @@
+//===- Linear.cu - Embedding and cross-entropy ----------------------------===//
+//
+// The lookup and the loss, with their gradients (matmul has its own file).
+// Ids and labels outside the vocabulary can only be seen on the device:
+// the kernel records the first in the context's error word and reads the
+// row as zeros; loom_cuda_context_synchronize reports it with the CPU
+// kernel's message. Embedding's gradient scatter-adds dy rows with f32
+// atomics (a bf16 result accumulates in f32 scratch first); cross-entropy's
+// loss sums per-block partials in a fixed order, so it is deterministic.
+//
+//===----------------------------------------------------------------------===//
+
+#include "Device.cuh"
+
+namespace loom::cuda {
+namespace {
+
+/// result[t, :] = table[ids[t], :].
+__global__ void embedding_forward_kernel(Floats table, Indices ids, Floats out,
+                                         int64_t tokens, int64_t vocab,
+                                         int64_t dim, long long *error) {
+  for (int64_t t = blockIdx.x; t < tokens; t += gridDim.x) {
+    int64_t id = ids[t];
+    bool valid = id >= 0 && id < vocab;
+    if (!valid && threadIdx.x == 0)
+      recordError(error, kEmbeddingId, t, id, vocab);
+    for (int64_t d = threadIdx.x; d < dim; d += blockDim.x)
+      out.store(t * dim + d, valid ? table[id * dim + d] : 0.0f);
+  }
+}
+
+/// table[ids[t], :] += dy[t, :], from zeros, in f32.
+__global__ void embedding_backward_kernel(Floats dy, Indices ids, float *table,
+                                          int64_t tokens, int64_t vocab,
+                                          int64_t dim, long long *error) {
+  for (int64_t t = blockIdx.x; t < tokens; t += gridDim.x) {
+    int64_t id = ids[t];
+    if (id < 0 || id >= vocab) {
+      if (threadIdx.x == 0)
+        recordError(error, kEmbeddingGradId, t, id, vocab);
+      continue;
+    }
+    for (int64_t d = threadIdx.x; d < dim; d += blockDim.x)
+      atomicAdd(table + id * dim + d, dy[t * dim + d]);
+  }
+}
+
+__global__ void convert_kernel(const float *from, Floats to, int64_t n) {
+  LOOM_GRID_STRIDE(e, n) { to.store(e, from[e]); }
+}
+
+/// max(row) and sum(exp(row - max)) of row `base` over the block; an
+/// infinite maximum gives the sum 1 (the interpreter's logSumExp is the
+/// maximum itself then).
+__device__ float2 rowExpSum(Floats logits, int64_t base, int64_t vocab) {
+  float max = -INFINITY;
+  for (int64_t v = threadIdx.x; v < vocab; v += blockDim.x)
+    max = fmaxf(max, logits[base + v]);
+  max = blockReduce(max, MaxOp(), -INFINITY);
+  if (isinf(max))
+    return make_float2(max, 1.0f);
+  float sum = 0.0f;
+  for (int64_t v = threadIdx.x; v < vocab; v += blockDim.x)
+    sum += expf(logits[base + v] - max);
+  return make_float2(max, blockReduce(sum, SumOp(), 0.0f));
+}
+
+/// partials[block] = the sum over the block's rows of logsumexp(row) -
+/// row[label].
+__global__ void cross_entropy_rows_kernel(Floats logits, Indices labels,
+                                          int64_t tokens, int64_t vocab,
+                                          double *partials, long long *error) {
+  double total = 0.0;
+  for (int64_t t = blockIdx.x; t < tokens; t += gridDim.x) {
+    int64_t base = t * vocab;
+    float2 m = rowExpSum(logits, base, vocab);
+    int64_t label = labels[t];
+    if (label < 0 || label >= vocab) {
+      if (threadIdx.x == 0)
+        recordError(error, kCrossEntropyLabel, t, label, vocab);
+      continue;
+    }
+    double lse = isinf(m.x) ? static_cast<double>(m.x)
+                            : static_cast<double>(m.x) + log(m.y);
+    total += lse - static_cast<double>(logits[base + label]);
+  }
+  if (threadIdx.x == 0)
+    partials[blockIdx.x] = total;
+}
+
+__global__ void cross_entropy_total_kernel(const double *partials,
+                                           int64_t count, double tokens,
+                                           Floats loss) {
+  double total = 0.0;
+  for (int64_t i = 0; i < count; ++i)
+    total += partials[i];
+  loss.store(0, static_cast<float>(total / tokens));
+}
+
+/// dlogits[t] = dloss / tokens * (softmax(logits[t]) - onehot(labels[t])).
+__global__ void cross_entropy_backward_kernel(Floats dloss, Floats logits,
+                                              Indices labels, Floats dlogits,
+                                              int64_t tokens, int64_t vocab,
+                                              double tokenCount,
+                                              long long *error) {
+  float scale = static_cast<float>(static_cast<double>(dloss[0]) / tokenCount);
+  for (int64_t t = blockIdx.x; t < tokens; t += gridDim.x) {
+    int64_t base = t * vocab;
+    float2 m = rowExpSum(logits, base, vocab);
+    int64_t label = labels[t];
+    bool valid = label >= 0 && label < vocab;
+    if (!valid && threadIdx.x == 0)
+      recordError(error, kCrossEntropyGradLabel, t, label, vocab);
+    float factor = scale / m.y;
+    for (int64_t v = threadIdx.x; v < vocab; v += blockDim.x) {
+      float p = expf(logits[base + v] - m.x) * factor;
+      dlogits.store(base + v, valid ? (v == label ? p - scale : p) : 0.0f);
+    }
+  }
+}
+
+unsigned tokenBlocks(int64_t tokens) {
+  return static_cast<unsigned>(
+      std::max<int64_t>(1, std::min<int64_t>(tokens, 1 << 16)));
+}
+
+} // namespace
+} // namespace loom::cuda
+
+using namespace loom::cuda;
+
+extern "C" {
+
+/// Operands table [V, D], ids; result [ids..., D].
+int32_t loom_cuda_embedding(const loom_call_frame *, void *const *buffers,
+                            const int64_t *meta, loom_cuda_context *context) {
+  KernelArgs args(buffers, meta);
+  if (int32_t status = args.expect("embedding", 2, 1, /*notFloat=*/1u << 1))
+    return status;
+  const View &table = args.in(0), &ids = args.in(1), &out = args.out(0);
+  if (table.rank != 2 || !ids.isIndex())
+    return fail("loom_cuda_embedding: expected a [vocab, dim] table and i32 "
+                "or i64 ids");
+  int64_t tokens = ids.numElements(), dim = table.dims[1];
+  if (out.numElements() != tokens * dim)
+    return fail("loom_cuda_embedding: the result is not [ids..., dim]");
+  if (tokens == 0)
+    return 0;
+  embedding_forward_kernel<<<tokenBlocks(tokens), threadsForRow(dim), 0,
+                             context->stream>>>(
+      floats(table), indices(ids), floats(out), tokens, table.dims[0], dim,
+      context->deviceError);
+  return checkLaunch("embedding");
+}
+
+/// Operands dy [ids..., D], ids; result [V, D].
+int32_t loom_cuda_embedding_grad(const loom_call_frame *, void *const *buffers,
+                                 const int64_t *meta,
+                                 loom_cuda_context *context) {
+  KernelArgs args(buffers, meta);
+  if (int32_t status =
+          args.expect("embedding_grad", 2, 1, /*notFloat=*/1u << 1))
+    return status;
+  const View &dy = args.in(0), &ids = args.in(1), &out = args.out(0);
+  if (out.rank != 2 || !ids.isIndex())
+    return fail("loom_cuda_embedding_grad: expected a [vocab, dim] result and "
+                "i32 or i64 ids");
+  int64_t tokens = ids.numElements(), vocab = out.dims[0], dim = out.dims[1];
+  if (dy.numElements() != tokens * dim)
+    return fail("loom_cuda_embedding_grad: dy is not [ids..., dim]");
+  bool direct = out.dtype == LOOM_DTYPE_F32;
+  int64_t bytes = vocab * dim * static_cast<int64_t>(sizeof(float));
+  if (!direct)
+    if (int32_t status = needScratch(context, "embedding_grad", bytes))
+      return status;
+  float *table = direct ? static_cast<float *>(out.data)
+                        : static_cast<float *>(context->scratch);
+  cudaError_t status = cudaMemsetAsync(table, 0, bytes, context->stream);
+  if (status != cudaSuccess)
+    return fail("loom_cuda_embedding_grad: %s", cudaGetErrorString(status));
+  if (tokens > 0) {
+    embedding_backward_kernel<<<tokenBlocks(tokens), threadsForRow(dim), 0,
+                                context->stream>>>(floats(dy), indices(ids),
+                                                   table, tokens, vocab, dim,
+                                                   context->deviceError);
+    if (int32_t result = checkLaunch("embedding_grad"))
+      return result;
+  }
+  if (direct)
+    return 0;
+  convert_kernel<<<blocksFor(vocab * dim), kThreads, 0, context->stream>>>(
+      table, floats(out), vocab * dim);
+  return checkLaunch("embedding_grad");
+}
+
+/// The mean over tokens of logsumexp(logits[t]) - logits[t, labels[t]],
+/// divided by token_count instead when it is set (non-zero).
+int32_t loom_cuda_cross_entropy(const loom_call_frame *, void *const *buffers,
+                                const int64_t *meta,
+                                loom_cuda_context *context) {
+  KernelArgs args(buffers, meta);
+  if (int32_t status = args.expect("cross_entropy", 2, 1, /*notFloat=*/1u << 1))
+    return status;
+  const View &logits = args.in(0), &labels = args.in(1), &out = args.out(0);
+  int64_t tokenCount = args.integer();
+  if (!labels.isIndex() || logits.rank < 1 || out.numElements() != 1)
+    return fail("loom_cuda_cross_entropy: expected [..., vocab] logits, i32 "
+                "or i64 labels and a scalar loss");
+  int64_t vocab = logits.dims[logits.rank - 1], tokens = labels.numElements();
+  if (logits.numElements() != tokens * vocab)
+    return fail("loom_cuda_cross_entropy: the labels do not match the logits");
+  int64_t blocks =
+      std::min<int64_t>({std::max<int64_t>(tokens, 1), 1024,
+                         std::max<int64_t>(context->scratchBytes / 8, 1)});
+  if (int32_t status = needScratch(context, "cross_entropy", 8 * blocks))
+    return status;
+  double *partials = static_cast<double *>(context->scratch);
+  cross_entropy_rows_kernel<<<static_cast<unsigned>(blocks),
+                              threadsForRow(vocab), 0, context->stream>>>(
+      floats(logits), indices(labels), tokens, vocab, partials,
+      context->deviceError);
+  if (int32_t status = checkLaunch("cross_entropy"))
+    return status;
+  double count = static_cast<double>(tokenCount != 0 ? tokenCount : tokens);
+  cross_entropy_total_kernel<<<1, 1, 0, context->stream>>>(partials, blocks,
+                                                           count, floats(out));
+  return checkLaunch("cross_entropy");
+}
+
+/// Operands dloss (0-d), logits, labels; result dlogits.
+int32_t loom_cuda_cross_entropy_grad(const loom_call_frame *,
+                                     void *const *buffers, const int64_t *meta,
+                                     loom_cuda_context *context) {
+  KernelArgs args(buffers, meta);
+  if (int32_t status =
+          args.expect("cross_entropy_grad", 3, 1, /*notFloat=*/1u << 2))
+    return status;
+  const View &dloss = args.in(0), &logits = args.in(1), &labels = args.in(2),
+             &out = args.out(0);
+  int64_t tokenCount = args.integer();
+  if (!labels.isIndex() || logits.rank < 1 || dloss.numElements() != 1 ||
+      out.numElements() != logits.numElements())
+    return fail("loom_cuda_cross_entropy_grad: expected a scalar dloss, "
+                "[..., vocab] logits and dlogits, i32 or i64 labels");
+  int64_t vocab = logits.dims[logits.rank - 1], tokens = labels.numElements();
+  if (logits.numElements() != tokens * vocab)
+    return fail("loom_cuda_cross_entropy_grad: the labels do not match the "
+                "logits");
+  if (tokens == 0)
+    return 0;
+  double count = static_cast<double>(tokenCount != 0 ? tokenCount : tokens);
+  cross_entropy_backward_kernel<<<tokenBlocks(tokens), threadsForRow(vocab), 0,
+                                  context->stream>>>(
+      floats(dloss), floats(logits), indices(labels), floats(out), tokens,
+      vocab, count, context->deviceError);
+  return checkLaunch("cross_entropy_grad");
+}
+
+} // extern "C"

@@ -1,0 +1,634 @@
+//===- Norm.cu - Normalizations, activations, softmax, rope, dropout ------===//
+//
+// The row-wise and pointwise neural kernels, with the formulas of
+// runtime/cpu/kernels/Norm.cpp (which cites the interpreter). Rows are the
+// last dimension, of size D: a block walks a row, its statistics reduced
+// over the block. The gradients of the norms' weights (dgamma, dbeta) are
+// sums over rows: each row kernel leaves its statistics in scratch, a
+// second kernel sums chunks of rows per column into partial sums (32
+// columns x 8 row lanes per block, neighbouring threads on neighbouring
+// columns), and a third adds the partials in a fixed order, so the result
+// does not depend on scheduling.
+//
+// Dropout draws each element's mask with DropoutMask.h's Philox at the
+// element's global index, the host working out the global strides and
+// offset from the mask block as the CPU kernels do: the masks are the CPU
+// path's, bit for bit.
+//
+//===----------------------------------------------------------------------===//
+
+#include "Device.cuh"
+
+#include "loom/Interpreter/DropoutMask.h"
+
+namespace loom::cuda {
+namespace {
+
+/// The length D of the rows of `x` (its last dimension) and their number.
+struct Rows {
+  int64_t size = 0, count = 0;
+};
+
+Rows rowsOf(const View &x) {
+  Rows rows;
+  rows.size = x.rank > 0 ? x.dims[x.rank - 1] : 1;
+  rows.count = rows.size > 0 ? x.numElements() / rows.size : 0;
+  return rows;
+}
+
+unsigned rowBlocks(const Rows &rows) {
+  return static_cast<unsigned>(
+      std::max<int64_t>(1, std::min<int64_t>(rows.count, 1 << 16)));
+}
+
+/// Checks that `gamma` (operand `gammaIndex`) is [D] and x-shaped tensors
+/// (operands below `gammaIndex`, result 0) have rows of D.
+int32_t checkNormShapes(const KernelArgs &args, const char *op,
+                        int64_t gammaIndex) {
+  Rows rows = rowsOf(args.out(0));
+  if (args.in(gammaIndex).numElements() != rows.size)
+    return fail("loom_cuda_%s: gamma does not match the rows", op);
+  for (int64_t i = 0; i < gammaIndex; ++i)
+    if (args.in(i).numElements() != args.out(0).numElements())
+      return fail("loom_cuda_%s: operand %lld does not match the result", op,
+                  static_cast<long long>(i));
+  return 0;
+}
+
+//===----------------------------------------------------------------------===//
+// layernorm, rmsnorm
+//===----------------------------------------------------------------------===//
+
+/// The mean and 1 / sqrt(biased variance + epsilon) of row `base`.
+__device__ float2 rowMoments(Floats x, int64_t base, int64_t size,
+                             float epsilon) {
+  float sum = 0.0f;
+  for (int64_t j = threadIdx.x; j < size; j += blockDim.x)
+    sum += x[base + j];
+  float mean = blockReduce(sum, SumOp(), 0.0f) / static_cast<float>(size);
+  float squares = 0.0f;
+  for (int64_t j = threadIdx.x; j < size; j += blockDim.x) {
+    float centered = x[base + j] - mean;
+    squares += centered * centered;
+  }
+  float variance =
+      blockReduce(squares, SumOp(), 0.0f) / static_cast<float>(size);
+  return make_float2(mean, 1.0f / sqrtf(variance + epsilon));
+}
+
+/// 1 / sqrt(mean(row^2) + epsilon).
+__device__ float rowRmsScale(Floats x, int64_t base, int64_t size,
+                             float epsilon) {
+  float squares = 0.0f;
+  for (int64_t j = threadIdx.x; j < size; j += blockDim.x) {
+    float value = x[base + j];
+    squares += value * value;
+  }
+  float mean = blockReduce(squares, SumOp(), 0.0f) / static_cast<float>(size);
+  return 1.0f / sqrtf(mean + epsilon);
+}
+
+/// y = (x - mean) * rstd * gamma + beta.
+__global__ void layernorm_forward_kernel(Floats x, Floats gamma, Floats beta,
+                                         Floats y, int64_t rows, int64_t size,
+                                         float epsilon) {
+  for (int64_t r = blockIdx.x; r < rows; r += gridDim.x) {
+    int64_t base = r * size;
+    float2 m = rowMoments(x, base, size, epsilon);
+    for (int64_t j = threadIdx.x; j < size; j += blockDim.x)
+      y.store(base + j, (x[base + j] - m.x) * m.y * gamma[j] + beta[j]);
+  }
+}
+
+/// With xhat = (x - mean) * rstd and g = dy * gamma:
+///   dx = rstd * (g - mean(g) - xhat * mean(g * xhat)).
+/// Leaves (mean, rstd) of row r in stats[2r], stats[2r + 1].
+__global__ void layernorm_backward_kernel(Floats dy, Floats x, Floats gamma,
+                                          Floats dx, float *stats, int64_t rows,
+                                          int64_t size, float epsilon) {
+  for (int64_t r = blockIdx.x; r < rows; r += gridDim.x) {
+    int64_t base = r * size;
+    float2 m = rowMoments(x, base, size, epsilon);
+    float sumG = 0.0f, sumGXhat = 0.0f;
+    for (int64_t j = threadIdx.x; j < size; j += blockDim.x) {
+      float g = dy[base + j] * gamma[j];
+      sumG += g;
+      sumGXhat += g * (x[base + j] - m.x) * m.y;
+    }
+    float meanG = blockReduce(sumG, SumOp(), 0.0f) / static_cast<float>(size);
+    float meanGXhat =
+        blockReduce(sumGXhat, SumOp(), 0.0f) / static_cast<float>(size);
+    for (int64_t j = threadIdx.x; j < size; j += blockDim.x) {
+      float xhat = (x[base + j] - m.x) * m.y;
+      dx.store(base + j,
+               m.y * (dy[base + j] * gamma[j] - meanG - xhat * meanGXhat));
+    }
+    if (threadIdx.x == 0) {
+      stats[2 * r] = m.x;
+      stats[2 * r + 1] = m.y;
+    }
+  }
+}
+
+/// y = x * s * gamma, s = rowRmsScale(x).
+__global__ void rmsnorm_forward_kernel(Floats x, Floats gamma, Floats y,
+                                       int64_t rows, int64_t size,
+                                       float epsilon) {
+  for (int64_t r = blockIdx.x; r < rows; r += gridDim.x) {
+    int64_t base = r * size;
+    float s = rowRmsScale(x, base, size, epsilon);
+    for (int64_t j = threadIdx.x; j < size; j += blockDim.x)
+      y.store(base + j, x[base + j] * s * gamma[j]);
+  }
+}
+
+/// Since ds/dx_k = -s^3 x_k / D:
+///   dx_k = s * g_k - x_k * s^3 / D * sum_j g_j x_j,  g = dy * gamma.
+/// Leaves s of row r in stats[r].
+__global__ void rmsnorm_backward_kernel(Floats dy, Floats x, Floats gamma,
+                                        Floats dx, float *stats, int64_t rows,
+                                        int64_t size, float epsilon) {
+  for (int64_t r = blockIdx.x; r < rows; r += gridDim.x) {
+    int64_t base = r * size;
+    float s = rowRmsScale(x, base, size, epsilon);
+    float dot = 0.0f;
+    for (int64_t j = threadIdx.x; j < size; j += blockDim.x)
+      dot += dy[base + j] * x[base + j] * gamma[j];
+    dot = blockReduce(dot, SumOp(), 0.0f);
+    float coefficient = s * s * s * dot / static_cast<float>(size);
+    for (int64_t j = threadIdx.x; j < size; j += blockDim.x)
+      dx.store(base + j,
+               s * dy[base + j] * gamma[j] - x[base + j] * coefficient);
+    if (threadIdx.x == 0)
+      stats[r] = s;
+  }
+}
+
+constexpr int kColumns = 32, kRowLanes = 8;
+
+/// Partial sums over chunk blockIdx.y of the rows, per column: dgamma (of
+/// dy * xhat, xhat = (x - mean) * rstd for layernorm, x * s for rmsnorm)
+/// and, for layernorm, dbeta (of dy). `partials` is [chunks, D] for dgamma,
+/// then [chunks, D] for dbeta.
+__global__ void norm_weight_partials_kernel(Floats dy, Floats x,
+                                            const float *stats, bool layer,
+                                            int64_t rows, int64_t size,
+                                            int64_t rowsPerChunk,
+                                            float *partials) {
+  __shared__ float lanes[2][kRowLanes][kColumns];
+  int64_t column = blockIdx.x * static_cast<int64_t>(kColumns) + threadIdx.x;
+  int64_t first = blockIdx.y * rowsPerChunk;
+  int64_t last = min(rows, first + rowsPerChunk);
+  float dgamma = 0.0f, dbeta = 0.0f;
+  if (column < size)
+    for (int64_t r = first + threadIdx.y; r < last; r += kRowLanes) {
+      float grad = dy[r * size + column], value = x[r * size + column];
+      float xhat =
+          layer ? (value - stats[2 * r]) * stats[2 * r + 1] : value * stats[r];
+      dgamma += grad * xhat;
+      dbeta += grad;
+    }
+  lanes[0][threadIdx.y][threadIdx.x] = dgamma;
+  lanes[1][threadIdx.y][threadIdx.x] = dbeta;
+  __syncthreads();
+  if (threadIdx.y != 0 || column >= size)
+    return;
+  for (int lane = 1; lane < kRowLanes; ++lane) {
+    dgamma += lanes[0][lane][threadIdx.x];
+    dbeta += lanes[1][lane][threadIdx.x];
+  }
+  int64_t chunks = gridDim.y;
+  partials[blockIdx.y * size + column] = dgamma;
+  if (layer)
+    partials[(chunks + blockIdx.y) * size + column] = dbeta;
+}
+
+/// dgamma[j] (and dbeta[j]) = the sum of the chunks' partials, in order.
+__global__ void norm_weight_sums_kernel(const float *partials, int64_t chunks,
+                                        int64_t size, Floats dgamma,
+                                        Floats dbeta, bool layer) {
+  LOOM_GRID_STRIDE(j, size) {
+    float sumGamma = 0.0f, sumBeta = 0.0f;
+    for (int64_t c = 0; c < chunks; ++c) {
+      sumGamma += partials[c * size + j];
+      if (layer)
+        sumBeta += partials[(chunks + c) * size + j];
+    }
+    dgamma.store(j, sumGamma);
+    if (layer)
+      dbeta.store(j, sumBeta);
+  }
+}
+
+/// The weight gradients of a norm from the statistics the backward kernel
+/// left at the start of scratch (`statBytes`).
+int32_t normWeightGrads(loom_cuda_context *context, const char *op,
+                        const View &dy, const View &x, const Rows &rows,
+                        int64_t statBytes, bool layer, const View &dgamma,
+                        const View *dbeta) {
+  int64_t perChunk = (layer ? 2 : 1) * rows.size * sizeof(float);
+  int64_t room = (context->scratchBytes - statBytes) / perChunk;
+  int64_t chunks = std::min<int64_t>({(rows.count + 31) / 32, room, 1024});
+  chunks = std::max<int64_t>(chunks, 1);
+  if (int32_t status = needScratch(context, op, statBytes + chunks * perChunk))
+    return status;
+  int64_t rowsPerChunk = (rows.count + chunks - 1) / chunks;
+  const float *stats = static_cast<const float *>(context->scratch);
+  float *partials = reinterpret_cast<float *>(
+      static_cast<char *>(context->scratch) + statBytes);
+  dim3 grid(static_cast<unsigned>((rows.size + kColumns - 1) / kColumns),
+            static_cast<unsigned>(chunks));
+  norm_weight_partials_kernel<<<grid, dim3(kColumns, kRowLanes), 0,
+                                context->stream>>>(floats(dy), floats(x), stats,
+                                                   layer, rows.count, rows.size,
+                                                   rowsPerChunk, partials);
+  if (int32_t status = checkLaunch(op))
+    return status;
+  norm_weight_sums_kernel<<<blocksFor(rows.size), kThreads, 0,
+                            context->stream>>>(
+      partials, chunks, rows.size, floats(dgamma),
+      dbeta ? floats(*dbeta) : floats(dgamma), layer);
+  return checkLaunch(op);
+}
+
+int32_t layerNorm(KernelArgs &args, loom_cuda_context *context) {
+  if (int32_t status = args.expect("layernorm", 3, 1))
+    return status;
+  if (int32_t status = checkNormShapes(args, "layernorm", 1))
+    return status;
+  float epsilon = static_cast<float>(args.real());
+  Rows rows = rowsOf(args.in(0));
+  if (rows.count == 0)
+    return 0;
+  layernorm_forward_kernel<<<rowBlocks(rows), threadsForRow(rows.size), 0,
+                             context->stream>>>(
+      floats(args.in(0)), floats(args.in(1)), floats(args.in(2)),
+      floats(args.out(0)), rows.count, rows.size, epsilon);
+  return checkLaunch("layernorm");
+}
+
+/// Operands dy, x, gamma; results dx, dgamma, dbeta.
+int32_t layerNormGrad(KernelArgs &args, loom_cuda_context *context) {
+  if (int32_t status = args.expect("layernorm_grad", 3, 3))
+    return status;
+  if (int32_t status = checkNormShapes(args, "layernorm_grad", 2))
+    return status;
+  float epsilon = static_cast<float>(args.real());
+  Rows rows = rowsOf(args.in(1));
+  if (rows.count == 0)
+    return 0;
+  int64_t statBytes = 2 * rows.count * sizeof(float);
+  if (int32_t status = needScratch(context, "layernorm_grad",
+                                   statBytes + 2 * rows.size * sizeof(float)))
+    return status;
+  layernorm_backward_kernel<<<rowBlocks(rows), threadsForRow(rows.size), 0,
+                              context->stream>>>(
+      floats(args.in(0)), floats(args.in(1)), floats(args.in(2)),
+      floats(args.out(0)), static_cast<float *>(context->scratch), rows.count,
+      rows.size, epsilon);
+  if (int32_t status = checkLaunch("layernorm_grad"))
+    return status;
+  return normWeightGrads(context, "layernorm_grad", args.in(0), args.in(1),
+                         rows, statBytes, true, args.out(1), &args.out(2));
+}
+
+int32_t rmsNorm(KernelArgs &args, loom_cuda_context *context) {
+  if (int32_t status = args.expect("rmsnorm", 2, 1))
+    return status;
+  if (int32_t status = checkNormShapes(args, "rmsnorm", 1))
+    return status;
+  float epsilon = static_cast<float>(args.real());
+  Rows rows = rowsOf(args.in(0));
+  if (rows.count == 0)
+    return 0;
+  rmsnorm_forward_kernel<<<rowBlocks(rows), threadsForRow(rows.size), 0,
+                           context->stream>>>(
+      floats(args.in(0)), floats(args.in(1)), floats(args.out(0)), rows.count,
+      rows.size, epsilon);
+  return checkLaunch("rmsnorm");
+}
+
+/// Operands dy, x, gamma; results dx, dgamma.
+int32_t rmsNormGrad(KernelArgs &args, loom_cuda_context *context) {
+  if (int32_t status = args.expect("rmsnorm_grad", 3, 2))
+    return status;
+  if (int32_t status = checkNormShapes(args, "rmsnorm_grad", 2))
+    return status;
+  float epsilon = static_cast<float>(args.real());
+  Rows rows = rowsOf(args.in(1));
+  if (rows.count == 0)
+    return 0;
+  int64_t statBytes = rows.count * sizeof(float);
+  if (int32_t status = needScratch(context, "rmsnorm_grad",
+                                   statBytes + rows.size * sizeof(float)))
+    return status;
+  rmsnorm_backward_kernel<<<rowBlocks(rows), threadsForRow(rows.size), 0,
+                            context->stream>>>(
+      floats(args.in(0)), floats(args.in(1)), floats(args.in(2)),
+      floats(args.out(0)), static_cast<float *>(context->scratch), rows.count,
+      rows.size, epsilon);
+  if (int32_t status = checkLaunch("rmsnorm_grad"))
+    return status;
+  return normWeightGrads(context, "rmsnorm_grad", args.in(0), args.in(1), rows,
+                         statBytes, false, args.out(1), nullptr);
+}
+
+//===----------------------------------------------------------------------===//
+// gelu, silu
+//===----------------------------------------------------------------------===//
+
+// GPT-2's gelu_new written with sigmoids, as the CPU kernel writes it
+// (0.5 (1 + tanh(u)) = sigmoid(2u), 1 - tanh(u)^2 = 4 sigmoid(2u)
+// sigmoid(-2u)), which keeps its relative precision where 1 + tanh(u)
+// cancels.
+constexpr float kGeluScale = 0.7978845608028654f; // sqrt(2 / pi)
+constexpr float kGeluCubic = 0.044715f;
+
+__device__ __forceinline__ float sigmoid(float x) {
+  return 1.0f / (1.0f + expf(-x));
+}
+
+__device__ __forceinline__ float geluInner(float x) {
+  return kGeluScale * (x + kGeluCubic * x * x * x);
+}
+
+enum class Activation { Gelu, Silu };
+
+template <Activation kind> __device__ __forceinline__ float activate(float x) {
+  if constexpr (kind == Activation::Gelu)
+    return x * sigmoid(2.0f * geluInner(x));
+  else
+    return x * sigmoid(x);
+}
+
+template <Activation kind>
+__device__ __forceinline__ float derivative(float x) {
+  if constexpr (kind == Activation::Gelu) {
+    float u = geluInner(x);
+    float up = sigmoid(2.0f * u), down = sigmoid(-2.0f * u);
+    return up + 2.0f * x * up * down * kGeluScale *
+                    (1.0f + 3.0f * kGeluCubic * x * x);
+  } else {
+    return sigmoid(x) * (1.0f + x * sigmoid(-x));
+  }
+}
+
+template <Activation kind>
+__global__ void activation_forward_kernel(Floats x, Floats y, int64_t n) {
+  LOOM_GRID_STRIDE(e, n) { y.store(e, activate<kind>(x[e])); }
+}
+
+template <Activation kind>
+__global__ void activation_backward_kernel(Floats dy, Floats x, Floats dx,
+                                           int64_t n) {
+  LOOM_GRID_STRIDE(e, n) { dx.store(e, dy[e] * derivative<kind>(x[e])); }
+}
+
+template <Activation kind>
+int32_t activation_forward(KernelArgs &args, loom_cuda_context *context,
+                           const char *op) {
+  if (int32_t status = args.expect(op, 1, 1))
+    return status;
+  int64_t n = args.out(0).numElements();
+  if (args.in(0).numElements() != n)
+    return fail("loom_cuda_%s: the operand and the result differ in size", op);
+  if (n == 0)
+    return 0;
+  activation_forward_kernel<kind>
+      <<<blocksFor(n), kThreads, 0, context->stream>>>(floats(args.in(0)),
+                                                       floats(args.out(0)), n);
+  return checkLaunch(op);
+}
+
+/// Operands dy, x; result dx = dy * derivative(x).
+template <Activation kind>
+int32_t activation_backward(KernelArgs &args, loom_cuda_context *context,
+                            const char *op) {
+  if (int32_t status = args.expect(op, 2, 1))
+    return status;
+  int64_t n = args.out(0).numElements();
+  if (args.in(0).numElements() != n || args.in(1).numElements() != n)
+    return fail("loom_cuda_%s: dy, x and dx differ in size", op);
+  if (n == 0)
+    return 0;
+  activation_backward_kernel<kind>
+      <<<blocksFor(n), kThreads, 0, context->stream>>>(
+          floats(args.in(0)), floats(args.in(1)), floats(args.out(0)), n);
+  return checkLaunch(op);
+}
+
+//===----------------------------------------------------------------------===//
+// softmax
+//===----------------------------------------------------------------------===//
+
+/// exp(x - max(x)) / sum(exp(x - max(x))) along each row. Causal: row r is
+/// row r mod D of a [D, D] matrix and only its first (r mod D) + 1 elements
+/// take part; the others are 0.
+__global__ void softmax_forward_kernel(Floats x, Floats y, int64_t rows,
+                                       int64_t size, bool causal) {
+  for (int64_t r = blockIdx.x; r < rows; r += gridDim.x) {
+    int64_t base = r * size;
+    int64_t used = causal ? r % size + 1 : size;
+    float max = -INFINITY;
+    for (int64_t j = threadIdx.x; j < used; j += blockDim.x)
+      max = fmaxf(max, x[base + j]);
+    max = blockReduce(max, MaxOp(), -INFINITY);
+    float sum = 0.0f;
+    for (int64_t j = threadIdx.x; j < used; j += blockDim.x)
+      sum += expf(x[base + j] - max);
+    float inverse = 1.0f / blockReduce(sum, SumOp(), 0.0f);
+    for (int64_t j = threadIdx.x; j < size; j += blockDim.x)
+      y.store(base + j, j < used ? expf(x[base + j] - max) * inverse : 0.0f);
+  }
+}
+
+/// dx = y * (dy - sum(dy * y)) along each row.
+__global__ void softmax_backward_kernel(Floats dy, Floats y, Floats dx,
+                                        int64_t rows, int64_t size) {
+  for (int64_t r = blockIdx.x; r < rows; r += gridDim.x) {
+    int64_t base = r * size;
+    float dot = 0.0f;
+    for (int64_t j = threadIdx.x; j < size; j += blockDim.x)
+      dot += dy[base + j] * y[base + j];
+    dot = blockReduce(dot, SumOp(), 0.0f);
+    for (int64_t j = threadIdx.x; j < size; j += blockDim.x)
+      dx.store(base + j, y[base + j] * (dy[base + j] - dot));
+  }
+}
+
+//===----------------------------------------------------------------------===//
+// rope
+//===----------------------------------------------------------------------===//
+
+/// Rotates each pair (x[i], x[i + D/2]) of x [B, S, H, D] at position s by
+/// direction * s * theta^(-2i/D), the angle and its cosine and sine in
+/// double as the CPU kernel's table.
+__global__ void rope_forward_kernel(Floats x, Floats y, int64_t batch,
+                                    int64_t seq, int64_t heads, int64_t dim,
+                                    double theta, double direction) {
+  int64_t half = dim / 2;
+  LOOM_GRID_STRIDE(p, batch * seq * heads * half) {
+    int64_t i = p % half;
+    int64_t s = (p / (half * heads)) % seq;
+    int64_t base = (p / half) * dim;
+    double frequency =
+        pow(theta, -2.0 * static_cast<double>(i) / static_cast<double>(dim));
+    double angle = direction * static_cast<double>(s) * frequency;
+    float c = static_cast<float>(cos(angle)),
+          sn = static_cast<float>(sin(angle));
+    float x1 = x[base + i], x2 = x[base + i + half];
+    y.store(base + i, x1 * c - x2 * sn);
+    y.store(base + i + half, x2 * c + x1 * sn);
+  }
+}
+
+int32_t rotatePairs(KernelArgs &args, loom_cuda_context *context,
+                    const char *op, double direction) {
+  if (int32_t status = args.expect(op, 1, 1))
+    return status;
+  double theta = args.real();
+  const View &x = args.in(0);
+  if (x.rank != 4 || x.dims[3] % 2 != 0 ||
+      args.out(0).numElements() != x.numElements())
+    return fail("loom_cuda_%s: expected [B, S, H, D] with even D", op);
+  int64_t pairs = x.numElements() / 2;
+  if (pairs == 0)
+    return 0;
+  rope_forward_kernel<<<blocksFor(pairs), kThreads, 0, context->stream>>>(
+      floats(x), floats(args.out(0)), x.dims[0], x.dims[1], x.dims[2],
+      x.dims[3], theta, direction);
+  return checkLaunch(op);
+}
+
+//===----------------------------------------------------------------------===//
+// dropout
+//===----------------------------------------------------------------------===//
+
+/// Where the local tensor sits in the global one (readMaskIndex).
+struct MaskIndex {
+  int rank = 0;
+  int64_t dims[kMaxRank];
+  int64_t strides[kMaxRank];
+  int64_t base = 0;
+
+  __device__ uint64_t globalIndex(int64_t e) const {
+    int64_t index = base;
+    for (int d = rank - 1; d >= 0; --d) {
+      index += (e % dims[d]) * strides[d];
+      e /= dims[d];
+    }
+    return static_cast<uint64_t>(index);
+  }
+};
+
+/// out = x / (1 - rate) where the mask keeps the element, else 0; the
+/// product in double, as on the CPU.
+__global__ void dropout_forward_kernel(Floats x, Floats y, Indices step,
+                                       MaskIndex mask, uint64_t seed,
+                                       uint64_t key, double rate, int64_t n) {
+  uint64_t stepValue = static_cast<uint64_t>(step[0]);
+  double scale = 1.0 / (1.0 - rate);
+  LOOM_GRID_STRIDE(e, n) {
+    bool keeps = dropoutKeeps(seed, key, stepValue, mask.globalIndex(e), rate);
+    y.store(e, keeps ? static_cast<float>(static_cast<double>(x[e]) * scale)
+                     : 0.0f);
+  }
+}
+
+/// `x` (or `dy`) times the mask: dropout is linear in `x`, so its gradient
+/// applies the same mask to `dy`.
+int32_t applyDropoutMask(KernelArgs &args, const loom_call_frame *frame,
+                         loom_cuda_context *context, const char *op) {
+  if (int32_t status = args.expect(op, 2, 1, /*notFloat=*/1u << 1))
+    return status;
+  const View &x = args.in(0), &step = args.in(1);
+  if (!step.isIndex())
+    return fail("loom_cuda_%s: the step is not an integer", op);
+  if (args.out(0).numElements() != x.numElements())
+    return fail("loom_cuda_%s: the operand and the result differ in size", op);
+  double rate = args.real();
+  uint64_t seed = static_cast<uint64_t>(args.integer());
+  uint64_t key = static_cast<uint64_t>(args.integer());
+  MaskIndex mask;
+  mask.rank = static_cast<int>(x.rank);
+  for (int64_t d = 0; d < x.rank; ++d)
+    mask.dims[d] = x.dims[d];
+  if (int32_t status = readMaskIndex(args, frame, x.rank, x.dims, x.rank,
+                                     nullptr, mask.strides, &mask.base))
+    return status;
+  int64_t n = x.numElements();
+  if (n == 0)
+    return 0;
+  dropout_forward_kernel<<<blocksFor(n), kThreads, 0, context->stream>>>(
+      floats(x), floats(args.out(0)), indices(step), mask, seed, key, rate, n);
+  return checkLaunch(op);
+}
+
+} // namespace
+} // namespace loom::cuda
+
+using namespace loom::cuda;
+
+#define LOOM_ROW_KERNEL(name, call)                                            \
+  extern "C" int32_t loom_cuda_##name(                                         \
+      const loom_call_frame *frame, void *const *buffers, const int64_t *meta, \
+      loom_cuda_context *context) {                                            \
+    (void)frame;                                                               \
+    KernelArgs args(buffers, meta);                                            \
+    return call;                                                               \
+  }
+
+LOOM_ROW_KERNEL(layernorm, layerNorm(args, context))
+LOOM_ROW_KERNEL(layernorm_grad, layerNormGrad(args, context))
+LOOM_ROW_KERNEL(rmsnorm, rmsNorm(args, context))
+LOOM_ROW_KERNEL(rmsnorm_grad, rmsNormGrad(args, context))
+LOOM_ROW_KERNEL(gelu,
+                activation_forward<Activation::Gelu>(args, context, "gelu"))
+LOOM_ROW_KERNEL(gelu_grad, activation_backward<Activation::Gelu>(args, context,
+                                                                 "gelu_grad"))
+LOOM_ROW_KERNEL(silu,
+                activation_forward<Activation::Silu>(args, context, "silu"))
+LOOM_ROW_KERNEL(silu_grad, activation_backward<Activation::Silu>(args, context,
+                                                                 "silu_grad"))
+LOOM_ROW_KERNEL(rope, rotatePairs(args, context, "rope", 1.0))
+LOOM_ROW_KERNEL(rope_grad, rotatePairs(args, context, "rope_grad", -1.0))
+LOOM_ROW_KERNEL(dropout, applyDropoutMask(args, frame, context, "dropout"))
+LOOM_ROW_KERNEL(dropout_grad,
+                applyDropoutMask(args, frame, context, "dropout_grad"))
+
+extern "C" int32_t loom_cuda_softmax(const loom_call_frame *,
+                                     void *const *buffers, const int64_t *meta,
+                                     loom_cuda_context *context) {
+  KernelArgs args(buffers, meta);
+  if (int32_t status = args.expect("softmax", 1, 1))
+    return status;
+  bool causal = args.unit();
+  const View &x = args.in(0);
+  Rows rows = rowsOf(x);
+  if (causal && (x.rank < 2 || x.dims[x.rank - 2] != rows.size))
+    return fail("loom_cuda_softmax: causal needs [.., S, S] rows");
+  if (rows.count == 0)
+    return 0;
+  softmax_forward_kernel<<<rowBlocks(rows), threadsForRow(rows.size), 0,
+                           context->stream>>>(floats(x), floats(args.out(0)),
+                                              rows.count, rows.size, causal);
+  return checkLaunch("softmax");
+}
+
+/// Operands dy, y; result dx.
+extern "C" int32_t loom_cuda_softmax_grad(const loom_call_frame *,
+                                          void *const *buffers,
+                                          const int64_t *meta,
+                                          loom_cuda_context *context) {
+  KernelArgs args(buffers, meta);
+  if (int32_t status = args.expect("softmax_grad", 2, 1))
+    return status;
+  Rows rows = rowsOf(args.in(1));
+  if (rows.count == 0)
+    return 0;
+  softmax_backward_kernel<<<rowBlocks(rows), threadsForRow(rows.size), 0,
+                            context->stream>>>(
+      floats(args.in(0)), floats(args.in(1)), floats(args.out(0)), rows.count,
+      rows.size);
+  return checkLaunch("softmax_grad");
+}

@@ -1,0 +1,162 @@
+/*===- loom_cuda_kernels.h - The kernels compiled CUDA code calls ---------===*
+ *
+ * The CUDA twin of loom_cpu_kernels.h: one entry point per op, called with
+ * the same `buffers` and the same `meta` (operand and result descriptions,
+ * then the op's attributes, in the order loom_cpu_kernels.h lists them;
+ * passes/Lowering/KernelCall.cpp writes them), so that `--loom-lower-cuda`
+ * emits exactly the calls `--loom-lower-cpu` does, with one more argument:
+ *
+ *   int32_t loom_cuda_<op>(const loom_call_frame *frame,
+ *                          void *const *buffers, const int64_t *meta,
+ *                          loom_cuda_context *context);
+ *
+ * `buffers` are device pointers (dense, row-major, at the local shape);
+ * `frame` and `meta` live in host memory. `frame` is read only by the
+ * dropout sites (frame->comm->grid_coordinate and frame->micro_batch, as on
+ * the CPU) and may be null elsewhere.
+ *
+ * The context: why an extra argument. A kernel needs a stream, a cuBLASLt
+ * handle and device scratch memory, none of which loom_call_frame holds,
+ * and loom_program.h is shared with the CPU path. The context is an opaque
+ * handle the runtime creates once per device (per rank) and passes through
+ * the compiled function (`loom_fn_<f>(frame, context)` on the CUDA path)
+ * to every kernel call. It owns:
+ *   - the stream every kernel is enqueued on (the caller's; kernels never
+ *     synchronize it, so a step's kernels run back to back),
+ *   - a cuBLASLt handle,
+ *   - one scratch area in device memory, used as the cuBLASLt workspace by
+ *     matmul and for temporaries by the kernels listed below; the kernels
+ *     of one stream run in order, so they share it,
+ *   - a device error word (see Errors).
+ * Kernels never allocate, never synchronize and never print.
+ *
+ * Element types. Every floating-point tensor may be f32 or bf16 (bf16
+ * storage, f32 arithmetic), each tensor independently, except:
+ *   matmul            lhs and rhs of one type; f32 inputs give an f32
+ *                     result, bf16 inputs a bf16 or an f32 one (cuBLASLt,
+ *                     f32 accumulation)
+ *   adamw_update      m, v, m', v' f32 (optimizer state stays f32); param,
+ *                     grad, param' f32 or bf16
+ *   cross_entropy     the loss is f32 (or bf16); dloss likewise
+ *   layout ops        copy, reshape, transpose, broadcast, slice, pad and
+ *                     concat move elements of any type (f64 and integers
+ *                     too) by their size
+ * f64 arithmetic has no CUDA kernel (the float64 reference is the
+ * interpreter's). Integer operands (ids, labels, the step) are i32 or i64.
+ * Row statistics (means, variances, softmax sums, log-sum-exps) and the
+ * sums over rows (dgamma, dbeta) accumulate in f32, reduce_sum /
+ * reduce_mean in f64; results are rounded once, at the store.
+ *
+ * Scratch needed (bytes; a kernel given too little fails naming the size):
+ *   matmul              none required; cuBLASLt may use all of it
+ *   layernorm_grad      8 * rows + 8 * D at least (more is faster)
+ *   rmsnorm_grad        4 * rows + 4 * D at least
+ *   cross_entropy       8
+ *   attention_grad      4 * B * Hq * S
+ *   embedding_grad      4 * V * D when the result is bf16 (f32: none)
+ *
+ * Errors. A kernel returns 0 or a non-zero status after recording the
+ * message loom_cuda_last_error() returns (an unsupported element type, a
+ * shape the kernel does not take, a launch or cuBLASLt failure). What only
+ * the device can see — an id or label outside the vocabulary — is recorded
+ * in the context's device error word (the first one wins; the offending
+ * rows read as zeros) and returned by loom_cuda_context_synchronize() with
+ * the CPU kernel's message.
+ *
+ * Not here yet: the collectives (all_reduce, reduce_scatter, all_gather,
+ * all_to_all, all_slice) belong to the NCCL backend.
+ *
+ *===----------------------------------------------------------------------===*/
+
+#ifndef LOOM_CUDA_KERNELS_H
+#define LOOM_CUDA_KERNELS_H
+
+#include "loom/loom_program.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* cudaStream_t without the CUDA headers. */
+struct CUstream_st;
+
+typedef struct loom_cuda_context loom_cuda_context;
+
+/* Creates a context on the current device for `stream` (null: the legacy
+ * default stream) with `scratch_bytes` of device scratch (0: 64 MiB). */
+int32_t loom_cuda_context_create(struct CUstream_st *stream,
+                                 int64_t scratch_bytes,
+                                 loom_cuda_context **out_context);
+
+/* Frees the context (after the stream's work is done). Null is a no-op. */
+void loom_cuda_context_destroy(loom_cuda_context *context);
+
+/* Waits for the context's stream; returns non-zero (and records the
+ * message) for an asynchronous CUDA error or a device-side kernel error,
+ * which it then clears. */
+int32_t loom_cuda_context_synchronize(loom_cuda_context *context);
+
+/* The message of the last failure on this thread ("" if none). */
+const char *loom_cuda_last_error(void);
+
+#define LOOM_CUDA_KERNEL(name)                                                 \
+  int32_t loom_cuda_##name(const loom_call_frame *frame, void *const *buffers, \
+                           const int64_t *meta, loom_cuda_context *context);
+
+/* Elementwise (numpy broadcasting for the binary ops) and casts. */
+LOOM_CUDA_KERNEL(add)
+LOOM_CUDA_KERNEL(sub)
+LOOM_CUDA_KERNEL(mul)
+LOOM_CUDA_KERNEL(div)
+LOOM_CUDA_KERNEL(neg)
+LOOM_CUDA_KERNEL(exp)
+LOOM_CUDA_KERNEL(log)
+LOOM_CUDA_KERNEL(sqrt)
+LOOM_CUDA_KERNEL(rsqrt)
+LOOM_CUDA_KERNEL(tanh)
+LOOM_CUDA_KERNEL(cast)
+LOOM_CUDA_KERNEL(copy)
+/* Layout and reductions. */
+LOOM_CUDA_KERNEL(reshape)
+LOOM_CUDA_KERNEL(transpose)
+LOOM_CUDA_KERNEL(broadcast)
+LOOM_CUDA_KERNEL(slice)
+LOOM_CUDA_KERNEL(pad)
+LOOM_CUDA_KERNEL(concat)
+LOOM_CUDA_KERNEL(reduce_sum)
+LOOM_CUDA_KERNEL(reduce_mean)
+LOOM_CUDA_KERNEL(reduce_max)
+LOOM_CUDA_KERNEL(reduce_max_grad)
+/* Neural ops and their gradients. */
+LOOM_CUDA_KERNEL(matmul)
+LOOM_CUDA_KERNEL(layernorm)
+LOOM_CUDA_KERNEL(layernorm_grad)
+LOOM_CUDA_KERNEL(rmsnorm)
+LOOM_CUDA_KERNEL(rmsnorm_grad)
+LOOM_CUDA_KERNEL(gelu)
+LOOM_CUDA_KERNEL(gelu_grad)
+LOOM_CUDA_KERNEL(silu)
+LOOM_CUDA_KERNEL(silu_grad)
+LOOM_CUDA_KERNEL(softmax)
+LOOM_CUDA_KERNEL(softmax_grad)
+LOOM_CUDA_KERNEL(rope)
+LOOM_CUDA_KERNEL(rope_grad)
+LOOM_CUDA_KERNEL(attention)
+LOOM_CUDA_KERNEL(attention_grad)
+LOOM_CUDA_KERNEL(embedding)
+LOOM_CUDA_KERNEL(embedding_grad)
+LOOM_CUDA_KERNEL(cross_entropy)
+LOOM_CUDA_KERNEL(cross_entropy_grad)
+LOOM_CUDA_KERNEL(dropout)
+LOOM_CUDA_KERNEL(dropout_grad)
+/* Optimizer updates. */
+LOOM_CUDA_KERNEL(adamw_update)
+LOOM_CUDA_KERNEL(sgd_update)
+
+#undef LOOM_CUDA_KERNEL
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* LOOM_CUDA_KERNELS_H */
