@@ -1,0 +1,949 @@
+//===- CudaKernelTest.cpp - The CUDA kernels against the CPU kernels ------===//
+//
+// Conformance of runtime/cuda/kernels (loom_cuda_kernels.h) with the CPU
+// kernel library, link two of DESIGN.md's chain of numerical trust: each
+// case builds one op's meta exactly as passes/Lowering/KernelCall.cpp
+// writes it, runs loom_cpu_<op> on host buffers and loom_cuda_<op> on
+// device buffers holding the same random inputs, and compares every result.
+//
+// Each case runs twice. In the f32 run every float tensor is f32 on both
+// sides. In the bf16 run the tensors a mixed-precision step would keep in
+// bf16 (activations, weights' compute copies) are bf16 on the device, and
+// the CPU kernels (f32 only) get the same values, rounded to bf16 first;
+// statistics (lse, the moments, the loss) stay f32. An element passes when
+//
+//   |got - want| <= tol * (|want| + rms(want))
+//
+// with tol = 1e-5 (f32 run) or 1e-2 (bf16 run): the
+// rms term keeps the test meaningful for results whose elements cancel to
+// near zero. Dropout masks must match exactly (the same elements are zero)
+// and, in f32, so must the kept values. Integer results match exactly.
+//
+// A tiny harness of its own (no GoogleTest), so that utils/gpu-check.sh can
+// build it on a GPU machine without the rest of the tree. It exits 77 when
+// there is no CUDA device (ctest SKIP_RETURN_CODE), 1 when a case fails.
+// An argument runs only the cases whose name contains it.
+//
+//===----------------------------------------------------------------------===//
+
+#include "loom/loom_cpu_kernels.h"
+#include "loom/loom_cuda_kernels.h"
+
+#include <cuda_runtime.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <cstring>
+#include <functional>
+#include <random>
+#include <string>
+#include <vector>
+
+namespace {
+
+using CpuKernel = int32_t (*)(const loom_call_frame *, void *const *,
+                              const int64_t *);
+using CudaKernel = int32_t (*)(const loom_call_frame *, void *const *,
+                               const int64_t *, loom_cuda_context *);
+
+enum class Precision { F32, BF16 };
+
+const char *nameOf(Precision precision) {
+  return precision == Precision::F32 ? "f32" : "bf16";
+}
+
+//===----------------------------------------------------------------------===//
+// bf16 on the host
+//===----------------------------------------------------------------------===//
+
+uint16_t toBf16(float value) {
+  uint32_t bits;
+  std::memcpy(&bits, &value, sizeof bits);
+  if (std::isnan(value))
+    return static_cast<uint16_t>((bits >> 16) | 0x40);
+  bits += 0x7fff + ((bits >> 16) & 1); // round to nearest even
+  return static_cast<uint16_t>(bits >> 16);
+}
+
+float fromBf16(uint16_t half) {
+  uint32_t bits = static_cast<uint32_t>(half) << 16;
+  float value;
+  std::memcpy(&value, &bits, sizeof value);
+  return value;
+}
+
+float roundBf16(float value) { return fromBf16(toBf16(value)); }
+
+//===----------------------------------------------------------------------===//
+// Cases
+//===----------------------------------------------------------------------===//
+
+/// One operand or result: its element type as the CPU kernel sees it (f32,
+/// i32 or i64), its shape, whether the bf16 run makes it bf16, and (for
+/// operands) its values.
+struct Tensor {
+  loom_dtype dtype = LOOM_DTYPE_F32;
+  std::vector<int64_t> shape;
+  bool lowPrecision = true;
+  std::vector<double> values;
+
+  int64_t size() const {
+    int64_t n = 1;
+    for (int64_t extent : shape)
+      n *= extent;
+    return n;
+  }
+  loom_dtype dtypeIn(Precision precision) const {
+    return precision == Precision::BF16 && lowPrecision &&
+                   dtype == LOOM_DTYPE_F32
+               ? LOOM_DTYPE_BF16
+               : dtype;
+  }
+};
+
+struct Case {
+  std::string name;
+  CpuKernel cpu = nullptr;
+  CudaKernel cuda = nullptr;
+  std::vector<Tensor> ins, outs;
+  std::vector<int64_t> attrs;
+  const loom_call_frame *frame = nullptr;
+  /// Dropout: the zeros of the results match exactly, and in f32 the
+  /// values too.
+  bool exactMask = false;
+  /// No bf16 run (the op keeps its tensors f32).
+  bool f32Only = false;
+};
+
+std::mt19937 &generator() {
+  static std::mt19937 rng(20240611);
+  return rng;
+}
+
+Tensor uniform(std::vector<int64_t> shape, double lo = -1.0, double hi = 1.0) {
+  Tensor t;
+  t.shape = std::move(shape);
+  std::uniform_real_distribution<double> dist(lo, hi);
+  t.values.resize(t.size());
+  for (double &value : t.values)
+    value = static_cast<float>(dist(generator()));
+  return t;
+}
+
+/// Uniform values in [lo, hi) on a grid of `step`: many ties.
+Tensor quantized(std::vector<int64_t> shape, double step, double lo,
+                 double hi) {
+  Tensor t = uniform(std::move(shape), lo, hi);
+  for (double &value : t.values)
+    value = std::round(value / step) * step;
+  return t;
+}
+
+Tensor integers(std::vector<int64_t> shape, int64_t lo, int64_t hi,
+                loom_dtype dtype = LOOM_DTYPE_I32) {
+  Tensor t;
+  t.dtype = dtype;
+  t.shape = std::move(shape);
+  t.lowPrecision = false;
+  std::uniform_int_distribution<int64_t> dist(lo, hi - 1);
+  t.values.resize(t.size());
+  for (double &value : t.values)
+    value = static_cast<double>(dist(generator()));
+  return t;
+}
+
+Tensor scalarInt(int64_t value, loom_dtype dtype = LOOM_DTYPE_I64) {
+  Tensor t;
+  t.dtype = dtype;
+  t.lowPrecision = false;
+  t.values = {static_cast<double>(value)};
+  return t;
+}
+
+/// A result of `shape`.
+Tensor result(std::vector<int64_t> shape, bool lowPrecision = true,
+              loom_dtype dtype = LOOM_DTYPE_F32) {
+  Tensor t;
+  t.dtype = dtype;
+  t.shape = std::move(shape);
+  t.lowPrecision = lowPrecision;
+  return t;
+}
+
+Tensor f32(Tensor t) {
+  t.lowPrecision = false;
+  return t;
+}
+
+int64_t real(double value) {
+  int64_t bits;
+  std::memcpy(&bits, &value, sizeof bits);
+  return bits;
+}
+
+/// An array attribute: its length, then its elements.
+void appendArray(std::vector<int64_t> &attrs, std::vector<int64_t> values) {
+  attrs.push_back(static_cast<int64_t>(values.size()));
+  attrs.insert(attrs.end(), values.begin(), values.end());
+}
+
+//===----------------------------------------------------------------------===//
+// Running a case
+//===----------------------------------------------------------------------===//
+
+std::vector<int64_t> metaOf(const Case &c, Precision precision) {
+  std::vector<int64_t> meta = {static_cast<int64_t>(c.ins.size()),
+                               static_cast<int64_t>(c.outs.size())};
+  for (const std::vector<Tensor> *list : {&c.ins, &c.outs})
+    for (const Tensor &t : *list) {
+      meta.push_back(t.dtypeIn(precision));
+      meta.push_back(static_cast<int64_t>(t.shape.size()));
+      meta.insert(meta.end(), t.shape.begin(), t.shape.end());
+    }
+  meta.insert(meta.end(), c.attrs.begin(), c.attrs.end());
+  return meta;
+}
+
+/// The bytes of `values` stored as `dtype`.
+std::vector<uint8_t> encode(const std::vector<double> &values,
+                            loom_dtype dtype) {
+  std::vector<uint8_t> bytes(values.size() * loom_dtype_bytes(dtype) + 8);
+  for (size_t i = 0; i < values.size(); ++i) {
+    uint8_t *at = bytes.data() + i * loom_dtype_bytes(dtype);
+    switch (dtype) {
+    case LOOM_DTYPE_F32: {
+      float value = static_cast<float>(values[i]);
+      std::memcpy(at, &value, 4);
+      break;
+    }
+    case LOOM_DTYPE_BF16: {
+      uint16_t value = toBf16(static_cast<float>(values[i]));
+      std::memcpy(at, &value, 2);
+      break;
+    }
+    case LOOM_DTYPE_I32: {
+      int32_t value = static_cast<int32_t>(values[i]);
+      std::memcpy(at, &value, 4);
+      break;
+    }
+    default: {
+      int64_t value = static_cast<int64_t>(values[i]);
+      std::memcpy(at, &value, 8);
+      break;
+    }
+    }
+  }
+  return bytes;
+}
+
+std::vector<double> decode(const uint8_t *bytes, int64_t n, loom_dtype dtype) {
+  std::vector<double> values(n);
+  for (int64_t i = 0; i < n; ++i) {
+    const uint8_t *at = bytes + i * loom_dtype_bytes(dtype);
+    switch (dtype) {
+    case LOOM_DTYPE_F32: {
+      float value;
+      std::memcpy(&value, at, 4);
+      values[i] = value;
+      break;
+    }
+    case LOOM_DTYPE_BF16: {
+      uint16_t value;
+      std::memcpy(&value, at, 2);
+      values[i] = fromBf16(value);
+      break;
+    }
+    case LOOM_DTYPE_I32: {
+      int32_t value;
+      std::memcpy(&value, at, 4);
+      values[i] = value;
+      break;
+    }
+    default: {
+      int64_t value;
+      std::memcpy(&value, at, 8);
+      values[i] = static_cast<double>(value);
+      break;
+    }
+    }
+  }
+  return values;
+}
+
+/// The operands of `c` as the precision's run sees them: bf16 tensors'
+/// values rounded, so that both sides compute on the same numbers.
+std::vector<Tensor> inputsFor(const Case &c, Precision precision) {
+  std::vector<Tensor> ins = c.ins;
+  for (Tensor &t : ins)
+    if (t.dtypeIn(precision) == LOOM_DTYPE_BF16)
+      for (double &value : t.values)
+        value = roundBf16(static_cast<float>(value));
+  return ins;
+}
+
+/// Runs the CPU kernel; returns the results as doubles.
+bool runCpu(const Case &c, const std::vector<Tensor> &ins,
+            std::vector<std::vector<double>> &results) {
+  std::vector<int64_t> meta = metaOf(c, Precision::F32);
+  std::vector<std::vector<uint8_t>> storage;
+  std::vector<void *> buffers;
+  for (const Tensor &t : ins)
+    storage.push_back(encode(t.values, t.dtype));
+  for (const Tensor &t : c.outs)
+    storage.push_back(
+        std::vector<uint8_t>(t.size() * loom_dtype_bytes(t.dtype) + 8));
+  for (auto &bytes : storage)
+    buffers.push_back(bytes.data());
+  if (int32_t status = c.cpu(c.frame, buffers.data(), meta.data())) {
+    std::printf("  the CPU kernel failed (%d): %s\n", status,
+                loom_cpu_last_error());
+    return false;
+  }
+  for (size_t r = 0; r < c.outs.size(); ++r)
+    results.push_back(decode(storage[ins.size() + r].data(), c.outs[r].size(),
+                             c.outs[r].dtype));
+  return true;
+}
+
+#define CHECK_CUDA(call)                                                       \
+  do {                                                                         \
+    cudaError_t status = (call);                                               \
+    if (status != cudaSuccess) {                                               \
+      std::printf("  %s: %s\n", #call, cudaGetErrorString(status));            \
+      return false;                                                            \
+    }                                                                          \
+  } while (0)
+
+/// Device buffers freed on scope exit.
+struct DeviceBuffers {
+  std::vector<void *> pointers;
+  ~DeviceBuffers() {
+    for (void *pointer : pointers)
+      cudaFree(pointer);
+  }
+};
+
+/// Runs the CUDA kernel; returns the results as doubles.
+bool runCuda(const Case &c, const std::vector<Tensor> &ins, Precision precision,
+             loom_cuda_context *context,
+             std::vector<std::vector<double>> &results) {
+  std::vector<int64_t> meta = metaOf(c, precision);
+  DeviceBuffers device;
+  for (size_t t = 0; t < ins.size() + c.outs.size(); ++t) {
+    const Tensor &tensor = t < ins.size() ? ins[t] : c.outs[t - ins.size()];
+    loom_dtype dtype = tensor.dtypeIn(precision);
+    int64_t bytes =
+        std::max<int64_t>(1, tensor.size()) * loom_dtype_bytes(dtype);
+    void *pointer = nullptr;
+    CHECK_CUDA(cudaMalloc(&pointer, bytes));
+    device.pointers.push_back(pointer);
+    if (t < ins.size()) {
+      std::vector<uint8_t> host = encode(tensor.values, dtype);
+      CHECK_CUDA(cudaMemcpy(pointer, host.data(),
+                            tensor.size() * loom_dtype_bytes(dtype),
+                            cudaMemcpyHostToDevice));
+    } else {
+      // NaN-filled, so that an element a kernel forgets to write shows.
+      CHECK_CUDA(cudaMemset(pointer, 0xff, bytes));
+    }
+  }
+  if (int32_t status =
+          c.cuda(c.frame, device.pointers.data(), meta.data(), context)) {
+    std::printf("  the CUDA kernel failed (%d): %s\n", status,
+                loom_cuda_last_error());
+    return false;
+  }
+  if (int32_t status = loom_cuda_context_synchronize(context)) {
+    std::printf("  the CUDA kernel failed on the device (%d): %s\n", status,
+                loom_cuda_last_error());
+    return false;
+  }
+  for (size_t r = 0; r < c.outs.size(); ++r) {
+    const Tensor &out = c.outs[r];
+    loom_dtype dtype = out.dtypeIn(precision);
+    std::vector<uint8_t> host(out.size() * loom_dtype_bytes(dtype) + 8);
+    CHECK_CUDA(cudaMemcpy(host.data(), device.pointers[ins.size() + r],
+                          out.size() * loom_dtype_bytes(dtype),
+                          cudaMemcpyDeviceToHost));
+    results.push_back(decode(host.data(), out.size(), dtype));
+  }
+  return true;
+}
+
+/// Compares one result; prints the worst element; returns whether all pass.
+bool compare(const Case &c, size_t r, Precision precision,
+             const std::vector<double> &want, const std::vector<double> &got) {
+  const Tensor &out = c.outs[r];
+  bool integer = out.dtype != LOOM_DTYPE_F32;
+  // In the bf16 run even an f32 result is computed from bf16 operands.
+  double tol = precision == Precision::F32 ? 1e-5 : 1e-2;
+  bool exact = integer || (c.exactMask && precision == Precision::F32);
+  double squares = 0.0;
+  for (double value : want)
+    squares += value * value;
+  double rms = want.empty() ? 0.0 : std::sqrt(squares / want.size());
+  double worst = 0.0;
+  int64_t worstAt = -1, failures = 0;
+  for (size_t i = 0; i < want.size(); ++i) {
+    double error = std::fabs(got[i] - want[i]);
+    double bound = exact ? 0.0 : tol * (std::fabs(want[i]) + rms);
+    bool ok = error <= bound || (std::isnan(want[i]) && std::isnan(got[i])) ||
+              (std::isinf(want[i]) && got[i] == want[i]);
+    if (c.exactMask && ((want[i] == 0.0) != (got[i] == 0.0)))
+      ok = false;
+    double relative = error / (std::fabs(want[i]) + rms + 1e-300);
+    if (!ok || std::isnan(got[i]) != std::isnan(want[i])) {
+      ok = false;
+      relative = INFINITY;
+    }
+    if (relative > worst || worstAt < 0) {
+      worst = relative;
+      worstAt = static_cast<int64_t>(i);
+    }
+    failures += !ok;
+  }
+  if (failures == 0)
+    return true;
+  std::printf("  result %zu: %lld of %zu elements off (tolerance %s%g); "
+              "worst at %lld: got %.9g, want %.9g\n",
+              r, static_cast<long long>(failures), want.size(),
+              exact ? "exact, " : "", exact ? 0.0 : tol,
+              static_cast<long long>(worstAt), got[worstAt], want[worstAt]);
+  return false;
+}
+
+int failures = 0, passes = 0;
+const char *filter = nullptr;
+
+void run(const Case &c, loom_cuda_context *context) {
+  if (filter && c.name.find(filter) == std::string::npos)
+    return;
+  for (Precision precision : {Precision::F32, Precision::BF16}) {
+    if (precision == Precision::BF16 && c.f32Only)
+      continue;
+    std::vector<Tensor> ins = inputsFor(c, precision);
+    std::vector<std::vector<double>> want, got;
+    bool ok = runCpu(c, ins, want) && runCuda(c, ins, precision, context, got);
+    for (size_t r = 0; ok && r < c.outs.size(); ++r)
+      ok = compare(c, r, precision, want[r], got[r]) && ok;
+    std::printf("%s %s [%s]\n", ok ? "PASS" : "FAIL", c.name.c_str(),
+                nameOf(precision));
+    (ok ? passes : failures) += 1;
+  }
+}
+
+//===----------------------------------------------------------------------===//
+// The cases, op by op
+//===----------------------------------------------------------------------===//
+
+#define KERNELS(op) loom_cpu_##op, loom_cuda_##op
+
+Case make(std::string name, CpuKernel cpu, CudaKernel cuda,
+          std::vector<Tensor> ins, std::vector<Tensor> outs,
+          std::vector<int64_t> attrs = {}) {
+  Case c;
+  c.name = std::move(name);
+  c.cpu = cpu;
+  c.cuda = cuda;
+  c.ins = std::move(ins);
+  c.outs = std::move(outs);
+  c.attrs = std::move(attrs);
+  return c;
+}
+
+void elementwiseCases(loom_cuda_context *context) {
+  run(make("add same shape", KERNELS(add),
+           {uniform({4, 33, 65}), uniform({4, 33, 65})}, {result({4, 33, 65})}),
+      context);
+  run(make("add broadcast", KERNELS(add),
+           {uniform({4, 1, 65}), uniform({33, 1})}, {result({4, 33, 65})}),
+      context);
+  run(make("sub broadcast", KERNELS(sub), {uniform({2, 3, 16}), uniform({16})},
+           {result({2, 3, 16})}),
+      context);
+  run(make("mul broadcast", KERNELS(mul), {uniform({8, 1}), uniform({8, 16})},
+           {result({8, 16})}),
+      context);
+  run(make("div", KERNELS(div), {uniform({300}), uniform({300}, 0.5, 2.0)},
+           {result({300})}),
+      context);
+  run(make("neg", KERNELS(neg), {uniform({1000})}, {result({1000})}), context);
+  run(make("exp", KERNELS(exp), {uniform({1000}, -3, 3)}, {result({1000})}),
+      context);
+  run(make("log", KERNELS(log), {uniform({1000}, 0.1, 4)}, {result({1000})}),
+      context);
+  run(make("sqrt", KERNELS(sqrt), {uniform({1000}, 0.1, 4)}, {result({1000})}),
+      context);
+  run(make("rsqrt", KERNELS(rsqrt), {uniform({1000}, 0.1, 4)},
+           {result({1000})}),
+      context);
+  run(make("tanh", KERNELS(tanh), {uniform({1000}, -3, 3)}, {result({1000})}),
+      context);
+  // In the bf16 run: bf16 -> f32 (exact), then f32 -> bf16 (rounds).
+  run(make("cast to f32", KERNELS(cast), {uniform({500})},
+           {result({500}, false)}),
+      context);
+  run(make("cast to bf16", KERNELS(cast), {f32(uniform({500}))},
+           {result({500})}),
+      context);
+  run(make("copy", KERNELS(copy), {uniform({7, 9})}, {result({7, 9})}),
+      context);
+  run(make("copy i64", KERNELS(copy),
+           {integers({40}, -1000, 1000, LOOM_DTYPE_I64)},
+           {result({40}, false, LOOM_DTYPE_I64)}),
+      context);
+  run(make("reshape", KERNELS(reshape), {uniform({6, 10})}, {result({60})}),
+      context);
+}
+
+void layoutCases(loom_cuda_context *context) {
+  std::vector<int64_t> attrs;
+  appendArray(attrs, {0, 2, 1, 3});
+  run(make("transpose 4-d", KERNELS(transpose), {uniform({2, 3, 4, 5})},
+           {result({2, 4, 3, 5})}, attrs),
+      context);
+  attrs.clear();
+  appendArray(attrs, {1, 0});
+  run(make("transpose 2-d", KERNELS(transpose), {uniform({64, 48})},
+           {result({48, 64})}, attrs),
+      context);
+  attrs.clear();
+  appendArray(attrs, {2, 0, 1});
+  run(make("transpose i64", KERNELS(transpose),
+           {integers({3, 4, 5}, 0, 1 << 20, LOOM_DTYPE_I64)},
+           {result({5, 3, 4}, false, LOOM_DTYPE_I64)}, attrs),
+      context);
+  run(make("broadcast", KERNELS(broadcast), {uniform({3, 1})},
+           {result({2, 3, 5})}),
+      context);
+  run(make("broadcast leading", KERNELS(broadcast), {uniform({5})},
+           {result({4, 5})}),
+      context);
+  attrs.clear();
+  appendArray(attrs, {1, 2, 3});
+  run(make("slice", KERNELS(slice), {uniform({6, 8, 10})}, {result({3, 4, 5})},
+           attrs),
+      context);
+  attrs.clear();
+  appendArray(attrs, {1, 2});
+  run(make("pad", KERNELS(pad), {uniform({3, 4})}, {result({6, 9})}, attrs),
+      context);
+  run(make("concat", KERNELS(concat),
+           {uniform({2, 3, 4}), uniform({2, 1, 4}), uniform({2, 5, 4})},
+           {result({2, 9, 4})}, {1}),
+      context);
+}
+
+/// The attributes of a reduction: dims, keep_dims.
+std::vector<int64_t> reduction(std::vector<int64_t> dims, bool keepDims) {
+  std::vector<int64_t> attrs;
+  appendArray(attrs, std::move(dims));
+  attrs.push_back(keepDims);
+  return attrs;
+}
+
+void reductionCases(loom_cuda_context *context) {
+  run(make("reduce_sum leading", KERNELS(reduce_sum), {uniform({4, 8, 96})},
+           {result({96})}, reduction({0, 1}, false)),
+      context);
+  run(make("reduce_sum rows", KERNELS(reduce_sum), {uniform({4, 8, 96})},
+           {result({4, 8, 1})}, reduction({2}, true)),
+      context);
+  run(make("reduce_sum all", KERNELS(reduce_sum), {uniform({4, 8, 96})},
+           {result({})}, reduction({0, 1, 2}, false)),
+      context);
+  run(make("reduce_mean middle", KERNELS(reduce_mean), {uniform({5, 7, 9})},
+           {result({5, 9})}, reduction({1}, false)),
+      context);
+  run(make("reduce_max rows", KERNELS(reduce_max), {uniform({6, 50})},
+           {result({6})}, reduction({1}, false)),
+      context);
+  run(make("reduce_max columns", KERNELS(reduce_max), {uniform({6, 50})},
+           {result({50})}, reduction({0}, false)),
+      context);
+  // Values on a grid of 1/4: maxima tie, and the gradient is shared.
+  run(make("reduce_max_grad rows", KERNELS(reduce_max_grad),
+           {uniform({6}), quantized({6, 50}, 0.25, -1, 1)}, {result({6, 50})},
+           reduction({1}, false)),
+      context);
+  run(make("reduce_max_grad columns", KERNELS(reduce_max_grad),
+           {uniform({50}), quantized({6, 50}, 0.25, -1, 1)}, {result({6, 50})},
+           reduction({0}, false)),
+      context);
+}
+
+void matmulCases(loom_cuda_context *context) {
+  struct Shape {
+    const char *name;
+    std::vector<int64_t> lhs, rhs, out;
+    bool transLhs, transRhs;
+  };
+  const Shape shapes[] = {
+      {"matmul", {64, 96}, {96, 80}, {64, 80}, false, false},
+      {"matmul lhs^T", {96, 64}, {96, 80}, {64, 80}, true, false},
+      {"matmul rhs^T", {64, 96}, {80, 96}, {64, 80}, false, true},
+      {"matmul both^T", {96, 64}, {80, 96}, {64, 80}, true, true},
+      {"matmul odd sizes", {33, 17}, {17, 65}, {33, 65}, false, false},
+      {"matmul batched",
+       {3, 2, 32, 48},
+       {3, 2, 48, 40},
+       {3, 2, 32, 40},
+       false,
+       false},
+      {"matmul batched both^T",
+       {3, 2, 48, 32},
+       {3, 2, 40, 48},
+       {3, 2, 32, 40},
+       true,
+       true},
+      {"matmul batched odd", {3, 7, 5}, {3, 5, 9}, {3, 7, 9}, false, false},
+      {"matmul shared rhs", {4, 16, 32}, {32, 24}, {4, 16, 24}, false, false},
+      {"matmul shared rhs lhs^T",
+       {4, 32, 16},
+       {32, 24},
+       {4, 16, 24},
+       true,
+       false},
+      {"matmul gpt2 mlp", {256, 768}, {768, 768}, {256, 768}, false, false},
+  };
+  for (const Shape &s : shapes) {
+    run(make(s.name, KERNELS(matmul), {uniform(s.lhs), uniform(s.rhs)},
+             {result(s.out)}, {s.transLhs, s.transRhs}),
+        context);
+  }
+  // bf16 operands into an f32 result (the bf16 run; f32 in the other).
+  run(make("matmul bf16 -> f32", KERNELS(matmul),
+           {uniform({48, 64}), uniform({64, 40})}, {result({48, 40}, false)},
+           {0, 0}),
+      context);
+}
+
+void normCases(loom_cuda_context *context) {
+  const std::vector<std::vector<int64_t>> shapes = {{4, 16, 96}, {300, 768}};
+  for (const std::vector<int64_t> &x : shapes) {
+    int64_t d = x.back();
+    std::string size = " " + std::to_string(d);
+    run(make("layernorm" + size, KERNELS(layernorm),
+             {uniform(x, -2, 2), uniform({d}, 0.5, 1.5), uniform({d})},
+             {result(x)}, {real(1e-5)}),
+        context);
+    run(make("layernorm_grad" + size, KERNELS(layernorm_grad),
+             {uniform(x), uniform(x, -2, 2), uniform({d}, 0.5, 1.5)},
+             {result(x), result({d}), result({d})}, {real(1e-5)}),
+        context);
+    run(make("rmsnorm" + size, KERNELS(rmsnorm),
+             {uniform(x, -2, 2), uniform({d}, 0.5, 1.5)}, {result(x)},
+             {real(1e-6)}),
+        context);
+    run(make("rmsnorm_grad" + size, KERNELS(rmsnorm_grad),
+             {uniform(x), uniform(x, -2, 2), uniform({d}, 0.5, 1.5)},
+             {result(x), result({d})}, {real(1e-6)}),
+        context);
+  }
+  run(make("gelu", KERNELS(gelu), {uniform({2000}, -5, 5)}, {result({2000})}),
+      context);
+  run(make("gelu_grad", KERNELS(gelu_grad),
+           {uniform({2000}), uniform({2000}, -5, 5)}, {result({2000})}),
+      context);
+  run(make("silu", KERNELS(silu), {uniform({2000}, -5, 5)}, {result({2000})}),
+      context);
+  run(make("silu_grad", KERNELS(silu_grad),
+           {uniform({2000}), uniform({2000}, -5, 5)}, {result({2000})}),
+      context);
+  run(make("softmax", KERNELS(softmax), {uniform({7, 1000}, -4, 4)},
+           {result({7, 1000})}, {0}),
+      context);
+  run(make("softmax causal", KERNELS(softmax), {uniform({2, 3, 40, 40}, -4, 4)},
+           {result({2, 3, 40, 40})}, {1}),
+      context);
+  run(make("softmax_grad", KERNELS(softmax_grad),
+           {uniform({6, 100}), uniform({6, 100}, 0, 0.05)}, {result({6, 100})}),
+      context);
+  run(make("rope", KERNELS(rope), {uniform({2, 8, 3, 16})},
+           {result({2, 8, 3, 16})}, {real(10000.0)}),
+      context);
+  run(make("rope_grad", KERNELS(rope_grad), {uniform({2, 8, 3, 16})},
+           {result({2, 8, 3, 16})}, {real(10000.0)}),
+      context);
+}
+
+/// A loom_comm that knows one rank's coordinates in a grid.
+int64_t fakeCoordinates[2] = {1, 2};
+int64_t coordinateOf(void *, int32_t axis) { return fakeCoordinates[axis]; }
+
+void dropoutCases(loom_cuda_context *context) {
+  // rate, seed, key, then the mask block: one micro-batch, no grid.
+  std::vector<int64_t> attrs = {real(0.1), 1234, 5, 1, 0};
+  for (auto op :
+       {std::make_pair(loom_cpu_dropout, loom_cuda_dropout),
+        std::make_pair(loom_cpu_dropout_grad, loom_cuda_dropout_grad)}) {
+    bool grad = op.first == loom_cpu_dropout_grad;
+    Case c = make(grad ? "dropout_grad" : "dropout", op.first, op.second,
+                  {uniform({4, 33, 17}, 0.5, 1.5), scalarInt(7)},
+                  {result({4, 33, 17})}, attrs);
+    c.exactMask = true;
+    run(c, context);
+  }
+  // A shard of a [4, 33, 51] tensor on a 2 x 3 grid (dims 0 and 2 split
+  // over axes 0 and 1; this rank at (1, 2)), micro-batch 2 of 3.
+  static loom_comm comm;
+  comm.grid_coordinate = coordinateOf;
+  static loom_call_frame frame;
+  frame.comm = &comm;
+  frame.micro_batch = 2;
+  Case c = make("dropout on a shard", KERNELS(dropout),
+                {uniform({2, 33, 17}, 0.5, 1.5), scalarInt(11, LOOM_DTYPE_I32)},
+                {result({2, 33, 17})},
+                {real(0.3), -77, 9, 3, 2, 2, 3, 1, 0, 0, 1, 1});
+  c.frame = &frame;
+  c.exactMask = true;
+  run(c, context);
+}
+
+struct AttentionShape {
+  int64_t batch, seq, heads, kvSeq, kvHeads, dim;
+  bool causal;
+  double rate;
+};
+
+/// The attributes of attention / attention_grad: causal, scale, has_step,
+/// dropout rate, seed, key (then, with a step, the mask block).
+std::vector<int64_t> attentionAttrs(const AttentionShape &s) {
+  std::vector<int64_t> attrs = {s.causal,
+                                real(1.0 / std::sqrt(double(s.dim))),
+                                s.rate != 0.0,
+                                real(s.rate),
+                                42,
+                                3};
+  if (s.rate != 0.0)
+    attrs.insert(attrs.end(), {1, 0});
+  return attrs;
+}
+
+void attentionCases(loom_cuda_context *context) {
+  const AttentionShape shapes[] = {
+      {2, 24, 4, 24, 2, 16, false, 0.0},  {2, 24, 4, 24, 2, 16, true, 0.0},
+      {1, 100, 2, 100, 2, 64, true, 0.0}, {1, 40, 2, 70, 1, 32, false, 0.0},
+      {2, 20, 2, 20, 2, 80, true, 0.0},   {2, 33, 2, 33, 1, 16, true, 0.2},
+  };
+  for (const AttentionShape &s : shapes) {
+    std::string name =
+        "attention B" + std::to_string(s.batch) + " S" + std::to_string(s.seq) +
+        " Hq" + std::to_string(s.heads) + " Skv" + std::to_string(s.kvSeq) +
+        " Hkv" + std::to_string(s.kvHeads) + " D" + std::to_string(s.dim) +
+        (s.causal ? " causal" : "") + (s.rate != 0.0 ? " dropout" : "");
+    std::vector<int64_t> q = {s.batch, s.seq, s.heads, s.dim};
+    std::vector<int64_t> kv = {s.batch, s.kvSeq, s.kvHeads, s.dim};
+    std::vector<int64_t> lse = {s.batch, s.heads, s.seq};
+    std::vector<Tensor> ins = {uniform(q, -2, 2), uniform(kv, -2, 2),
+                               uniform(kv)};
+    if (s.rate != 0.0)
+      ins.push_back(scalarInt(5));
+    Case forward = make(name, KERNELS(attention), ins,
+                        {result(q), result(lse, false)}, attentionAttrs(s));
+    run(forward, context);
+
+    // The gradient at the forward's own out and lse (the CPU kernel's, from
+    // the f32 inputs), so that P is close to a distribution.
+    Case backward =
+        make(name + " grad", KERNELS(attention_grad), {},
+             {result(q), result(kv), result(kv)}, attentionAttrs(s));
+    backward.ins = {uniform(q), ins[0], ins[1], ins[2]};
+    std::vector<std::vector<double>> outs;
+    if (!runCpu(forward, ins, outs)) {
+      ++failures;
+      continue;
+    }
+    Tensor out = uniform(q), logSumExp = f32(uniform(lse));
+    out.values = outs[0];
+    logSumExp.values = outs[1];
+    backward.ins.push_back(out);
+    backward.ins.push_back(logSumExp);
+    if (s.rate != 0.0)
+      backward.ins.push_back(scalarInt(5));
+    run(backward, context);
+  }
+}
+
+void lookupAndLossCases(loom_cuda_context *context) {
+  run(make("embedding", KERNELS(embedding),
+           {uniform({50, 32}), integers({4, 6}, 0, 50)}, {result({4, 6, 32})}),
+      context);
+  run(make("embedding i64", KERNELS(embedding),
+           {uniform({50, 32}), integers({10}, 0, 50, LOOM_DTYPE_I64)},
+           {result({10, 32})}),
+      context);
+  // Ids from a small range: rows collide and add up.
+  run(make("embedding_grad", KERNELS(embedding_grad),
+           {uniform({4, 6, 32}), integers({4, 6}, 0, 10)}, {result({50, 32})}),
+      context);
+  run(make("embedding_grad f32", KERNELS(embedding_grad),
+           {uniform({4, 6, 32}), integers({4, 6}, 0, 10)},
+           {result({50, 32}, false)}),
+      context);
+  run(make("cross_entropy", KERNELS(cross_entropy),
+           {uniform({12, 50}, -3, 3), integers({12}, 0, 50)},
+           {result({}, false)}, {0}),
+      context);
+  run(make("cross_entropy token_count", KERNELS(cross_entropy),
+           {uniform({3, 4, 1000}, -3, 3),
+            integers({3, 4}, 0, 1000, LOOM_DTYPE_I64)},
+           {result({}, false)}, {20}),
+      context);
+  Tensor dloss = f32(uniform({}, 0.5, 2));
+  run(make("cross_entropy_grad", KERNELS(cross_entropy_grad),
+           {dloss, uniform({12, 50}, -3, 3), integers({12}, 0, 50)},
+           {result({12, 50})}, {0}),
+      context);
+  run(make("cross_entropy_grad token_count", KERNELS(cross_entropy_grad),
+           {dloss, uniform({3, 4, 1000}, -3, 3),
+            integers({3, 4}, 0, 1000, LOOM_DTYPE_I64)},
+           {result({3, 4, 1000})}, {20}),
+      context);
+}
+
+void optimizerCases(loom_cuda_context *context) {
+  // param and grad bf16 in the bf16 run; the moments stay f32.
+  run(make("adamw_update", KERNELS(adamw_update),
+           {uniform({1000}), uniform({1000}, -0.1, 0.1),
+            f32(uniform({1000}, -0.01, 0.01)), f32(uniform({1000}, 0, 1e-4)),
+            scalarInt(3)},
+           {result({1000}), result({1000}, false), result({1000}, false)},
+           {real(1e-3), real(0.9), real(0.999), real(1e-8), real(0.01)}),
+      context);
+  run(make("sgd_update", KERNELS(sgd_update),
+           {uniform({1000}), uniform({1000}, -0.1, 0.1)}, {result({1000})},
+           {real(0.05), real(0.01)}),
+      context);
+}
+
+//===----------------------------------------------------------------------===//
+// Failures
+//===----------------------------------------------------------------------===//
+
+void expectFailure(const char *name, bool failed, const char *message,
+                   const char *want) {
+  bool ok = failed && std::strstr(message, want) != nullptr;
+  std::printf("%s %s%s%s\n", ok ? "PASS" : "FAIL", name,
+              ok ? "" : ": expected a failure naming: ", ok ? "" : want);
+  if (!ok)
+    std::printf("  got status %d, message \"%s\"\n", failed, message);
+  (ok ? passes : failures) += 1;
+}
+
+/// Errors come back as statuses with the CPU kernels' messages.
+void failureCases(loom_cuda_context *context) {
+  if (filter && std::string("errors").find(filter) == std::string::npos)
+    return;
+  void *table = nullptr, *ids = nullptr, *out = nullptr;
+  cudaMalloc(&table, 4 * 50 * 8);
+  cudaMalloc(&ids, 4 * 4);
+  cudaMalloc(&out, 4 * 4 * 8);
+  int32_t badIds[4] = {1, 2, 50, 3};
+  cudaMemcpy(ids, badIds, sizeof badIds, cudaMemcpyHostToDevice);
+  void *buffers[3] = {table, ids, out};
+  const int64_t embedding[] = {2, 1, LOOM_DTYPE_F32, 2, 50, 8, LOOM_DTYPE_I32,
+                               1, 4, LOOM_DTYPE_F32, 2, 4,  8};
+  int32_t launched = loom_cuda_embedding(nullptr, buffers, embedding, context);
+  int32_t synced = loom_cuda_context_synchronize(context);
+  expectFailure("errors: embedding id out of range",
+                launched == 0 && synced != 0, loom_cuda_last_error(),
+                "embedding: id 50 at flat index 2 is outside [0, 50)");
+  expectFailure("errors: the error word is cleared",
+                loom_cuda_context_synchronize(context) == 0, "", "");
+
+  const int64_t mixed[] = {2,
+                           1,
+                           LOOM_DTYPE_F32,
+                           2,
+                           4,
+                           4,
+                           LOOM_DTYPE_BF16,
+                           2,
+                           4,
+                           4,
+                           LOOM_DTYPE_F32,
+                           2,
+                           4,
+                           4,
+                           0,
+                           0};
+  expectFailure("errors: matmul f32 x bf16",
+                loom_cuda_matmul(nullptr, buffers, mixed, context) != 0,
+                loom_cuda_last_error(),
+                "loom_cuda_matmul: operands of element");
+
+  loom_cuda_context *small = nullptr;
+  if (loom_cuda_context_create(nullptr, 64, &small) == 0) {
+    const int64_t norm[] = {3,
+                            3,
+                            LOOM_DTYPE_F32,
+                            2,
+                            50,
+                            8,
+                            LOOM_DTYPE_F32,
+                            2,
+                            50,
+                            8,
+                            LOOM_DTYPE_F32,
+                            1,
+                            8,
+                            LOOM_DTYPE_F32,
+                            2,
+                            50,
+                            8,
+                            LOOM_DTYPE_F32,
+                            1,
+                            8,
+                            LOOM_DTYPE_F32,
+                            1,
+                            8,
+                            real(1e-5)};
+    void *normBuffers[6] = {table, table, table, out, out, out};
+    expectFailure("errors: too little scratch",
+                  loom_cuda_layernorm_grad(nullptr, normBuffers, norm, small) !=
+                      0,
+                  loom_cuda_last_error(), "needs 464 bytes of scratch");
+    loom_cuda_context_destroy(small);
+  }
+  cudaFree(table);
+  cudaFree(ids);
+  cudaFree(out);
+}
+
+} // namespace
+
+int main(int argc, char **argv) {
+  int count = 0;
+  if (cudaGetDeviceCount(&count) != cudaSuccess || count == 0) {
+    std::printf("skipped: no CUDA device\n");
+    return 77;
+  }
+  if (argc > 1)
+    filter = argv[1];
+  cudaStream_t stream = nullptr;
+  if (cudaStreamCreate(&stream) != cudaSuccess) {
+    std::printf("cudaStreamCreate failed\n");
+    return 1;
+  }
+  loom_cuda_context *context = nullptr;
+  if (loom_cuda_context_create(stream, int64_t{64} << 20, &context) != 0) {
+    std::printf("loom_cuda_context_create: %s\n", loom_cuda_last_error());
+    return 1;
+  }
+  elementwiseCases(context);
+  layoutCases(context);
+  reductionCases(context);
+  matmulCases(context);
+  normCases(context);
+  dropoutCases(context);
+  attentionCases(context);
+  lookupAndLossCases(context);
+  optimizerCases(context);
+  failureCases(context);
+  loom_cuda_context_destroy(context);
+  cudaStreamDestroy(stream);
+  std::printf("%d passed, %d failed\n", passes, failures);
+  return failures == 0 ? 0 : 1;
+}

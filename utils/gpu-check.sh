@@ -1,0 +1,61 @@
+#!/usr/bin/env bash
+# gpu-check.sh - build and run the CUDA kernels' conformance test on a GPU
+# machine.
+#
+# Route: runtime/cuda/standalone is a small CMake project that needs only a
+# CUDA toolkit (nvcc, cuBLASLt), CMake and a C++ compiler (Ninja if there),
+# not LLVM/MLIR, GoogleTest or a BLAS, none of which the lent GPU machines
+# have. It builds libloom_cuda_kernels.so from runtime/cuda/kernels, the CPU
+# kernels from runtime/cpu/kernels (their GEMMs through a reference loop nest
+# instead of OpenBLAS) and test/Unit/CudaKernelTest.cpp, which runs every op
+# through both and compares (f32 to 1e-5, bf16 to 1e-2 relative, dropout
+# masks exactly). Everything is built there, from source, for that machine's
+# toolkit and driver: nothing built here needs to travel.
+#
+# Usage: utils/gpu-check.sh [build-dir] [case filter]
+#   build-dir     default /tmp/loom-build-gpu (outside the tree)
+#   case filter   run only the cases whose name contains it
+#   LOOM_CUDA_ARCH=90a utils/gpu-check.sh   another target architecture
+#
+# Exit status: the test's (0 all pass, 1 a case failed, 77 no usable GPU),
+# or the build's failure.
+set -euo pipefail
+
+root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+build="${1:-/tmp/loom-build-gpu}"
+filter="${2:-}"
+
+nvcc="$(command -v nvcc || echo /usr/local/cuda/bin/nvcc)"
+if [ ! -x "$nvcc" ]; then
+  echo "gpu-check: no nvcc on PATH or in /usr/local/cuda/bin" >&2
+  exit 1
+fi
+cuda_root="$(dirname "$(dirname "$(readlink -f "$nvcc")")")"
+echo "== toolchain"
+"$nvcc" --version | tail -n 2
+cmake --version | head -n 1
+if [ ! -e "$cuda_root/include/cublasLt.h" ]; then
+  echo "gpu-check: warning: no cublasLt.h in $cuda_root/include" >&2
+fi
+command -v nvidia-smi >/dev/null && nvidia-smi -L || true
+
+generator=()
+if command -v ninja >/dev/null; then
+  generator=(-G Ninja)
+fi
+echo "== configure ($build)"
+cmake -S "$root/runtime/cuda/standalone" -B "$build" "${generator[@]}" \
+  -DCMAKE_BUILD_TYPE=Release -DCMAKE_CUDA_COMPILER="$nvcc" \
+  ${LOOM_CUDA_ARCH:+-DLOOM_CUDA_ARCH=$LOOM_CUDA_ARCH}
+echo "== build"
+cmake --build "$build" -j "$(nproc)"
+
+echo "== device"
+probe=0
+"$build/loom-cuda-probe" || probe=$?
+if [ "$probe" -ne 0 ]; then
+  echo "gpu-check: no usable CUDA device: the kernels built, nothing ran"
+  exit 77
+fi
+echo "== conformance"
+exec "$build/LoomCudaKernelTest" ${filter:+"$filter"}
