@@ -832,20 +832,38 @@ void expectFailure(const char *name, bool failed, const char *message,
   (ok ? passes : failures) += 1;
 }
 
-/// Errors come back as statuses with the CPU kernels' messages.
+/// The meta of an op on tensors of these types and shapes.
+std::vector<int64_t> metaFor(std::vector<Tensor> ins, std::vector<Tensor> outs,
+                             std::vector<int64_t> attrs) {
+  Case c = make("", nullptr, nullptr, std::move(ins), std::move(outs),
+                std::move(attrs));
+  return metaOf(c, Precision::BF16);
+}
+
+/// Errors come back as statuses with the CPU kernels' messages: at once
+/// for what the host sees, at loom_cuda_context_synchronize for what only
+/// the device sees.
 void failureCases(loom_cuda_context *context) {
   if (filter && std::string("errors").find(filter) == std::string::npos)
     return;
-  void *table = nullptr, *ids = nullptr, *out = nullptr;
-  cudaMalloc(&table, 4 * 50 * 8);
-  cudaMalloc(&ids, 4 * 4);
-  cudaMalloc(&out, 4 * 4 * 8);
+  DeviceBuffers device;
+  for (int i = 0; i < 3; ++i) {
+    void *pointer = nullptr;
+    cudaMalloc(&pointer, 4096);
+    cudaMemset(pointer, 0, 4096);
+    device.pointers.push_back(pointer);
+  }
+  void *data = device.pointers[0], *ids = device.pointers[1],
+       *out = device.pointers[2];
   int32_t badIds[4] = {1, 2, 50, 3};
   cudaMemcpy(ids, badIds, sizeof badIds, cudaMemcpyHostToDevice);
-  void *buffers[3] = {table, ids, out};
-  const int64_t embedding[] = {2, 1, LOOM_DTYPE_F32, 2, 50, 8, LOOM_DTYPE_I32,
-                               1, 4, LOOM_DTYPE_F32, 2, 4,  8};
-  int32_t launched = loom_cuda_embedding(nullptr, buffers, embedding, context);
+
+  void *lookup[3] = {data, ids, out};
+  std::vector<int64_t> embedding =
+      metaFor({f32(uniform({50, 8})), integers({4}, 0, 1)},
+              {result({4, 8}, false)}, {});
+  int32_t launched =
+      loom_cuda_embedding(nullptr, lookup, embedding.data(), context);
   int32_t synced = loom_cuda_context_synchronize(context);
   expectFailure("errors: embedding id out of range",
                 launched == 0 && synced != 0, loom_cuda_last_error(),
@@ -853,63 +871,39 @@ void failureCases(loom_cuda_context *context) {
   expectFailure("errors: the error word is cleared",
                 loom_cuda_context_synchronize(context) == 0, "", "");
 
-  const int64_t mixed[] = {2,
-                           1,
-                           LOOM_DTYPE_F32,
-                           2,
-                           4,
-                           4,
-                           LOOM_DTYPE_BF16,
-                           2,
-                           4,
-                           4,
-                           LOOM_DTYPE_F32,
-                           2,
-                           4,
-                           4,
-                           0,
-                           0};
+  // A step of 0 (data is zeros): the CPU kernel's check, on the device.
+  void *adamBuffers[8] = {data, data, data, data, data, out, out, out};
+  std::vector<int64_t> adamw =
+      metaFor({f32(uniform({8})), f32(uniform({8})), f32(uniform({8})),
+               f32(uniform({8})), scalarInt(0)},
+              {result({8}, false), result({8}, false), result({8}, false)},
+              {real(1e-3), real(0.9), real(0.999), real(1e-8), real(0.0)});
+  launched =
+      loom_cuda_adamw_update(nullptr, adamBuffers, adamw.data(), context);
+  synced = loom_cuda_context_synchronize(context);
+  expectFailure("errors: adamw step 0", launched == 0 && synced != 0,
+                loom_cuda_last_error(), "adamw_update: step 0 is not 1-based");
+
+  void *product[3] = {data, data, out};
+  std::vector<int64_t> mixed = metaFor({f32(uniform({4, 4})), uniform({4, 4})},
+                                       {result({4, 4}, false)}, {0, 0});
   expectFailure("errors: matmul f32 x bf16",
-                loom_cuda_matmul(nullptr, buffers, mixed, context) != 0,
+                loom_cuda_matmul(nullptr, product, mixed.data(), context) != 0,
                 loom_cuda_last_error(),
                 "loom_cuda_matmul: operands of element");
 
   loom_cuda_context *small = nullptr;
   if (loom_cuda_context_create(nullptr, 64, &small) == 0) {
-    const int64_t norm[] = {3,
-                            3,
-                            LOOM_DTYPE_F32,
-                            2,
-                            50,
-                            8,
-                            LOOM_DTYPE_F32,
-                            2,
-                            50,
-                            8,
-                            LOOM_DTYPE_F32,
-                            1,
-                            8,
-                            LOOM_DTYPE_F32,
-                            2,
-                            50,
-                            8,
-                            LOOM_DTYPE_F32,
-                            1,
-                            8,
-                            LOOM_DTYPE_F32,
-                            1,
-                            8,
-                            real(1e-5)};
-    void *normBuffers[6] = {table, table, table, out, out, out};
+    void *norm[6] = {data, data, data, out, out, out};
+    std::vector<int64_t> grad =
+        metaFor({uniform({50, 8}), uniform({50, 8}), uniform({8})},
+                {result({50, 8}), result({8}), result({8})}, {real(1e-5)});
     expectFailure("errors: too little scratch",
-                  loom_cuda_layernorm_grad(nullptr, normBuffers, norm, small) !=
+                  loom_cuda_layernorm_grad(nullptr, norm, grad.data(), small) !=
                       0,
                   loom_cuda_last_error(), "needs 464 bytes of scratch");
     loom_cuda_context_destroy(small);
   }
-  cudaFree(table);
-  cudaFree(ids);
-  cudaFree(out);
 }
 
 } // namespace

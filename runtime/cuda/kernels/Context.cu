@@ -37,6 +37,8 @@ int32_t failDevice(const long long *word) {
     op = "cross_entropy_grad";
     what = "label";
     break;
+  case kAdamWStep:
+    return fail("adamw_update: step %lld is not 1-based", word[2]);
   default:
     return fail("a CUDA kernel recorded device error %lld", word[0]);
   }

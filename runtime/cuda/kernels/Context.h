@@ -35,6 +35,7 @@ enum DeviceError : long long {
   kEmbeddingGradId = 2,
   kCrossEntropyLabel = 3,
   kCrossEntropyGradLabel = 4,
+  kAdamWStep = 5,
 };
 
 /// Fails with the launch error of `op`'s last kernel launch, if any.

@@ -25,8 +25,15 @@ struct AdamW {
 ///                                 (sqrt(v' / (1 - beta2^t)) + eps))
 __global__ void adamw_update_kernel(AdamW h, Indices step, Floats p, Floats g,
                                     const float *m, const float *v, Floats newP,
-                                    float *newM, float *newV, int64_t n) {
-  double t = static_cast<double>(step[0]);
+                                    float *newM, float *newV, int64_t n,
+                                    long long *error) {
+  int64_t stepValue = step[0];
+  if (stepValue < 1) {
+    if (blockIdx.x == 0 && threadIdx.x == 0)
+      recordError(error, kAdamWStep, 0, stepValue, 1);
+    return;
+  }
+  double t = static_cast<double>(stepValue);
   float correction1 = static_cast<float>(1.0 - pow(h.beta1Double, t));
   float correction2 = static_cast<float>(1.0 - pow(h.beta2Double, t));
   float oneMinusBeta1 = static_cast<float>(1.0 - h.beta1Double);
@@ -59,8 +66,8 @@ using namespace loom::cuda;
 extern "C" {
 
 /// Operands param, grad, m, v, step (0-d, 1-based); results param', m', v'.
-/// A step below 1 divides by a zero correction, as it would on the CPU had
-/// the CPU kernel not checked it: the device cannot fail the call.
+/// A step below 1 is a device error (the step lives on the device), the
+/// results left unwritten.
 int32_t loom_cuda_adamw_update(const loom_call_frame *, void *const *buffers,
                                const int64_t *meta,
                                loom_cuda_context *context) {
@@ -95,7 +102,7 @@ int32_t loom_cuda_adamw_update(const loom_call_frame *, void *const *buffers,
       h, indices(step), floats(p), floats(g),
       static_cast<const float *>(m.data), static_cast<const float *>(v.data),
       floats(args.out(0)), static_cast<float *>(args.out(1).data),
-      static_cast<float *>(args.out(2).data), n);
+      static_cast<float *>(args.out(2).data), n, context->deviceError);
   return checkLaunch("adamw_update");
 }
 
