@@ -9,16 +9,18 @@
 # kernels from runtime/cpu/kernels (their GEMMs through a reference loop nest
 # instead of OpenBLAS) and test/Unit/CudaKernelTest.cpp, which runs every op
 # through both and compares (f32 to 1e-5, bf16 to 1e-2 relative, dropout
-# masks exactly). Everything is built there, from source, for that machine's
-# toolkit and driver: nothing built here needs to travel.
+# masks exactly), then, once every case passes, LoomCudaKernelBench (each
+# kernel's time at GPT-2 124M shapes). Everything is built there, from
+# source, for that machine's toolkit and driver: nothing built here needs to
+# travel.
 #
 # Usage: utils/gpu-check.sh [build-dir] [case filter]
 #   build-dir     default /tmp/loom-build-gpu (outside the tree)
-#   case filter   run only the cases whose name contains it
+#   case filter   run only the cases whose name contains it (no timings)
 #   LOOM_CUDA_ARCH=90a utils/gpu-check.sh   another target architecture
 #
-# Exit status: the test's (0 all pass, 1 a case failed, 77 no usable GPU),
-# or the build's failure.
+# Exit status: 0 when every case passes (and the timings ran), 1 when a
+# case failed, 77 without a usable GPU, or the build's failure.
 set -euo pipefail
 
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -58,4 +60,8 @@ if [ "$probe" -ne 0 ]; then
   exit 77
 fi
 echo "== conformance"
-exec "$build/LoomCudaKernelTest" ${filter:+"$filter"}
+"$build/LoomCudaKernelTest" ${filter:+"$filter"}
+if [ -z "$filter" ]; then
+  echo "== timings"
+  "$build/LoomCudaKernelBench"
+fi

@@ -1,0 +1,202 @@
+//===- KernelBench.cpp - How fast the CUDA kernels run at GPT-2 shapes ----===//
+//
+// Times the kernels of one GPT-2 124M training step's shapes (batch 8,
+// sequence 1024, width 768, 12 heads, vocabulary 50257, bf16 activations,
+// f32 optimizer state) through the same entry points compiled code calls,
+// and prints each call's time with its achieved TFLOP/s (GEMMs, attention)
+// or GB/s (the memory-bound rest, counting each tensor read or written
+// once). Inputs are zeros (a step is 1): the timings of these kernels do
+// not depend on the values. A guide for kernel work, not a conformance check
+// (CudaKernelTest is that); utils/gpu-check.sh runs it after the test.
+//
+//===----------------------------------------------------------------------===//
+
+#include "loom/loom_cuda_kernels.h"
+
+#include <cuda_runtime.h>
+
+#include <cstdio>
+#include <cstring>
+#include <vector>
+
+namespace {
+
+using CudaKernel = int32_t (*)(const loom_call_frame *, void *const *,
+                               const int64_t *, loom_cuda_context *);
+
+constexpr int64_t kBatch = 8, kSeq = 1024, kWidth = 768, kHeads = 12,
+                  kVocab = 50257, kParams = 124439808;
+constexpr int64_t kTokens = kBatch * kSeq;
+
+struct TensorType {
+  loom_dtype dtype;
+  std::vector<int64_t> shape;
+
+  int64_t bytes() const {
+    int64_t n = loom_dtype_bytes(dtype);
+    for (int64_t extent : shape)
+      n *= extent;
+    return n;
+  }
+};
+
+TensorType bf16(std::vector<int64_t> shape) {
+  return {LOOM_DTYPE_BF16, std::move(shape)};
+}
+TensorType f32(std::vector<int64_t> shape) {
+  return {LOOM_DTYPE_F32, std::move(shape)};
+}
+TensorType i32(std::vector<int64_t> shape) {
+  return {LOOM_DTYPE_I32, std::move(shape)};
+}
+
+int64_t real(double value) {
+  int64_t bits;
+  std::memcpy(&bits, &value, sizeof bits);
+  return bits;
+}
+
+/// Allocates zeroed buffers for `ins` and `outs`, calls `kernel` a few
+/// times to warm up, then times 10 calls; prints the mean with `flops`
+/// (TFLOP/s) or, when 0, the bytes of every tensor (GB/s).
+bool bench(const char *name, CudaKernel kernel, std::vector<TensorType> ins,
+           std::vector<TensorType> outs, std::vector<int64_t> attrs,
+           double flops, loom_cuda_context *context, cudaStream_t stream) {
+  std::vector<int64_t> meta = {static_cast<int64_t>(ins.size()),
+                               static_cast<int64_t>(outs.size())};
+  std::vector<void *> buffers;
+  double bytes = 0.0;
+  bool ok = true;
+  for (const std::vector<TensorType> *list : {&ins, &outs})
+    for (const TensorType &t : *list) {
+      meta.push_back(t.dtype);
+      meta.push_back(static_cast<int64_t>(t.shape.size()));
+      meta.insert(meta.end(), t.shape.begin(), t.shape.end());
+      void *pointer = nullptr;
+      ok = ok && cudaMalloc(&pointer, t.bytes()) == cudaSuccess &&
+           cudaMemset(pointer, 0, t.bytes()) == cudaSuccess;
+      // A 0-d integer is a step: 1-based.
+      int64_t one = 1;
+      if (ok && t.shape.empty() && t.dtype == LOOM_DTYPE_I64)
+        ok =
+            cudaMemcpy(pointer, &one, 8, cudaMemcpyHostToDevice) == cudaSuccess;
+      buffers.push_back(pointer);
+      bytes += static_cast<double>(t.bytes());
+    }
+  meta.insert(meta.end(), attrs.begin(), attrs.end());
+  cudaEvent_t start, stop;
+  cudaEventCreate(&start);
+  cudaEventCreate(&stop);
+  float ms = 0.0f;
+  constexpr int kWarmups = 3, kRuns = 10;
+  for (int i = 0; ok && i < kWarmups + kRuns; ++i) {
+    if (i == kWarmups)
+      cudaEventRecord(start, stream);
+    ok = kernel(nullptr, buffers.data(), meta.data(), context) == 0;
+  }
+  cudaEventRecord(stop, stream);
+  ok = ok && loom_cuda_context_synchronize(context) == 0;
+  cudaEventElapsedTime(&ms, start, stop);
+  double seconds = ms / 1e3 / kRuns;
+  if (!ok)
+    std::printf("%-28s failed: %s %s\n", name, loom_cuda_last_error(),
+                cudaGetErrorString(cudaGetLastError()));
+  else if (flops > 0.0)
+    std::printf("%-28s %9.1f us  %7.1f TFLOP/s\n", name, seconds * 1e6,
+                flops / seconds / 1e12);
+  else
+    std::printf("%-28s %9.1f us  %7.1f GB/s\n", name, seconds * 1e6,
+                bytes / seconds / 1e9);
+  for (void *pointer : buffers)
+    cudaFree(pointer);
+  cudaEventDestroy(start);
+  cudaEventDestroy(stop);
+  return ok;
+}
+
+} // namespace
+
+int main() {
+  int count = 0;
+  if (cudaGetDeviceCount(&count) != cudaSuccess || count == 0) {
+    std::printf("skipped: no CUDA device\n");
+    return 77;
+  }
+  cudaStream_t stream = nullptr;
+  loom_cuda_context *context = nullptr;
+  if (cudaStreamCreate(&stream) != cudaSuccess ||
+      loom_cuda_context_create(stream, int64_t{256} << 20, &context) != 0) {
+    std::printf("no context: %s\n", loom_cuda_last_error());
+    return 1;
+  }
+  const int64_t b = kBatch, s = kSeq, c = kWidth, h = kHeads, d = c / h;
+  const double gemm = 2.0 * kTokens * c; // times N
+  std::vector<int64_t> noTranspose = {0, 0};
+  // causal, scale, has_step, dropout rate, seed, key
+  std::vector<int64_t> attention = {1, real(0.125), 0, real(0.0), 0, 0};
+  // Causal attention: half of 4 B H S^2 D forward, twice that backward.
+  const double attentionFlops = 2.0 * b * h * s * s * d;
+  bool ok = true;
+  std::printf("GPT-2 124M shapes: batch %lld, sequence %lld, bf16\n",
+              static_cast<long long>(b), static_cast<long long>(s));
+  ok &=
+      bench("matmul qkv", loom_cuda_matmul, {bf16({b, s, c}), bf16({c, 3 * c})},
+            {bf16({b, s, 3 * c})}, noTranspose, gemm * 3 * c, context, stream);
+  ok &= bench("matmul mlp up", loom_cuda_matmul,
+              {bf16({b, s, c}), bf16({c, 4 * c})}, {bf16({b, s, 4 * c})},
+              noTranspose, gemm * 4 * c, context, stream);
+  ok &= bench("matmul mlp up dW (lhs^T)", loom_cuda_matmul,
+              {bf16({kTokens, c}), bf16({kTokens, 4 * c})}, {f32({c, 4 * c})},
+              {1, 0}, gemm * 4 * c, context, stream);
+  ok &= bench("matmul lm head (rhs^T)", loom_cuda_matmul,
+              {bf16({b, s, c}), bf16({kVocab, c})}, {bf16({b, s, kVocab})},
+              {0, 1}, gemm * kVocab, context, stream);
+  ok &= bench("attention", loom_cuda_attention,
+              {bf16({b, s, h, d}), bf16({b, s, h, d}), bf16({b, s, h, d})},
+              {bf16({b, s, h, d}), f32({b, h, s})}, attention, attentionFlops,
+              context, stream);
+  ok &= bench("attention_grad", loom_cuda_attention_grad,
+              {bf16({b, s, h, d}), bf16({b, s, h, d}), bf16({b, s, h, d}),
+               bf16({b, s, h, d}), bf16({b, s, h, d}), f32({b, h, s})},
+              {bf16({b, s, h, d}), bf16({b, s, h, d}), bf16({b, s, h, d})},
+              attention, 2.5 * attentionFlops, context, stream);
+  ok &= bench("layernorm", loom_cuda_layernorm,
+              {bf16({b, s, c}), f32({c}), f32({c})}, {bf16({b, s, c})},
+              {real(1e-5)}, 0.0, context, stream);
+  ok &= bench("layernorm_grad", loom_cuda_layernorm_grad,
+              {bf16({b, s, c}), bf16({b, s, c}), f32({c})},
+              {bf16({b, s, c}), f32({c}), f32({c})}, {real(1e-5)}, 0.0, context,
+              stream);
+  ok &= bench("gelu", loom_cuda_gelu, {bf16({b, s, 4 * c})},
+              {bf16({b, s, 4 * c})}, {}, 0.0, context, stream);
+  ok &=
+      bench("add (residual)", loom_cuda_add, {bf16({b, s, c}), bf16({b, s, c})},
+            {bf16({b, s, c})}, {}, 0.0, context, stream);
+  ok &= bench("reduce_sum (bias grad)", loom_cuda_reduce_sum,
+              {bf16({b, s, 4 * c})}, {f32({4 * c})}, {2, 0, 1, 0}, 0.0, context,
+              stream);
+  ok &= bench("cross_entropy", loom_cuda_cross_entropy,
+              {bf16({b, s, kVocab}), i32({b, s})}, {f32({})}, {0}, 0.0, context,
+              stream);
+  ok &= bench("cross_entropy_grad", loom_cuda_cross_entropy_grad,
+              {f32({}), bf16({b, s, kVocab}), i32({b, s})},
+              {bf16({b, s, kVocab})}, {0}, 0.0, context, stream);
+  ok &=
+      bench("embedding", loom_cuda_embedding, {bf16({kVocab, c}), i32({b, s})},
+            {bf16({b, s, c})}, {}, 0.0, context, stream);
+  ok &= bench("embedding_grad (f32)", loom_cuda_embedding_grad,
+              {bf16({b, s, c}), i32({b, s})}, {f32({kVocab, c})}, {}, 0.0,
+              context, stream);
+  ok &= bench("adamw_update (124M, f32)", loom_cuda_adamw_update,
+              {f32({kParams}),
+               f32({kParams}),
+               f32({kParams}),
+               f32({kParams}),
+               {LOOM_DTYPE_I64, {}}},
+              {f32({kParams}), f32({kParams}), f32({kParams})},
+              {real(6e-4), real(0.9), real(0.95), real(1e-8), real(0.1)}, 0.0,
+              context, stream);
+  loom_cuda_context_destroy(context);
+  cudaStreamDestroy(stream);
+  return ok ? 0 : 1;
+}
