@@ -190,18 +190,21 @@ struct AutoShardPass : impl::LoomAutoShardBase<AutoShardPass> {
       return signalPassFailure();
     }
     // A pipelined step (--loom-pipeline) runs each stage on its pipeline
-    // rank's share of the cluster: the mesh is one stage's grid.
+    // rank's grid: the mesh has the cluster's devices, or for a pipelined
+    // step the share of one pipeline rank (the cluster is the whole job).
     int64_t pipelineRanks = 1;
     if (auto pipeline = module->getAttrOfType<DictionaryAttr>(kPipelineAttr))
       if (auto ranks = pipeline.getAs<IntegerAttr>("ranks"))
         pipelineRanks = std::max<int64_t>(1, ranks.getInt());
-    if (mesh.numDevices() * pipelineRanks != cluster->numDevices()) {
+    if (mesh.numDevices() != cluster->numDevices() &&
+        mesh.numDevices() * pipelineRanks != cluster->numDevices()) {
       auto diag = fn.emitError()
                   << "--loom-auto-shard: the mesh " << meshShape << " has "
                   << mesh.numDevices() << " devices, the cluster '"
                   << cluster->name << "' " << cluster->numDevices();
       if (pipelineRanks > 1)
-        diag << " for " << pipelineRanks << " pipeline ranks (one mesh each)";
+        diag << " (a pipelined step's mesh has them all, or one of its "
+             << pipelineRanks << " pipeline ranks' share)";
       return signalPassFailure();
     }
     if (auto grid = module.lookupSymbol<shard::GridOp>(kGridName);
