@@ -16,8 +16,9 @@
 #      the sharding of each stage over its 2 ranks (--loom-auto-shard, the
 #      ILP), partitions it and splits the stages' functions and schedule;
 #   7. loom-compile lowers it to native code (model.loom);
-#   8. mpirun starts 4 ranks of loom-run, which train it and print the
-#      falling loss.
+#   8. mpirun starts 4 ranks of loom-run, which train it, print the falling
+#      loss and save a sharded checkpoint; loom-checkpoint consolidates it
+#      into one HF-named safetensors file.
 #
 # usage: utils/run-main-job.sh
 # environment: LOOM_BUILD_DIR, LOOM_ENABLE_CUDA as for utils/run-tests.sh;
@@ -95,6 +96,11 @@ fi
 echo "== mpirun ${mpirun_flags[*]} loom-run gpt2-tiny.loom --steps $steps (every 10th step shown)"
 mpirun "${mpirun_flags[@]}" "$build/bin/loom-run" "$build/gpt2-tiny.loom" \
   --init "$build/gpt2-tiny.init.safetensors" --data "$build/corpus.tokens" \
-  --steps "$steps" --log-json "$build/gpt2-tiny.log.jsonl" \
-  | awk 'NR == 1 || /^step/ && ($2 == 1 || $2 % 10 == 0)'
-echo "log: $build/gpt2-tiny.log.jsonl"
+  --steps "$steps" --log-json "$build/gpt2-tiny.log.jsonl" --save "$build/gpt2-tiny.ckpt" \
+  | awk 'NR == 1 || /^step/ && ($2 == 1 || $2 % 10 == 0) || /saved/'
+
+echo "== loom-checkpoint consolidate gpt2-tiny.ckpt -o gpt2-tiny.trained.safetensors"
+"$build/bin/loom-checkpoint" consolidate "$build/gpt2-tiny.ckpt" \
+  -o "$build/gpt2-tiny.trained.safetensors"
+echo "log: $build/gpt2-tiny.log.jsonl; sharded checkpoint (resume with loom-run --resume):" \
+  "$build/gpt2-tiny.ckpt; trained weights (HF names): $build/gpt2-tiny.trained.safetensors"
