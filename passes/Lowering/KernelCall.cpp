@@ -1,8 +1,8 @@
-//===- KernelCall.cpp - How an op calls its CPU kernel --------------------===//
+//===- KernelCall.cpp - How an op calls its kernel ------------------------===//
 //
-// The encoding of runtime/include/loom/loom_cpu_kernels.h: operands and
-// results (dtype, rank, dims), then each op's attributes in the order that
-// header lists them.
+// The encoding of runtime/include/loom/loom_cpu_kernels.h, which
+// loom_cuda_kernels.h shares: operands and results (dtype, rank, dims),
+// then each op's attributes in the order that header lists them.
 //
 //===----------------------------------------------------------------------===//
 
@@ -51,24 +51,25 @@ namespace {
 /// kernels cannot take.
 class MetaWriter {
 public:
-  MetaWriter(Operation *op, SmallVectorImpl<int64_t> &meta)
-      : op(op), meta(meta) {}
+  MetaWriter(Operation *op, const Target &target,
+             SmallVectorImpl<int64_t> &meta)
+      : op(op), target(target), meta(meta) {}
 
   LogicalResult tensor(Type type) {
     auto ranked = dyn_cast<RankedTensorType>(type);
     if (!ranked || !ranked.hasStaticShape())
-      return op->emitOpError("--loom-lower-cpu needs statically shaped "
-                             "tensors, not ")
-             << type;
+      return op->emitOpError()
+             << target.flag << " needs statically shaped tensors, not " << type;
     int64_t code = dtypeCode(ranked.getElementType());
-    // The kernels compute in f32 (f64 where asked); bf16 tensors only move.
-    if (code < 0 || (code == 4 && !isa<shard::ShardDialect>(op->getDialect())))
-      return op->emitOpError("--loom-lower-cpu has no CPU kernel for element "
-                             "type ")
-             << ranked.getElementType();
+    // bf16 is code 4; without bf16 kernels, only the collectives move it.
+    if (code < 0 || (code == 4 && !target.bf16Arithmetic &&
+                     !isa<shard::ShardDialect>(op->getDialect())))
+      return op->emitOpError()
+             << target.flag << " has no " << target.library
+             << " kernel for element type " << ranked.getElementType();
     if (ranked.getRank() > 8) // kMaxRank of the kernels' KernelArgs
-      return op->emitOpError("--loom-lower-cpu takes tensors of rank 8 at "
-                             "most, not ")
+      return op->emitOpError()
+             << target.flag << " takes tensors of rank 8 at most, not "
              << ranked.getRank();
     meta.push_back(code);
     meta.push_back(ranked.getRank());
@@ -131,6 +132,8 @@ public:
     return success();
   }
 
+  const Target &getTarget() const { return target; }
+
   /// The attributes of attention / attention_grad.
   LogicalResult attention(Value step, Value q) {
     unit("causal");
@@ -146,6 +149,7 @@ public:
 
 private:
   Operation *op;
+  const Target &target;
   SmallVectorImpl<int64_t> &meta;
 };
 
@@ -164,12 +168,13 @@ int64_t reductionCode(shard::ReductionKind kind) {
 }
 
 /// The number of members of the group of `axes` on the grid of `op`.
-FailureOr<int64_t> groupMembers(Operation *op, FlatSymbolRefAttr gridRef,
+FailureOr<int64_t> groupMembers(Operation *op, const Target &target,
+                                FlatSymbolRefAttr gridRef,
                                 ArrayRef<int16_t> axes,
                                 SmallVectorImpl<int64_t> *sizes = nullptr) {
   auto grid = SymbolTable::lookupNearestSymbolFrom<shard::GridOp>(op, gridRef);
   if (!grid || llvm::any_of(grid.getShape(), ShapedType::isDynamic))
-    return op->emitOpError("--loom-lower-cpu needs a grid of static shape");
+    return op->emitOpError() << target.flag << " needs a grid of static shape";
   int64_t members = 1;
   for (int16_t axis : axes) {
     members *= grid.getShape()[axis];
@@ -179,14 +184,20 @@ FailureOr<int64_t> groupMembers(Operation *op, FlatSymbolRefAttr gridRef,
   return members;
 }
 
+LogicalResult noKernel(Operation *op, const Target &target) {
+  return op->emitOpError() << "has no " << target.library << " kernel ("
+                           << target.flag << ")";
+}
+
 /// Writes the attributes of a collective; fails on an unsupported one.
 LogicalResult writeCollective(Operation *op, MetaWriter &w,
                               GroupTable &groups) {
+  const Target &target = w.getTarget();
   auto reduction = [&](shard::ReductionKind kind) -> LogicalResult {
     int64_t code = reductionCode(kind);
     if (code < 0)
-      return op->emitOpError("--loom-lower-cpu supports the sum, max and min "
-                             "reductions, not ")
+      return op->emitOpError()
+             << target.flag << " supports the sum, max and min reductions, not "
              << shard::stringifyReductionKind(kind);
     w.integer(code);
     return success();
@@ -200,7 +211,8 @@ LogicalResult writeCollective(Operation *op, MetaWriter &w,
         w.integer(groups.indexOf(o.getGridAxes()));
         if (failed(reduction(o.getReduction())))
           return failure();
-        auto members = groupMembers(op, o.getGridAttr(), o.getGridAxes());
+        auto members =
+            groupMembers(op, target, o.getGridAttr(), o.getGridAxes());
         if (failed(members))
           return failure();
         w.integer(*members);
@@ -209,7 +221,8 @@ LogicalResult writeCollective(Operation *op, MetaWriter &w,
       })
       .Case([&](shard::AllGatherOp o) -> LogicalResult {
         w.integer(groups.indexOf(o.getGridAxes()));
-        auto members = groupMembers(op, o.getGridAttr(), o.getGridAxes());
+        auto members =
+            groupMembers(op, target, o.getGridAttr(), o.getGridAxes());
         if (failed(members))
           return failure();
         w.integer(*members);
@@ -218,7 +231,8 @@ LogicalResult writeCollective(Operation *op, MetaWriter &w,
       })
       .Case([&](shard::AllToAllOp o) -> LogicalResult {
         w.integer(groups.indexOf(o.getGridAxes()));
-        auto members = groupMembers(op, o.getGridAttr(), o.getGridAxes());
+        auto members =
+            groupMembers(op, target, o.getGridAttr(), o.getGridAxes());
         if (failed(members))
           return failure();
         w.integer(*members);
@@ -230,15 +244,14 @@ LogicalResult writeCollective(Operation *op, MetaWriter &w,
         w.integer(groups.indexOf(o.getGridAxes()));
         w.integer(o.getSliceAxis().getSExtValue());
         SmallVector<int64_t> sizes;
-        if (failed(groupMembers(op, o.getGridAttr(), o.getGridAxes(), &sizes)))
+        if (failed(groupMembers(op, target, o.getGridAttr(), o.getGridAxes(),
+                                &sizes)))
           return failure();
         w.array(o.getGridAxes());
         w.array(ArrayRef<int64_t>(sizes));
         return success();
       })
-      .Default([&](Operation *) {
-        return op->emitOpError("has no CPU kernel (--loom-lower-cpu)");
-      });
+      .Default([&](Operation *) { return noKernel(op, w.getTarget()); });
 }
 
 /// Writes the attributes of a loom op; fails on an op with no kernel.
@@ -312,21 +325,20 @@ LogicalResult writeLoomAttributes(Operation *op, MetaWriter &w) {
             TanhOp, CastOp, ReshapeOp, BroadcastOp, GeluOp, GeluGradOp, SiluOp,
             SiluGradOp, SoftmaxGradOp, EmbeddingOp, EmbeddingGradOp>(
           [&](Operation *) { return success(); })
-      .Default([&](Operation *) {
-        return op->emitOpError("has no CPU kernel (--loom-lower-cpu)");
-      });
+      .Default([&](Operation *) { return noKernel(op, w.getTarget()); });
 }
 
 } // namespace
 
-FailureOr<KernelCall> encodeKernelCall(Operation *op, GroupTable &groups) {
+FailureOr<KernelCall> encodeKernelCall(Operation *op, GroupTable &groups,
+                                       const Target &target) {
   // KernelArgs decodes 16 tensors (concat reads its own meta).
   if (op->getNumOperands() + op->getNumResults() > 16 && !isa<ConcatOp>(op))
-    return op->emitOpError("--loom-lower-cpu takes ops of 16 operands and "
-                           "results at most");
+    return op->emitOpError()
+           << target.flag << " takes ops of 16 operands and results at most";
   KernelCall call;
-  call.symbol = ("loom_cpu_" + op->getName().stripDialect()).str();
-  MetaWriter w(op, call.meta);
+  call.symbol = (target.kernelPrefix + op->getName().stripDialect()).str();
+  MetaWriter w(op, target, call.meta);
   w.integer(op->getNumOperands());
   w.integer(op->getNumResults());
   for (Type type : op->getOperandTypes())
@@ -344,9 +356,9 @@ FailureOr<KernelCall> encodeKernelCall(Operation *op, GroupTable &groups) {
   return call;
 }
 
-KernelCall copyCall(Type type) {
+KernelCall copyCall(Type type, const Target &target, StringRef kernel) {
   auto ranked = cast<RankedTensorType>(type);
-  KernelCall call{"loom_cpu_copy", {1, 1}};
+  KernelCall call{(target.kernelPrefix + kernel).str(), {1, 1}};
   for (int i = 0; i < 2; ++i) {
     call.meta.push_back(dtypeCode(ranked.getElementType()));
     call.meta.push_back(ranked.getRank());

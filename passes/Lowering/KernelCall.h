@@ -1,15 +1,19 @@
-//===- KernelCall.h - How an op calls its CPU kernel ------------*- C++ -*-===//
+//===- KernelCall.h - How an op calls its kernel ----------------*- C++ -*-===//
 //
-// `--loom-lower-cpu` turns every op into one call of a kernel of the CPU
-// kernel library (runtime/include/loom/loom_cpu_kernels.h): the kernel's
-// symbol and a constant `meta` array describing the operands, results and
-// attributes. This file is that encoding, kept apart from the pass so that
-// the kernel conformance tests call kernels exactly as compiled code does.
+// `--loom-lower-cpu` / `--loom-lower-cuda` turn every op into one call of a
+// kernel of the CPU or CUDA kernel library (runtime/include/loom/
+// loom_cpu_kernels.h, loom_cuda_kernels.h): the kernel's symbol and a
+// constant `meta` array describing the operands, results and attributes,
+// the same for both libraries. This file is that encoding, kept apart from
+// the pass so that the kernel conformance tests call kernels exactly as
+// compiled code does.
 //
 //===----------------------------------------------------------------------===//
 
 #ifndef LOOM_PASSES_LOWERING_KERNELCALL_H
 #define LOOM_PASSES_LOWERING_KERNELCALL_H
+
+#include "passes/Lowering/Target.h"
 
 #include "mlir/IR/Operation.h"
 #include "mlir/Support/LogicalResult.h"
@@ -42,13 +46,16 @@ struct KernelCall {
 int64_t dtypeCode(mlir::Type elementType);
 
 /// The kernel call of `op` (a `loom` op or a `shard` collective); emits an
-/// error at `op` and fails for an op, element type or attribute the CPU
-/// kernels do not support.
-mlir::FailureOr<KernelCall> encodeKernelCall(mlir::Operation *op,
-                                             GroupTable &groups);
+/// error at `op` and fails for an op, element type or attribute the
+/// target's kernels do not support.
+mlir::FailureOr<KernelCall>
+encodeKernelCall(mlir::Operation *op, GroupTable &groups,
+                 const Target &target = cpuTarget());
 
-/// The call of the `copy` kernel from a tensor of `type` to another.
-KernelCall copyCall(mlir::Type type);
+/// The call of the `copy` kernel (or another with copy's meta, `upload`)
+/// from a tensor of `type` to another.
+KernelCall copyCall(mlir::Type type, const Target &target = cpuTarget(),
+                    llvm::StringRef kernel = "copy");
 
 } // namespace loom::lowering
 

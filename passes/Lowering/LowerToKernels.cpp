@@ -1,14 +1,15 @@
-//===- LowerCPU.cpp - Per-device programs to LLVM kernel calls ------------===//
+//===- LowerToKernels.cpp - Per-device programs to LLVM kernel calls ------===//
 //
-// --loom-lower-cpu: every function the runtime calls becomes an LLVM
-// function that walks its ops in order, calling one CPU kernel per op on
-// buffers placed by a static memory plan (see Passes.td).
+// The lowering behind --loom-lower-cpu and --loom-lower-cuda: every
+// function the runtime calls becomes an LLVM function that walks its ops in
+// order, calling one kernel of the target's library per op on buffers
+// placed by a static memory plan (see Passes.td).
 //
 //===----------------------------------------------------------------------===//
 
+#include "passes/Lowering/LowerToKernels.h"
 #include "passes/Lowering/KernelCall.h"
 #include "passes/Lowering/MemoryPlan.h"
-#include "passes/Lowering/Passes.h"
 
 #include "dialects/Loom/LoomDialect.h"
 
@@ -21,20 +22,10 @@
 #include "llvm/ADT/DenseMap.h"
 #include "llvm/ADT/StringSet.h"
 
-#define DEBUG_TYPE "loom-lower-cpu"
-
-namespace loom {
-#define GEN_PASS_DEF_LOOMLOWERCPU
-#include "passes/Lowering/Passes.h.inc"
-} // namespace loom
-
 using namespace mlir;
 
-namespace loom {
+namespace loom::lowering {
 namespace {
-
-using lowering::GroupTable;
-using lowering::KernelCall;
 
 /// Where a tensor of a compiled function lives.
 struct Home {
@@ -46,6 +37,9 @@ struct Home {
 struct Step {
   KernelCall call;
   SmallVector<Value> buffers; ///< operands, then results
+  /// An upload of constant `uploads` (a device target): its operand is the
+  /// constant's host global, its result the device copy (both buffers[0]).
+  int64_t upload = -1;
 };
 
 int64_t bytesOf(Type type) {
@@ -57,9 +51,9 @@ int64_t bytesOf(Type type) {
 /// Lowers one function: plans its buffers, then emits the LLVM function.
 class FunctionLowering {
 public:
-  FunctionLowering(func::FuncOp fn, GroupTable &groups,
+  FunctionLowering(func::FuncOp fn, const Target &target, GroupTable &groups,
                    llvm::StringMap<LLVM::LLVMFuncOp> &kernels)
-      : fn(fn), groups(groups), kernels(kernels) {}
+      : fn(fn), target(target), groups(groups), kernels(kernels) {}
 
   LogicalResult run();
 
@@ -76,12 +70,14 @@ private:
   LLVM::GlobalOp constantGlobal(OpBuilder &b, DenseElementsAttr value);
 
   func::FuncOp fn;
+  const Target &target;
   GroupTable &groups;
   llvm::StringMap<LLVM::LLVMFuncOp> &kernels;
   SmallVector<Step> steps;
   /// shard.shard results stand for their operand.
   DenseMap<Value, Value> aliases;
-  DenseMap<Value, DenseElementsAttr> constants;
+  /// The constants in order, with their globals' indices.
+  SmallVector<std::pair<Value, DenseElementsAttr>> constants;
   DenseMap<Value, Home> homes;
   /// Results that are copied into place at the end: (result index, value).
   SmallVector<std::pair<unsigned, Value>> resultCopies;
@@ -92,7 +88,7 @@ private:
 
 LogicalResult FunctionLowering::collectSteps() {
   if (!fn.getBody().hasOneBlock())
-    return fn.emitOpError("--loom-lower-cpu needs a function of one block");
+    return fn.emitOpError() << target.flag << " needs a function of one block";
   for (Operation &op : fn.getBody().front()) {
     if (isa<func::ReturnOp, shard::ShardingOp>(op))
       continue;
@@ -102,16 +98,22 @@ LogicalResult FunctionLowering::collectSteps() {
     }
     if (auto constant = dyn_cast<arith::ConstantOp>(op)) {
       auto value = dyn_cast<DenseElementsAttr>(constant.getValue());
-      if (!value || lowering::dtypeCode(value.getElementType()) < 0)
-        return op.emitOpError("--loom-lower-cpu takes dense tensor constants "
-                              "of f32, f64, i32 or i64 only");
-      constants[constant.getResult()] = value;
+      if (!value || dtypeCode(value.getElementType()) < 0)
+        return op.emitOpError() << target.flag
+                                << " takes dense tensor constants of f32, "
+                                   "f64, bf16, i32 or i64 only";
+      constants.push_back({constant.getResult(), value});
+      // In device memory, a constant is a value its upload computes.
+      if (target.deviceBuffers)
+        steps.push_back({copyCall(value.getType(), target, "upload"),
+                         {constant.getResult(), constant.getResult()},
+                         static_cast<int64_t>(constants.size()) - 1});
       continue;
     }
     if (isa<func::CallOp>(op))
-      return op.emitOpError("--loom-lower-cpu needs the calls inlined (run "
-                            "--inline first)");
-    auto call = lowering::encodeKernelCall(&op, groups);
+      return op.emitOpError()
+             << target.flag << " needs the calls inlined (run --inline first)";
+    auto call = encodeKernelCall(&op, groups, target);
     if (failed(call))
       return failure();
     Step step{std::move(*call), {}};
@@ -126,9 +128,9 @@ LogicalResult FunctionLowering::collectSteps() {
 void FunctionLowering::planBuffers() {
   for (BlockArgument arg : fn.getArguments())
     homes[arg] = {Home::Argument, arg.getArgNumber()};
-  int64_t constantIndex = 0;
-  for (auto &entry : constants)
-    homes[entry.first] = {Home::Constant, constantIndex++};
+  if (!target.deviceBuffers)
+    for (auto [index, entry] : llvm::enumerate(constants))
+      homes[entry.first] = {Home::Constant, static_cast<int64_t>(index)};
 
   // A value an op computes is written straight into its first result slot;
   // arguments, constants and repeated values are copied there at the end.
@@ -144,7 +146,7 @@ void FunctionLowering::planBuffers() {
   // Every other computed value lives in the workspace from its op to its
   // last reader.
   DenseMap<Value, int64_t> bufferOf;
-  std::vector<lowering::LiveBuffer> live;
+  std::vector<LiveBuffer> live;
   int64_t end = static_cast<int64_t>(steps.size());
   for (auto [index, step] : llvm::enumerate(steps)) {
     int64_t at = static_cast<int64_t>(index);
@@ -164,7 +166,7 @@ void FunctionLowering::planBuffers() {
   for (auto [index, value] : resultCopies)
     if (auto it = bufferOf.find(value); it != bufferOf.end())
       live[it->second].last = end;
-  lowering::MemoryPlan plan = lowering::planMemory(live);
+  MemoryPlan plan = planMemory(live, target.workspaceAlignment);
   workspaceOffsets.assign(plan.offsets.begin(), plan.offsets.end());
   workspaceBytes = plan.workspaceBytes;
   peakLiveBytes = plan.peakLiveBytes;
@@ -175,8 +177,8 @@ LLVM::LLVMFuncOp FunctionLowering::kernelDecl(OpBuilder &b, StringRef symbol) {
     return it->second;
   MLIRContext *ctx = b.getContext();
   auto ptr = LLVM::LLVMPointerType::get(ctx);
-  auto type =
-      LLVM::LLVMFunctionType::get(IntegerType::get(ctx, 32), {ptr, ptr, ptr});
+  SmallVector<Type> params(target.passesContext ? 4 : 3, ptr);
+  auto type = LLVM::LLVMFunctionType::get(IntegerType::get(ctx, 32), params);
   auto decl = LLVM::LLVMFuncOp::create(b, fn.getLoc(), symbol, type);
   kernels[symbol] = decl;
   return decl;
@@ -222,9 +224,9 @@ void FunctionLowering::emit() {
   auto i64 = b.getI64Type();
 
   // Globals and declarations go before the function.
-  SmallVector<LLVM::GlobalOp> constantGlobals(constants.size());
+  SmallVector<LLVM::GlobalOp> constantGlobals;
   for (auto &entry : constants)
-    constantGlobals[homes[entry.first].index] = constantGlobal(b, entry.second);
+    constantGlobals.push_back(constantGlobal(b, entry.second));
   SmallVector<LLVM::GlobalOp> metas;
   SmallVector<LLVM::LLVMFuncOp> callees;
   for (Step &step : steps) {
@@ -232,11 +234,13 @@ void FunctionLowering::emit() {
     callees.push_back(kernelDecl(b, step.call.symbol));
   }
   for (auto [index, value] : resultCopies) {
-    metas.push_back(metaGlobal(b, lowering::copyCall(value.getType()).meta));
-    callees.push_back(kernelDecl(b, "loom_cpu_copy"));
+    KernelCall copy = copyCall(value.getType(), target);
+    metas.push_back(metaGlobal(b, copy.meta));
+    callees.push_back(kernelDecl(b, copy.symbol));
   }
 
-  auto fnType = LLVM::LLVMFunctionType::get(i32, {ptr});
+  SmallVector<Type> params(target.passesContext ? 2 : 1, ptr);
+  auto fnType = LLVM::LLVMFunctionType::get(i32, params);
   auto lowered = LLVM::LLVMFuncOp::create(
       b, loc, ("loom_fn_" + fn.getSymName()).str(), fnType);
   Block *entry = lowered.addEntryBlock(b);
@@ -244,6 +248,7 @@ void FunctionLowering::emit() {
   failBlock->addArgument(i32, loc);
   b.setInsertionPointToStart(entry);
   Value frame = entry->getArgument(0);
+  Value context = target.passesContext ? entry->getArgument(1) : Value();
 
   // The frame's arrays (loom_call_frame: args, results, workspace).
   auto field = [&](int index) {
@@ -261,9 +266,10 @@ void FunctionLowering::emit() {
   DenseMap<Value, Value> pointers;
   for (BlockArgument arg : fn.getArguments())
     pointers[arg] = element(args, arg.getArgNumber());
-  for (auto &entryPair : constants)
-    pointers[entryPair.first] = LLVM::AddressOfOp::create(
-        b, loc, constantGlobals[homes[entryPair.first].index]);
+  if (!target.deviceBuffers)
+    for (auto [index, entryPair] : llvm::enumerate(constants))
+      pointers[entryPair.first] =
+          LLVM::AddressOfOp::create(b, loc, constantGlobals[index]);
   auto pointerOf = [&](Value value) -> Value {
     if (Value known = pointers.lookup(value))
       return known;
@@ -296,10 +302,12 @@ void FunctionLowering::emit() {
           ArrayRef<LLVM::GEPArg>{static_cast<int32_t>(slot)});
       LLVM::StoreOp::create(b, loc, pointer, address);
     }
-    Value meta = LLVM::AddressOfOp::create(b, loc, metas[index]);
-    Value status = LLVM::CallOp::create(b, loc, callees[index],
-                                        ValueRange{frame, slots, meta})
-                       .getResult();
+    SmallVector<Value> callArgs = {
+        frame, slots, LLVM::AddressOfOp::create(b, loc, metas[index])};
+    if (context)
+      callArgs.push_back(context);
+    Value status =
+        LLVM::CallOp::create(b, loc, callees[index], callArgs).getResult();
     Value failed =
         LLVM::ICmpOp::create(b, loc, LLVM::ICmpPredicate::ne, status, zero);
     Block *next = new Block();
@@ -310,8 +318,12 @@ void FunctionLowering::emit() {
   };
   for (auto [index, step] : llvm::enumerate(steps)) {
     SmallVector<Value> bufferPointers;
-    for (Value value : step.buffers)
-      bufferPointers.push_back(pointerOf(value));
+    for (auto [slot, value] : llvm::enumerate(step.buffers))
+      bufferPointers.push_back(
+          slot == 0 && step.upload >= 0
+              ? LLVM::AddressOfOp::create(b, loc, constantGlobals[step.upload])
+                    .getResult()
+              : pointerOf(value));
     emitCall(index, bufferPointers);
   }
   for (auto [index, copy] : llvm::enumerate(resultCopies))
@@ -338,6 +350,7 @@ void FunctionLowering::emit() {
                    describe(fn.getArgumentTypes(), fn.getArgAttrsAttr()));
   lowered->setAttr("loom.results",
                    describe(fn.getResultTypes(), fn.getResAttrsAttr()));
+  lowered->setAttr(kTargetAttr, b.getStringAttr(target.backend));
   lowered->setAttr("loom.workspace_bytes", b.getI64IntegerAttr(workspaceBytes));
   lowered->setAttr("loom.peak_live_bytes", b.getI64IntegerAttr(peakLiveBytes));
   if (Attribute stage = fn->getAttr(kStageFunctionAttr))
@@ -364,55 +377,53 @@ LogicalResult FunctionLowering::run() {
   return success();
 }
 
-struct LowerCPUPass : impl::LoomLowerCPUBase<LowerCPUPass> {
-  void runOnOperation() override {
-    ModuleOp module = getOperation();
-    // The stage functions of a split step, else @train_step.
-    bool pipelined = llvm::any_of(module.getOps<func::FuncOp>(), [](auto fn) {
-      return fn->hasAttr(kStageFunctionAttr);
-    });
-    SmallVector<func::FuncOp> toLower, toDrop;
-    for (auto fn : module.getOps<func::FuncOp>()) {
-      bool lower = pipelined ? fn->hasAttr(kStageFunctionAttr)
-                             : fn.getSymName() == "train_step";
-      (lower ? toLower : toDrop).push_back(fn);
-    }
-    if (toLower.empty()) {
-      module.emitError("--loom-lower-cpu found nothing to lower: no stage "
-                       "functions (--loom-split-stages) and no @train_step");
-      return signalPassFailure();
-    }
-    GroupTable groups;
-    llvm::StringMap<LLVM::LLVMFuncOp> kernels;
-    for (func::FuncOp fn : toLower) {
-      FunctionLowering lowering(fn, groups, kernels);
-      if (failed(lowering.run()))
-        return signalPassFailure();
-    }
-    for (func::FuncOp fn : toLower)
-      fn.erase();
-    for (func::FuncOp fn : toDrop)
-      fn.erase();
-
-    OpBuilder b(module.getBodyRegion());
-    SmallVector<Attribute> groupAttrs;
-    for (const auto &axes : groups.groups())
-      groupAttrs.push_back(b.getDenseI64ArrayAttr(
-          SmallVector<int64_t>(axes.begin(), axes.end())));
-    module->setAttr("loom.groups", b.getArrayAttr(groupAttrs));
-
-    // The contract's version (loom_program.h).
-    b.setInsertionPointToEnd(module.getBody());
-    Location loc = module.getLoc();
-    auto version = LLVM::LLVMFuncOp::create(
-        b, loc, "loom_program_abi_version",
-        LLVM::LLVMFunctionType::get(b.getI32Type(), {}));
-    b.setInsertionPointToStart(version.addEntryBlock(b));
-    Value one = LLVM::ConstantOp::create(b, loc, b.getI32Type(),
-                                         b.getI32IntegerAttr(1));
-    LLVM::ReturnOp::create(b, loc, one);
-  }
-};
-
 } // namespace
-} // namespace loom
+
+LogicalResult lowerToKernels(ModuleOp module, const Target &target) {
+  // The stage functions of a split step, else @train_step.
+  bool pipelined = llvm::any_of(module.getOps<func::FuncOp>(), [](auto fn) {
+    return fn->hasAttr(kStageFunctionAttr);
+  });
+  SmallVector<func::FuncOp> toLower, toDrop;
+  for (auto fn : module.getOps<func::FuncOp>()) {
+    bool lower = pipelined ? fn->hasAttr(kStageFunctionAttr)
+                           : fn.getSymName() == "train_step";
+    (lower ? toLower : toDrop).push_back(fn);
+  }
+  if (toLower.empty())
+    return module.emitError() << target.flag
+                              << " found nothing to lower: no stage functions "
+                                 "(--loom-split-stages) and no @train_step";
+  GroupTable groups;
+  llvm::StringMap<LLVM::LLVMFuncOp> kernels;
+  for (func::FuncOp fn : toLower) {
+    FunctionLowering lowering(fn, target, groups, kernels);
+    if (failed(lowering.run()))
+      return failure();
+  }
+  for (func::FuncOp fn : toLower)
+    fn.erase();
+  for (func::FuncOp fn : toDrop)
+    fn.erase();
+
+  OpBuilder b(module.getBodyRegion());
+  SmallVector<Attribute> groupAttrs;
+  for (const auto &axes : groups.groups())
+    groupAttrs.push_back(
+        b.getDenseI64ArrayAttr(SmallVector<int64_t>(axes.begin(), axes.end())));
+  module->setAttr("loom.groups", b.getArrayAttr(groupAttrs));
+
+  // The contract's version (loom_program.h).
+  b.setInsertionPointToEnd(module.getBody());
+  Location loc = module.getLoc();
+  auto version =
+      LLVM::LLVMFuncOp::create(b, loc, "loom_program_abi_version",
+                               LLVM::LLVMFunctionType::get(b.getI32Type(), {}));
+  b.setInsertionPointToStart(version.addEntryBlock(b));
+  Value one =
+      LLVM::ConstantOp::create(b, loc, b.getI32Type(), b.getI32IntegerAttr(1));
+  LLVM::ReturnOp::create(b, loc, one);
+  return success();
+}
+
+} // namespace loom::lowering

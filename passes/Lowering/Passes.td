@@ -28,18 +28,54 @@ def LoomLowerCPU : Pass<"loom-lower-cpu", "mlir::ModuleOp"> {
     The lowered function keeps what the runtime needs as attributes:
     `loom.args` / `loom.results` (each argument's tensor type and original
     attributes: role, name, value key, split axes), `loom.workspace_bytes`,
-    `loom.peak_live_bytes` and, for a stage function, `loom.stage_function`;
-    the module gets `loom.groups`, the grid axes of each communicator group
+    `loom.peak_live_bytes`, `loom.target = "cpu"` (the kernel library it
+    calls, so that a runtime refuses an artifact built for another) and, for
+    a stage function, `loom.stage_function`; the module gets `loom.groups`,
+    the grid axes of each communicator group
     the collectives use, and of the axes splitting a result dimension (the
     runtime gathers an updated parameter split more finely than the step
     reads it, ZeRO's layout). Other functions (`@forward`, `@forward_backward`)
     are removed. `shard.grid` ops and the `loom.schedule` stay for
-    `loom-compile`, which writes them into the artifact.
+    `loom-compile`, which writes them into the artifact. Workspace offsets
+    are multiples of 64 bytes.
     Errors: an op with no CPU kernel, an element type the kernels do not
     take (bf16, f16), a dynamic shape, a call left in the step (run
     `--inline` first), no function to lower.
     ```mlir
     llvm.func @loom_fn_train_step(%arg0: !llvm.ptr) -> i32 attributes {loom.workspace_bytes = 1048576 : i64, ...}
+    ```
+  }];
+  let dependentDialects = ["mlir::LLVM::LLVMDialect"];
+}
+
+def LoomLowerCUDA : Pass<"loom-lower-cuda", "mlir::ModuleOp"> {
+  let summary = "Lower per-device programs to LLVM calls of the CUDA kernels";
+  let description = [{
+    The lowering of `--loom-lower-cpu` (the same functions, memory plan,
+    meta arrays and attributes) aimed at the CUDA kernel library,
+    runtime/include/loom/loom_cuda_kernels.h. The differences:
+    - each function becomes `llvm.func @loom_fn_<name>(%frame: !llvm.ptr,
+      %context: !llvm.ptr) -> i32`, and every kernel call is
+      `loom_cuda_<op>(frame, buffers, meta, context)`, the context (a
+      `loom_cuda_context`: stream, cuBLASLt handle, scratch) passed through;
+      the host code computes the buffers' device pointers (arguments,
+      results, workspace + offset) exactly as on the CPU;
+    - workspace offsets are multiples of 256 bytes (cudaMalloc's alignment);
+    - every op takes bf16 tensors (bf16 storage, f32 arithmetic: the mixed
+      precision step of `loom-import --precision bf16`, f32 master weights
+      cast to bf16 for the compute);
+    - an `arith.constant` stays a host global, copied into the workspace
+      (or its result buffer) by a `loom_cuda_upload` call (copy's meta,
+      buffers: host source, device destination) where it stands;
+    - `shard` collectives become `loom_cuda_<collective>` calls with the CPU
+      meta. Neither they nor `loom_cuda_upload` exist in the kernel library
+      yet (the NCCL backend and the CUDA runtime add them); the calls
+      resolve when the runtime loads the program.
+    The lowered functions get `loom.target = "cuda"`.
+    Errors: those of `--loom-lower-cpu`, bf16 excepted (f16 is refused by
+    both).
+    ```mlir
+    llvm.func @loom_fn_train_step(%arg0: !llvm.ptr, %arg1: !llvm.ptr) -> i32 attributes {loom.workspace_bytes = 1048576 : i64, ...}
     ```
   }];
   let dependentDialects = ["mlir::LLVM::LLVMDialect"];

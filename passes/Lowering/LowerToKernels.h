@@ -1,0 +1,30 @@
+//===- LowerToKernels.h - Per-device programs to kernel calls ---*- C++ -*-===//
+//
+// The lowering --loom-lower-cpu and --loom-lower-cuda share, parameterized
+// by the kernel library it targets (Target.h).
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef LOOM_PASSES_LOWERING_LOWERTOKERNELS_H
+#define LOOM_PASSES_LOWERING_LOWERTOKERNELS_H
+
+#include "passes/Lowering/Target.h"
+
+#include "mlir/IR/BuiltinOps.h"
+
+namespace loom::lowering {
+
+/// The attribute of a lowered function naming the backend whose kernels it
+/// calls (Target::backend): loom-compile copies it into plan.json's
+/// "backend".
+constexpr llvm::StringLiteral kTargetAttr = "loom.target";
+
+/// Lowers the functions the runtime calls (the stage functions, else
+/// @train_step) to `loom_fn_<name>` calling `target`'s kernels, and removes
+/// the other functions; emits a diagnostic and fails on what the target
+/// cannot run.
+mlir::LogicalResult lowerToKernels(mlir::ModuleOp module, const Target &target);
+
+} // namespace loom::lowering
+
+#endif // LOOM_PASSES_LOWERING_LOWERTOKERNELS_H
