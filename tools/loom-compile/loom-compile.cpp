@@ -1,20 +1,24 @@
-//===- loom-compile.cpp - Build a runnable artifact from a training step
-//---===//
+//===- loom-compile.cpp - Build a runnable artifact from a training step --===//
 //
-//   loom-opt ... --loom-partition="func=train_step" | loom-compile -o
-//   model.loom loom-compile step.mlir -o model.loom [--ld PATH] [--emit-llvm
-//   FILE]
+// Usage:
+//   loom-opt ... --inline | loom-compile -o model.loom
+//   loom-compile step.mlir -o model.loom [--target=cpu|cuda]
+//     [--ld PATH] [--emit-llvm FILE]
 //
 // Reads a module holding the per-device training step (`@train_step`,
 // after --inline and optionally --loom-auto-shard/--loom-partition) or its
 // pipeline stage functions (--loom-split-stages), lowers it with
-// --loom-lower-cpu (unless it already is), compiles the LLVM code to an
-// object for this machine and links it into a shared object with ld.lld.
-// The artifact is a directory (runtime/include/loom/loom_program.h):
+// --loom-lower-cpu or --loom-lower-cuda (unless it already is), compiles
+// the LLVM code (host code in both cases: the CUDA kernels are a library
+// it calls) to an object for this machine and links it into a shared
+// object with ld.lld. The artifact is a directory
+// (runtime/include/loom/loom_program.h):
 //
 //   model.loom/program.so     loom_fn_<function>(const loom_call_frame *)
-//   model.loom/plan.json      the grid, groups and every function's
-//                             arguments and results (docs/runtime.md)
+//                             (cuda: and a loom_cuda_context *)
+//   model.loom/plan.json      the backend, grid, groups and every
+//                             function's arguments and results
+//                             (docs/runtime.md)
 //   model.loom/schedule.json  the pipeline schedule (pipelined steps only)
 //
 // It is built in a temporary directory next to the output and renamed into
@@ -22,6 +26,7 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "passes/Lowering/LowerToKernels.h"
 #include "passes/Lowering/Passes.h"
 
 #include "loom/Schedule/ScheduleAttr.h"
@@ -72,6 +77,16 @@ cl::opt<std::string> outputPath("o", cl::Required, cl::cat(category),
 cl::opt<std::string> linkerPath(
     "ld", cl::cat(category), cl::value_desc("path"),
     cl::desc("The ELF linker (default: ld.lld-22 or ld.lld on PATH)"));
+enum class Backend { CPU, CUDA };
+cl::opt<Backend> backend(
+    "target", cl::cat(category), cl::init(Backend::CPU),
+    cl::desc("The kernel library the program calls (plan.json's "
+             "\"backend\")"),
+    cl::values(clEnumValN(Backend::CPU, "cpu",
+                          "loom_cpu_kernels.h (--loom-lower-cpu; default)"),
+               clEnumValN(Backend::CUDA, "cuda",
+                          "loom_cuda_kernels.h (--loom-lower-cuda): device "
+                          "buffers, a loom_cuda_context per call")));
 cl::opt<std::string> emitLLVM("emit-llvm", cl::cat(category),
                               cl::value_desc("file.ll"),
                               cl::desc("Also write the LLVM IR here"));
@@ -136,12 +151,18 @@ json::Object describeTensor(mlir::DictionaryAttr entry,
   return object;
 }
 
+StringRef backendName() {
+  return backend == Backend::CUDA ? loom::lowering::cudaTarget().backend
+                                  : loom::lowering::cpuTarget().backend;
+}
+
 /// plan.json: what the runtime needs to call the functions; removes the
 /// attributes and ops LLVM translation does not take.
 Expected<json::Object> takePlan(mlir::ModuleOp module) {
   json::Object plan{{"format", "loom-plan"},
                     {"abi_version", 1},
-                    {"target", sys::getProcessTriple()}};
+                    {"target", sys::getProcessTriple()},
+                    {"backend", backendName()}};
   SmallVector<int64_t> gridShape;
   SmallVector<mlir::Operation *> grids;
   for (auto grid : module.getOps<mlir::shard::GridOp>()) {
@@ -185,7 +206,8 @@ Expected<json::Object> takePlan(mlir::ModuleOp module) {
               .getInt();
     functions.push_back(std::move(object));
     for (StringRef attr : {"loom.args", "loom.results", "loom.workspace_bytes",
-                           "loom.peak_live_bytes", "loom.stage_function"})
+                           "loom.peak_live_bytes", "loom.stage_function",
+                           loom::lowering::kTargetAttr.data()})
       fn->removeAttr(attr);
   }
   plan["functions"] = std::move(functions);
@@ -339,13 +361,26 @@ int main(int argc, char **argv) {
   if (!module)
     return 1;
 
-  bool lowered = llvm::any_of(module->getOps<mlir::LLVM::LLVMFuncOp>(),
-                              [](mlir::LLVM::LLVMFuncOp fn) {
-                                return fn.getSymName().starts_with("loom_fn_");
-                              });
+  bool lowered = false;
+  for (auto fn : module->getOps<mlir::LLVM::LLVMFuncOp>()) {
+    if (!fn.getSymName().starts_with("loom_fn_"))
+      continue;
+    lowered = true;
+    // A module lowered already must call the kernels asked for.
+    auto target =
+        fn->getAttrOfType<mlir::StringAttr>(loom::lowering::kTargetAttr);
+    if (!target || target.getValue() != backendName())
+      return fail(
+          "@" + fn.getSymName() + " was lowered for " +
+          (target ? "'" + target.getValue() + "'" : Twine("no target")) +
+          ", not --target=" + backendName());
+  }
   if (!lowered) {
     mlir::PassManager pm(&context);
-    pm.addPass(loom::createLoomLowerCPU());
+    if (backend == Backend::CUDA)
+      pm.addPass(loom::createLoomLowerCUDA());
+    else
+      pm.addPass(loom::createLoomLowerCPU());
     if (mlir::failed(pm.run(*module)))
       return 1;
   }
