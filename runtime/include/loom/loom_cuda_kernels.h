@@ -19,8 +19,8 @@
  * handle and device scratch memory, none of which loom_call_frame holds,
  * and loom_program.h is shared with the CPU path. The context is an opaque
  * handle the runtime creates once per device (per rank) and passes through
- * the compiled function (`loom_fn_<f>(frame, context)` on the CUDA path)
- * to every kernel call. It owns:
+ * the compiled function (`loom_fn_<f>(frame, context)` on the CUDA path,
+ * see --loom-lower-cuda) to every kernel call. It owns:
  *   - the stream every kernel is enqueued on (the caller's; kernels never
  *     synchronize it, so a step's kernels run back to back),
  *   - a cuBLASLt handle,
@@ -63,8 +63,13 @@
  * rows read as zeros) and returned by loom_cuda_context_synchronize() with
  * the CPU kernel's message.
  *
- * Not here yet: the collectives (all_reduce, reduce_scatter, all_gather,
- * all_to_all, all_slice) belong to the NCCL backend.
+ * Not here yet, though `--loom-lower-cuda` already emits their calls
+ * (compiled programs resolve kernels when the runtime loads them):
+ *   - the collectives (all_reduce, reduce_scatter, all_gather, all_to_all,
+ *     all_slice), with the CPU collectives' meta: the NCCL backend;
+ *   - upload: copy's meta, buffers[0] a host pointer (a constant of the
+ *     compiled program) and buffers[1] its device destination, an
+ *     asynchronous host-to-device copy on the context's stream.
  *
  *===----------------------------------------------------------------------===*/
 
