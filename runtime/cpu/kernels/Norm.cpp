@@ -232,9 +232,19 @@ float geluInner(float x) { return kGeluScale * (x + kGeluCubic * x * x * x); }
 float gelu(float x) { return x * sigmoid(2.0f * geluInner(x)); }
 
 /// 0.5 (1 + t) + 0.5 x (1 - t^2) sqrt(2/pi) (1 + 3 * 0.044715 x^2).
+/// sigmoid(z) and sigmoid(-z) from one exponential, e = exp(-|z|) in (0, 1]:
+/// the sigmoid of the larger is 1 / (1 + e), the other e times it.
+void sigmoidPair(float z, float &positive, float &negative) {
+  float e = std::exp(-std::fabs(z));
+  float large = 1.0f / (1.0f + e), small = e * large;
+  positive = z >= 0.0f ? large : small;
+  negative = z >= 0.0f ? small : large;
+}
+
 float geluDerivative(float x) {
   float u = geluInner(x);
-  float up = sigmoid(2.0f * u), down = sigmoid(-2.0f * u);
+  float up, down;
+  sigmoidPair(2.0f * u, up, down);
   return up +
          2.0f * x * up * down * kGeluScale * (1.0f + 3.0f * kGeluCubic * x * x);
 }
@@ -242,7 +252,11 @@ float geluDerivative(float x) {
 float silu(float x) { return x * sigmoid(x); }
 
 /// s (1 + x (1 - s)), s = sigmoid(x), with 1 - s = sigmoid(-x).
-float siluDerivative(float x) { return sigmoid(x) * (1.0f + x * sigmoid(-x)); }
+float siluDerivative(float x) {
+  float s, rest;
+  sigmoidPair(x, s, rest);
+  return s * (1.0f + x * rest);
+}
 
 template <typename Fn>
 int32_t pointwise(KernelArgs &args, const char *op, Fn fn) {
