@@ -125,6 +125,12 @@ std::string Artifact::load(const std::string &dir) {
       return planPath + ": compiled for ABI version " +
              plan.at("abi_version").dump() + ", this runtime takes " +
              std::to_string(LOOM_PROGRAM_ABI_VERSION) + " (recompile)";
+    // Artifacts of --target=cuda are for the CUDA runtime (plan.json's
+    // "backend"; older artifacts have none and are cpu).
+    if (std::string backend = plan.value("backend", "cpu"); backend != "cpu")
+      return planPath + ": compiled for the " + backend +
+             " backend (loom-compile --target=" + backend +
+             "); this runtime runs --target=cpu artifacts";
     if (plan.contains("grid"))
       gridShape = plan.at("grid").at("shape").get<std::vector<int64_t>>();
     groups = plan.at("groups").get<std::vector<std::vector<int64_t>>>();
