@@ -906,6 +906,50 @@ void failureCases(loom_cuda_context *context) {
   }
 }
 
+/// loom_cuda_upload: a host buffer (a compiled program's constant) into
+/// device memory, bit for bit, for each element type; a size mismatch
+/// fails on the host.
+void uploadCases(loom_cuda_context *context) {
+  if (filter && std::string("upload").find(filter) == std::string::npos)
+    return;
+  for (loom_dtype dtype : {LOOM_DTYPE_F32, LOOM_DTYPE_BF16, LOOM_DTYPE_I64}) {
+    Tensor t = dtype == LOOM_DTYPE_I64 ? integers({5, 7}, -1000, 1000, dtype)
+                                       : uniform({5, 7});
+    t.dtype = dtype == LOOM_DTYPE_I64 ? dtype : LOOM_DTYPE_F32;
+    std::vector<uint8_t> host = encode(t.values, dtype);
+    int64_t bytes = t.size() * loom_dtype_bytes(dtype);
+    std::vector<int64_t> meta = {1, 1, dtype, 2, 5, 7, dtype, 2, 5, 7};
+    std::string name =
+        std::string("upload ") + (dtype == LOOM_DTYPE_F32    ? "f32"
+                                  : dtype == LOOM_DTYPE_BF16 ? "bf16"
+                                                             : "i64");
+    DeviceBuffers device;
+    void *out = nullptr;
+    cudaMalloc(&out, bytes);
+    device.pointers.push_back(out);
+    void *buffers[2] = {host.data(), out};
+    int32_t status = loom_cuda_upload(nullptr, buffers, meta.data(), context);
+    if (status == 0)
+      status = loom_cuda_context_synchronize(context);
+    std::vector<uint8_t> back(bytes);
+    if (status == 0)
+      cudaMemcpy(back.data(), out, bytes, cudaMemcpyDeviceToHost);
+    bool ok = status == 0 && std::memcmp(back.data(), host.data(), bytes) == 0;
+    std::printf("%s %s\n", ok ? "PASS" : "FAIL", name.c_str());
+    if (!ok)
+      std::printf("  status %d: %s\n", status, loom_cuda_last_error());
+    (ok ? passes : failures) += 1;
+  }
+  std::vector<float> host(6);
+  std::vector<int64_t> meta = {1, 1, LOOM_DTYPE_F32, 1, 6, LOOM_DTYPE_F32,
+                               1, 7};
+  void *buffers[2] = {host.data(), nullptr};
+  expectFailure("upload: sizes differ",
+                loom_cuda_upload(nullptr, buffers, meta.data(), context) != 0,
+                loom_cuda_last_error(),
+                "loom_cuda_upload: the operand has 24 bytes, the result 28");
+}
+
 } // namespace
 
 int main(int argc, char **argv) {
@@ -935,6 +979,7 @@ int main(int argc, char **argv) {
   attentionCases(context);
   lookupAndLossCases(context);
   optimizerCases(context);
+  uploadCases(context);
   failureCases(context);
   loom_cuda_context_destroy(context);
   cudaStreamDestroy(stream);

@@ -220,3 +220,27 @@ extern "C" int32_t loom_cuda_copy(const loom_call_frame *, void *const *buffers,
                                   loom_cuda_context *context) {
   return copyBytes(buffers, meta, context, "copy");
 }
+
+/// A constant of the compiled program (host memory) into its device buffer:
+/// copy's meta, buffers[0] on the host. Asynchronous on the context's
+/// stream; the source is a global of program.so, alive while it is loaded.
+extern "C" int32_t loom_cuda_upload(const loom_call_frame *,
+                                    void *const *buffers, const int64_t *meta,
+                                    loom_cuda_context *context) {
+  KernelArgs args(buffers, meta);
+  if (int32_t status = args.expect("upload", 1, 1, /*notFloat=*/0x3))
+    return status;
+  const View &in = args.in(0), &out = args.out(0);
+  int64_t bytes = in.numElements() * in.elementBytes();
+  if (bytes != out.numElements() * out.elementBytes())
+    return fail("loom_cuda_upload: the operand has %lld bytes, the result %lld",
+                static_cast<long long>(bytes),
+                static_cast<long long>(out.numElements() * out.elementBytes()));
+  if (bytes == 0)
+    return 0;
+  cudaError_t status = cudaMemcpyAsync(out.data, in.data, bytes,
+                                       cudaMemcpyHostToDevice, context->stream);
+  if (status != cudaSuccess)
+    return fail("loom_cuda_upload: %s", cudaGetErrorString(status));
+  return 0;
+}

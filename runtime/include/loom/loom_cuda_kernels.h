@@ -64,12 +64,10 @@
  * the CPU kernel's message.
  *
  * Not here yet, though `--loom-lower-cuda` already emits their calls
- * (compiled programs resolve kernels when the runtime loads them):
- *   - the collectives (all_reduce, reduce_scatter, all_gather, all_to_all,
- *     all_slice), with the CPU collectives' meta: the NCCL backend;
- *   - upload: copy's meta, buffers[0] a host pointer (a constant of the
- *     compiled program) and buffers[1] its device destination, an
- *     asynchronous host-to-device copy on the context's stream.
+ * (compiled programs resolve kernels when the runtime loads them): the
+ * collectives (all_reduce, reduce_scatter, all_gather, all_to_all,
+ * all_slice), with the CPU collectives' meta: the NCCL backend. A program
+ * of one device calls none.
  *
  *===----------------------------------------------------------------------===*/
 
@@ -121,6 +119,11 @@ LOOM_CUDA_KERNEL(rsqrt)
 LOOM_CUDA_KERNEL(tanh)
 LOOM_CUDA_KERNEL(cast)
 LOOM_CUDA_KERNEL(copy)
+/* A constant of the compiled program into device memory: copy's meta,
+ * buffers[0] a host pointer (the program's global), buffers[1] its device
+ * destination; an asynchronous host-to-device copy on the context's
+ * stream. */
+LOOM_CUDA_KERNEL(upload)
 /* Layout and reductions. */
 LOOM_CUDA_KERNEL(reshape)
 LOOM_CUDA_KERNEL(transpose)
