@@ -114,7 +114,7 @@ TensorSpec parseTensor(const json &j) {
 
 } // namespace
 
-std::string Artifact::load(const std::string &dir) {
+std::string Artifact::load(const std::string &dir, const std::string &backend) {
   path = dir;
   try {
     std::string planPath = dir + "/plan.json";
@@ -125,12 +125,13 @@ std::string Artifact::load(const std::string &dir) {
       return planPath + ": compiled for ABI version " +
              plan.at("abi_version").dump() + ", this runtime takes " +
              std::to_string(LOOM_PROGRAM_ABI_VERSION) + " (recompile)";
-    // Artifacts of --target=cuda are for the CUDA runtime (plan.json's
+    // Each runtime runs the artifacts of its own --target (plan.json's
     // "backend"; older artifacts have none and are cpu).
-    if (std::string backend = plan.value("backend", "cpu"); backend != "cpu")
-      return planPath + ": compiled for the " + backend +
-             " backend (loom-compile --target=" + backend +
-             "); this runtime runs --target=cpu artifacts";
+    if (std::string compiled = plan.value("backend", "cpu");
+        compiled != backend)
+      return planPath + ": compiled for the " + compiled +
+             " backend (loom-compile --target=" + compiled +
+             "); this runtime runs --target=" + backend + " artifacts";
     if (plan.contains("grid"))
       gridShape = plan.at("grid").at("shape").get<std::vector<int64_t>>();
     groups = plan.at("groups").get<std::vector<std::vector<int64_t>>>();
@@ -190,9 +191,11 @@ std::string Artifact::load(const std::string &dir) {
            std::to_string(LOOM_PROGRAM_ABI_VERSION);
   for (Function &fn : functions) {
     std::string symbol = "loom_fn_" + fn.name;
-    fn.entry = reinterpret_cast<EntryFn>(dlsym(library, symbol.c_str()));
-    if (!fn.entry)
+    fn.symbol = dlsym(library, symbol.c_str());
+    if (!fn.symbol)
       return libraryPath + ": no symbol " + symbol;
+    if (backend == "cpu")
+      fn.entry = reinterpret_cast<EntryFn>(fn.symbol);
   }
   return "";
 }

@@ -31,6 +31,8 @@ struct TensorSpec {
   std::string stepKey() const;
 };
 
+/// The CPU signature of a compiled function; other backends' take more
+/// (the CUDA one, a context) and cast Function::symbol themselves.
 using EntryFn = int32_t (*)(const loom_call_frame *);
 
 struct Function {
@@ -38,7 +40,8 @@ struct Function {
   int64_t stage = -1;
   std::vector<TensorSpec> args, results;
   int64_t workspaceBytes = 0, peakLiveBytes = 0;
-  EntryFn entry = nullptr;
+  void *symbol = nullptr;  ///< loom_fn_<name> in program.so
+  EntryFn entry = nullptr; ///< symbol, for a "cpu" artifact only
 };
 
 /// One instruction of a pipeline rank's stream (loom/Schedule/Schedule.h).
@@ -66,8 +69,10 @@ struct Artifact {
   const Function *find(const std::string &name) const;
   const Function *stageFunction(int64_t stage, const std::string &kind) const;
 
-  /// Reads `dir`; returns "" or an error message.
-  std::string load(const std::string &dir);
+  /// Reads `dir`, an artifact plan.json says was compiled for `backend`
+  /// (loom-compile --target); returns "" or an error message. program.so's
+  /// kernel calls must resolve against a kernel library loaded already.
+  std::string load(const std::string &dir, const std::string &backend = "cpu");
   ~Artifact();
 };
 
