@@ -14,6 +14,11 @@
 # source, for that machine's toolkit and driver: nothing built here needs to
 # travel.
 #
+# The CUDA runtime (libloom_cuda_runtime.so) needs nlohmann-json, which the
+# GPU machines lack: without -DLOOM_NLOHMANN_JSON_INCLUDE_DIR the project
+# skips it. utils/gpu-train-check.sh carries a copy of the header (in
+# build-gpu-carry/, ignored by .gitignore's /build*/) and trains through it.
+#
 # Usage: utils/gpu-check.sh [build-dir] [case filter]
 #   build-dir     default /tmp/loom-build-gpu (outside the tree)
 #   case filter   run only the cases whose name contains it (no timings)

@@ -1,0 +1,182 @@
+#!/usr/bin/env python3
+"""Trains a --target=cuda artifact on one GPU through loom_cuda_runtime.h.
+
+usage: loom_cuda_train.py MODEL.loom --lib libloom_cuda_runtime.so
+           --init INIT.safetensors --data CORPUS.tokens [--steps K]
+           [--log-json FILE] [--device N]
+
+The GPU twin of `loom-run MODEL.loom --np 1` for a one-device, unpipelined
+artifact, for machines without LLVM (the lent GPU machines): it needs only
+Python 3, numpy and the runtime library (runtime/cuda/standalone builds
+it). It loads the parameters from a safetensors file of F32 tensors under
+the artifact's (Hugging Face) names, the moments at zero, cuts step s's
+batch from the token file by the batch rule of docs/token-file.md (rows
+start at ((s-1)*B + b) * S mod (N - S)), and prints each step as loom-run
+does; --log-json writes loom-run's JSON lines ({"step", "loss",
+"tokens_per_second", "step_ms"}), which test/reference/compare_logs.py
+compares. Exits 1 with the runtime's message on any failure.
+"""
+import argparse
+import ctypes
+import json
+import struct
+import sys
+import time
+
+import numpy as np
+
+
+class StateInfo(ctypes.Structure):
+    _fields_ = [
+        ("key", ctypes.c_char_p),
+        ("dtype", ctypes.c_int),
+        ("rank", ctypes.c_int32),
+        ("shape", ctypes.POINTER(ctypes.c_int64)),
+        ("global_shape", ctypes.POINTER(ctypes.c_int64)),
+        ("offsets", ctypes.POINTER(ctypes.c_int64)),
+        ("owner", ctypes.c_int32),
+    ]
+
+
+def load_library(path):
+    lib = ctypes.CDLL(path)
+    p = ctypes.c_void_p
+    lib.loom_cuda_artifact_load.argtypes = [ctypes.c_char_p, ctypes.POINTER(p), ctypes.c_char_p, ctypes.c_size_t]
+    lib.loom_cuda_artifact_free.argtypes = [p]
+    lib.loom_cuda_artifact_batch_rows.argtypes = [p]
+    lib.loom_cuda_artifact_batch_rows.restype = ctypes.c_int64
+    lib.loom_cuda_artifact_seq_len.argtypes = [p]
+    lib.loom_cuda_artifact_seq_len.restype = ctypes.c_int64
+    lib.loom_cuda_session_create.argtypes = [p, ctypes.c_int32, ctypes.POINTER(p), ctypes.c_char_p, ctypes.c_size_t]
+    lib.loom_cuda_session_free.argtypes = [p]
+    lib.loom_cuda_session_error.argtypes = [p]
+    lib.loom_cuda_session_error.restype = ctypes.c_char_p
+    lib.loom_cuda_session_workspace_bytes.argtypes = [p]
+    lib.loom_cuda_session_workspace_bytes.restype = ctypes.c_int64
+    lib.loom_cuda_session_state_bytes.argtypes = [p]
+    lib.loom_cuda_session_state_bytes.restype = ctypes.c_int64
+    lib.loom_cuda_session_state_count.argtypes = [p]
+    lib.loom_cuda_session_state_info.argtypes = [p, ctypes.c_int32, ctypes.POINTER(StateInfo)]
+    lib.loom_cuda_session_set_state_global.argtypes = [p, ctypes.c_int32, p]
+    lib.loom_cuda_session_get_state_global.argtypes = [p, ctypes.c_int32, p]
+    lib.loom_cuda_session_set_batch.argtypes = [p, p, p]
+    lib.loom_cuda_session_step.argtypes = [p, ctypes.c_int64, ctypes.POINTER(ctypes.c_double)]
+    return lib
+
+
+def read_safetensors(path):
+    """{name: float32 array} of a safetensors file of F32 tensors."""
+    with open(path, "rb") as f:
+        blob = f.read()
+    (size,) = struct.unpack_from("<Q", blob)
+    header = json.loads(blob[8:8 + size])
+    tensors = {}
+    for name, entry in header.items():
+        if name == "__metadata__":
+            continue
+        if entry["dtype"] != "F32":
+            raise ValueError(f"{path}: {name} is {entry['dtype']}, not F32")
+        begin, end = entry["data_offsets"]
+        data = np.frombuffer(blob, dtype="<f4", count=(end - begin) // 4, offset=8 + size + begin)
+        tensors[name] = data.reshape(entry["shape"])
+    return tensors
+
+
+def read_tokens(path):
+    """The ids of a LOOMTOKS file (docs/token-file.md)."""
+    with open(path, "rb") as f:
+        blob = f.read()
+    magic, version, width, count = struct.unpack_from("<8sIIQ", blob)
+    if magic != b"LOOMTOKS" or version != 1 or width not in (2, 4) or len(blob) != 24 + width * count:
+        raise ValueError(f"{path}: not a version 1 LOOMTOKS file")
+    return np.frombuffer(blob, dtype="<u2" if width == 2 else "<u4", count=count, offset=24).astype(np.int64)
+
+
+def batch(ids, step, rows, seq_len):
+    """Step `step`'s (1-based) tokens and labels, int32 [rows, seq_len]."""
+    span = len(ids) - seq_len
+    starts = [((step - 1) * rows + b) * seq_len % span for b in range(rows)]
+    window = np.stack([ids[s:s + seq_len + 1] for s in starts])
+    return (np.ascontiguousarray(window[:, :-1], dtype=np.int32),
+            np.ascontiguousarray(window[:, 1:], dtype=np.int32))
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("artifact")
+    parser.add_argument("--lib", required=True, help="libloom_cuda_runtime.so")
+    parser.add_argument("--init", required=True)
+    parser.add_argument("--data", required=True)
+    parser.add_argument("--steps", type=int, default=10)
+    parser.add_argument("--log-json")
+    parser.add_argument("--device", type=int, default=0)
+    args = parser.parse_args()
+
+    def fail(message):
+        print(f"loom_cuda_train: error: {message}", file=sys.stderr)
+        sys.exit(1)
+
+    lib = load_library(args.lib)
+    error = ctypes.create_string_buffer(4096)
+    artifact = ctypes.c_void_p()
+    if lib.loom_cuda_artifact_load(args.artifact.encode(), ctypes.byref(artifact), error, len(error)):
+        fail(error.value.decode())
+    session = ctypes.c_void_p()
+    if lib.loom_cuda_session_create(artifact, args.device, ctypes.byref(session), error, len(error)):
+        fail(error.value.decode())
+
+    def check(status, what):
+        if status:
+            fail(f"{what}: {lib.loom_cuda_session_error(session).decode()}")
+
+    weights = read_safetensors(args.init)
+    for i in range(lib.loom_cuda_session_state_count(session)):
+        info = StateInfo()
+        check(lib.loom_cuda_session_state_info(session, i, ctypes.byref(info)), "state info")
+        key = info.key.decode()
+        if not key.startswith("param:"):
+            continue  # moments start at zero
+        name = key[len("param:"):]
+        shape = [info.global_shape[d] for d in range(info.rank)]
+        if name not in weights:
+            fail(f"{args.init} has no tensor {name}")
+        if list(weights[name].shape) != shape:
+            fail(f"{args.init}: {name} is {list(weights[name].shape)}, the artifact takes {shape}")
+        value = np.ascontiguousarray(weights[name], dtype=np.float32)
+        check(lib.loom_cuda_session_set_state_global(session, i, value.ctypes.data), key)
+        back = np.empty_like(value)
+        check(lib.loom_cuda_session_get_state_global(session, i, back.ctypes.data), key)
+        if not np.array_equal(back, value):
+            fail(f"{key} did not round-trip through the device")
+
+    rows = lib.loom_cuda_artifact_batch_rows(artifact)
+    seq_len = lib.loom_cuda_artifact_seq_len(artifact)
+    ids = read_tokens(args.data)
+    if len(ids) <= seq_len:
+        fail(f"{args.data}: needs more than {seq_len} tokens")
+    print(f"loom_cuda_train: CUDA backend, 1 device, batch {rows} x {seq_len} tokens, "
+          f"workspace {lib.loom_cuda_session_workspace_bytes(session)} bytes, "
+          f"state {lib.loom_cuda_session_state_bytes(session)} bytes")
+    lines = []
+    loss = ctypes.c_double()
+    for step in range(1, args.steps + 1):
+        tokens, labels = batch(ids, step, rows, seq_len)
+        start = time.perf_counter()
+        check(lib.loom_cuda_session_set_batch(session, tokens.ctypes.data, labels.ctypes.data), "set_batch")
+        check(lib.loom_cuda_session_step(session, step, ctypes.byref(loss)), f"step {step}")
+        seconds = time.perf_counter() - start
+        tokens_per_second = rows * seq_len / seconds
+        print(f"step {step:4d}  loss {loss.value:.6f}  {tokens_per_second:9.0f} tokens/s  {seconds * 1e3:8.1f} ms",
+              flush=True)
+        lines.append(json.dumps({"step": step, "loss": loss.value, "tokens_per_second": tokens_per_second,
+                                 "step_ms": seconds * 1e3}))
+    if args.log_json:
+        with open(args.log_json, "w") as f:
+            f.write("".join(line + "\n" for line in lines))
+    lib.loom_cuda_session_free(session)
+    lib.loom_cuda_artifact_free(artifact)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
