@@ -1,5 +1,4 @@
-//===- Artifact.cpp - Loading model.loom
-//-----------------------------------===//
+//===- Artifact.cpp - Loading model.loom ----------------------------------===//
 
 #include "Artifact.h"
 
