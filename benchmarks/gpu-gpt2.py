@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""GPT-2 124M training throughput on one GPU: PyTorch eager and torch.compile.
+"""GPT-2 124M training throughput on one GPU: PyTorch eager, torch.compile, Loom.
 
 The side of issue 8's benchmark that PyTorch runs: GPT-2 small (12 layers,
 width 768, 12 heads, vocabulary 50257, sequence 1024), bf16 autocast with
@@ -10,16 +10,25 @@ per engine: micro-batch, median step time, tokens/s and MFU (model FLOPs:
 6 N T for the weights plus 12 L S T d for attention, over the GPU's dense
 bf16 peak).
 
-Loom's own row needs the CUDA backend (`--loom-lower-cuda` and the NCCL
-runtime, issue 8), which does not train a model yet; the row says so.
+Loom's row: with --loom ARTIFACT (a --target=cuda artifact of the same
+model, utils/gpu-bench.sh prepare writes one: micro-batch 2, bf16, dropout
+off), runtime/cuda/tools/loom_cuda_train.py trains it through
+libloom_cuda_runtime.so from --loom-runtime (the build folder of
+runtime/cuda/standalone) for the same steps, from random weights and
+tokens, and the row takes its median step with the same FLOP count.
+Without --loom the row says it was not run. utils/gpu-bench.sh run does
+the build, the conformance test and this.
 
 usage: python3 benchmarks/gpu-gpt2.py [--steps 30] [--warmup 10]
        [--batches 64,48,32,16,8] [--engines eager,compile]
+       [--loom ARTIFACT [--loom-runtime BUILD_DIR]]
 Needs a CUDA GPU and PyTorch 2 (the device image has both).
 """
 import argparse
-import math
+import json
+import os
 import statistics
+import subprocess
 import sys
 import time
 
@@ -106,12 +115,35 @@ def run(engine, batch, args, device):
     return median, batch * seq / median, flops, params
 
 
+def run_loom(args):
+    """(micro-batch, median step seconds, tokens/s, last loss) of the Loom
+    artifact, or exits with the driver's output when it fails."""
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    command = [sys.executable, os.path.join(root, "runtime/cuda/tools/loom_cuda_train.py"),
+               args.loom, "--lib", os.path.join(args.loom_runtime, "libloom_cuda_runtime.so"),
+               "--random-init", "--random-data", "50257", "--seed", "0",
+               "--steps", str(args.steps), "--warmup", str(args.warmup)]
+    done = subprocess.run(command, capture_output=True, text=True)
+    prefix = "loom_cuda_train: summary "
+    summary = [line[len(prefix):] for line in done.stdout.splitlines() if line.startswith(prefix)]
+    if done.returncode or not summary:
+        sys.exit(f"gpu-gpt2.py: {' '.join(command)} failed ({done.returncode}):\n"
+                 + "\n".join((done.stdout + done.stderr).splitlines()[-20:]))
+    result = json.loads(summary[-1])
+    return (result["rows"], result["median_step_ms"] * 1e-3, result["tokens_per_second"],
+            result["last_loss"])
+
+
 def main():
     parser = argparse.ArgumentParser()
     parser.add_argument("--steps", type=int, default=30)
     parser.add_argument("--warmup", type=int, default=10)
     parser.add_argument("--batches", default="64,48,32,16,8")
-    parser.add_argument("--engines", default="eager,compile")
+    parser.add_argument("--engines", default="eager,compile",
+                        help="PyTorch engines, comma-separated (empty: none)")
+    parser.add_argument("--loom", metavar="ARTIFACT", help="a --target=cuda GPT-2 124M artifact")
+    parser.add_argument("--loom-runtime", metavar="BUILD_DIR", default="/tmp/loom-build-gpu",
+                        help="where runtime/cuda/standalone built libloom_cuda_runtime.so")
     args = parser.parse_args()
     if not torch.cuda.is_available():
         sys.exit("gpu-gpt2.py: no CUDA GPU")
@@ -123,7 +155,7 @@ def main():
           f"{name}, torch {torch.__version__}; median of steps "
           f"{args.warmup + 1}..{args.steps}")
     print(f"{'engine':<16} {'micro-batch':>11} {'step ms':>9} {'tokens/s':>10} {'MFU':>7}")
-    for engine in args.engines.split(","):
+    for engine in filter(None, args.engines.split(",")):
         for batch in (int(b) for b in args.batches.split(",")):
             try:
                 median, tps, flops, _ = run(engine, batch, args, device)
@@ -134,8 +166,16 @@ def main():
             print(f"{engine:<16} {batch:>11} {median * 1e3:>9.1f} {tps:>10.0f} {mfu:>7}",
                   flush=True)
             break
-    print(f"{'loom':<16} {'-':>11} {'-':>9} {'-':>10} {'-':>7}  "
-          "(not yet: the CUDA backend does not train a model; issue 8)")
+    if not args.loom:
+        print(f"{'loom':<16} {'-':>11} {'-':>9} {'-':>10} {'-':>7}  "
+              "(not run: --loom ARTIFACT, see utils/gpu-bench.sh)")
+        return
+    with torch.device("meta"):
+        flops, _ = model_flops_per_token(GPT2(), 12, 1024, 768)
+    batch, median, tps, loss = run_loom(args)
+    mfu = f"{100 * tps * flops / peak:.1f}%" if peak else "n/a"
+    print(f"{'loom (cuda)':<16} {batch:>11} {median * 1e3:>9.1f} {tps:>10.0f} {mfu:>7}  "
+          f"(loss {loss:.4f} at step {args.steps})", flush=True)
 
 
 if __name__ == "__main__":

@@ -15,6 +15,8 @@
 
 #include <cuda_runtime.h>
 
+#include <algorithm>
+
 namespace loom::cuda_rt {
 
 DeviceBuffer::~DeviceBuffer() {
@@ -77,8 +79,6 @@ std::string Session::init(int32_t device) {
       !e.empty())
     return e;
   stream = created;
-  if (loom_cuda_context_create(stream, 0, &context))
-    return std::string("loom_cuda_context_create: ") + loom_cuda_last_error();
   if (std::string e = workspace.allocate(fn->workspaceBytes); !e.empty())
     return "workspace: " + e;
 
@@ -141,6 +141,16 @@ std::string Session::init(int32_t device) {
         !e.empty())
       return "loss: " + e;
   }
+
+  // The kernels' scratch (loom_cuda_kernels.h): 64 MiB covers all but a
+  // bf16 embedding_grad, which accumulates its table in f32 there (4 * V * D
+  // bytes: 154 MB for GPT-2's 50257 x 768). The table is a parameter, so
+  // 4 bytes per element of the largest one covers it.
+  int64_t scratchBytes = int64_t(64) << 20;
+  for (const auto &entry : state)
+    scratchBytes = std::max(scratchBytes, 4 * entry->spec.numElements());
+  if (loom_cuda_context_create(stream, scratchBytes, &context))
+    return std::string("loom_cuda_context_create: ") + loom_cuda_last_error();
   return "";
 }
 

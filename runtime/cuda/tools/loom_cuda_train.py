@@ -2,8 +2,9 @@
 """Trains a --target=cuda artifact on one GPU through loom_cuda_runtime.h.
 
 usage: loom_cuda_train.py MODEL.loom --lib libloom_cuda_runtime.so
-           --init INIT.safetensors --data CORPUS.tokens [--steps K]
-           [--log-json FILE] [--device N]
+           (--init INIT.safetensors | --random-init)
+           (--data CORPUS.tokens | --random-data VOCAB) [--seed N]
+           [--steps K] [--warmup W] [--log-json FILE] [--device N]
 
 The GPU twin of `loom-run MODEL.loom --np 1` for a one-device, unpipelined
 artifact, for machines without LLVM (the lent GPU machines): it needs only
@@ -15,10 +16,21 @@ start at ((s-1)*B + b) * S mod (N - S)), and prints each step as loom-run
 does; --log-json writes loom-run's JSON lines ({"step", "loss",
 "tokens_per_second", "step_ms"}), which test/reference/compare_logs.py
 compares. Exits 1 with the runtime's message on any failure.
+
+For throughput runs (benchmarks/gpu-gpt2.py --loom), where carrying a
+model's weights and a corpus to the GPU machine is not worth it:
+--random-init draws the parameters here as Hugging Face initializes GPT-2
+(matrices normal with std 0.02, vectors named *bias zeros, other vectors
+— the norms' weights — ones; not the importer's generator, so not the same
+values as --init-weights), --random-data VOCAB draws every step's tokens
+and labels uniformly from [0, VOCAB), both from --seed. The last line is
+`loom_cuda_train: summary {...}`, a JSON object with the median step time
+and tokens/s over the steps after --warmup.
 """
 import argparse
 import ctypes
 import json
+import statistics
 import struct
 import sys
 import time
@@ -101,13 +113,26 @@ def batch(ids, step, rows, seq_len):
             np.ascontiguousarray(window[:, 1:], dtype=np.int32))
 
 
+def random_parameter(rng, name, shape):
+    """A parameter as Hugging Face initializes GPT-2 (see --random-init)."""
+    if len(shape) >= 2:
+        return rng.normal(0.0, 0.02, shape).astype(np.float32)
+    return np.full(shape, 0.0 if name.endswith("bias") else 1.0, dtype=np.float32)
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("artifact")
     parser.add_argument("--lib", required=True, help="libloom_cuda_runtime.so")
-    parser.add_argument("--init", required=True)
-    parser.add_argument("--data", required=True)
+    init = parser.add_mutually_exclusive_group(required=True)
+    init.add_argument("--init", help="initial weights (F32 safetensors)")
+    init.add_argument("--random-init", action="store_true")
+    data = parser.add_mutually_exclusive_group(required=True)
+    data.add_argument("--data", help="a LOOMTOKS token file")
+    data.add_argument("--random-data", type=int, metavar="VOCAB")
+    parser.add_argument("--seed", type=int, default=0, help="of --random-init and --random-data")
     parser.add_argument("--steps", type=int, default=10)
+    parser.add_argument("--warmup", type=int, default=0, help="steps left out of the summary's median")
     parser.add_argument("--log-json")
     parser.add_argument("--device", type=int, default=0)
     args = parser.parse_args()
@@ -129,7 +154,8 @@ def main():
         if status:
             fail(f"{what}: {lib.loom_cuda_session_error(session).decode()}")
 
-    weights = read_safetensors(args.init)
+    rng = np.random.default_rng(args.seed)
+    weights = None if args.random_init else read_safetensors(args.init)
     for i in range(lib.loom_cuda_session_state_count(session)):
         info = StateInfo()
         check(lib.loom_cuda_session_state_info(session, i, ctypes.byref(info)), "state info")
@@ -138,11 +164,14 @@ def main():
             continue  # moments start at zero
         name = key[len("param:"):]
         shape = [info.global_shape[d] for d in range(info.rank)]
-        if name not in weights:
+        if weights is None:
+            value = random_parameter(rng, name, shape)
+        elif name not in weights:
             fail(f"{args.init} has no tensor {name}")
-        if list(weights[name].shape) != shape:
+        elif list(weights[name].shape) != shape:
             fail(f"{args.init}: {name} is {list(weights[name].shape)}, the artifact takes {shape}")
-        value = np.ascontiguousarray(weights[name], dtype=np.float32)
+        else:
+            value = np.ascontiguousarray(weights[name], dtype=np.float32)
         check(lib.loom_cuda_session_set_state_global(session, i, value.ctypes.data), key)
         back = np.empty_like(value)
         check(lib.loom_cuda_session_get_state_global(session, i, back.ctypes.data), key)
@@ -151,16 +180,23 @@ def main():
 
     rows = lib.loom_cuda_artifact_batch_rows(artifact)
     seq_len = lib.loom_cuda_artifact_seq_len(artifact)
-    ids = read_tokens(args.data)
-    if len(ids) <= seq_len:
-        fail(f"{args.data}: needs more than {seq_len} tokens")
+    if args.data:
+        ids = read_tokens(args.data)
+        if len(ids) <= seq_len:
+            fail(f"{args.data}: needs more than {seq_len} tokens")
+    if not 0 <= args.warmup < args.steps:
+        fail(f"--warmup {args.warmup} leaves none of the {args.steps} steps")
     print(f"loom_cuda_train: CUDA backend, 1 device, batch {rows} x {seq_len} tokens, "
           f"workspace {lib.loom_cuda_session_workspace_bytes(session)} bytes, "
           f"state {lib.loom_cuda_session_state_bytes(session)} bytes")
     lines = []
     loss = ctypes.c_double()
     for step in range(1, args.steps + 1):
-        tokens, labels = batch(ids, step, rows, seq_len)
+        if args.data:
+            tokens, labels = batch(ids, step, rows, seq_len)
+        else:
+            tokens, labels = (rng.integers(0, args.random_data, (rows, seq_len), dtype=np.int32)
+                              for _ in range(2))
         start = time.perf_counter()
         check(lib.loom_cuda_session_set_batch(session, tokens.ctypes.data, labels.ctypes.data), "set_batch")
         check(lib.loom_cuda_session_step(session, step, ctypes.byref(loss)), f"step {step}")
@@ -173,6 +209,11 @@ def main():
     if args.log_json:
         with open(args.log_json, "w") as f:
             f.write("".join(line + "\n" for line in lines))
+    median_ms = statistics.median(json.loads(line)["step_ms"] for line in lines[args.warmup:])
+    print("loom_cuda_train: summary " + json.dumps({
+        "rows": rows, "seq_len": seq_len, "steps": args.steps, "warmup": args.warmup,
+        "median_step_ms": median_ms, "tokens_per_second": rows * seq_len / (median_ms * 1e-3),
+        "last_loss": loss.value}), flush=True)
     lib.loom_cuda_session_free(session)
     lib.loom_cuda_artifact_free(artifact)
     return 0
