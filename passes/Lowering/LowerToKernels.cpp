@@ -277,10 +277,14 @@ void FunctionLowering::emit() {
     Value pointer;
     if (home.kind == Home::Result)
       pointer = element(results, home.index);
-    else
-      pointer = LLVM::GEPOp::create(
-          b, loc, ptr, b.getI8Type(), workspace,
-          ArrayRef<LLVM::GEPArg>{workspaceOffsets[home.index]});
+    else {
+      // An i64 index: a constant GEPArg is an int32_t, and workspaces pass
+      // 2 GiB (GPT-2 124M at micro-batch 8 needs 4.5 GB).
+      Value offset = LLVM::ConstantOp::create(
+          b, loc, i64, b.getI64IntegerAttr(workspaceOffsets[home.index]));
+      pointer = LLVM::GEPOp::create(b, loc, ptr, b.getI8Type(), workspace,
+                                    ArrayRef<LLVM::GEPArg>{offset});
+    }
     pointers[value] = pointer;
     return pointer;
   };

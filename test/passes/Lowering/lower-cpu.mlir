@@ -41,3 +41,18 @@ func.func @train_step(%a: tensor<4x8xf32>, %b: tensor<4x8xf32>) -> tensor<4x4xf3
   %r = shard.all_reduce %p on @mesh grid_axes = [0] : tensor<4x4xf32> -> tensor<4x4xf32>
   return %r : tensor<4x4xf32>
 }
+
+// -----
+
+// Workspace offsets are i64 GEP indices: two intermediates of 2.4 GB each
+// put the second past 2 GiB (an i32 index wrapped there).
+// CHECK: loom.peak_live_bytes = 4800000000 : i64
+// CHECK-SAME: loom.workspace_bytes = 4800000000 : i64
+// CHECK: llvm.mlir.constant(2400000000 : i64) : i64
+// CHECK-NEXT: llvm.getelementptr %{{.+}}[%{{.+}}] : (!llvm.ptr, i64) -> !llvm.ptr, i8
+func.func @train_step(%a: tensor<600000000xf32>) -> tensor<600000000xf32> {
+  %b = loom.gelu %a : tensor<600000000xf32>
+  %c = loom.gelu %b : tensor<600000000xf32>
+  %d = loom.add %b, %c : (tensor<600000000xf32>, tensor<600000000xf32>) -> tensor<600000000xf32>
+  return %d : tensor<600000000xf32>
+}

@@ -13,9 +13,11 @@
 // CHECK-SAME: loom.workspace_bytes = 512
 // CHECK: llvm.getelementptr %arg0[2]
 // CHECK-NEXT: %[[WS:.+]] = llvm.load
-// CHECK: %[[CAST:.+]] = llvm.getelementptr %[[WS]][0] : (!llvm.ptr) -> !llvm.ptr, i8
+// CHECK: %[[OFF0:.+]] = llvm.mlir.constant(0 : i64) : i64
+// CHECK-NEXT: %[[CAST:.+]] = llvm.getelementptr %[[WS]][%[[OFF0]]] : (!llvm.ptr, i64) -> !llvm.ptr, i8
 // CHECK: llvm.call @loom_cuda_cast(%arg0, %{{.+}}, %{{.+}}, %arg1)
-// CHECK: %[[Y:.+]] = llvm.getelementptr %[[WS]][256] : (!llvm.ptr) -> !llvm.ptr, i8
+// CHECK: %[[OFF1:.+]] = llvm.mlir.constant(256 : i64) : i64
+// CHECK-NEXT: %[[Y:.+]] = llvm.getelementptr %[[WS]][%[[OFF1]]] : (!llvm.ptr, i64) -> !llvm.ptr, i8
 // CHECK: %[[META:.+]] = llvm.mlir.addressof @__loom_meta_train_step_1
 // CHECK: llvm.call @loom_cuda_matmul(%arg0, %{{.+}}, %[[META]], %arg1)
 // CHECK: llvm.call @loom_cuda_gelu(%arg0, %{{.+}}, %{{.+}}, %arg1)
