@@ -10,22 +10,14 @@
 #
 # prepare writes into DIR (put it under build-gpu-carry/, which .gitignore's
 # /build*/ ignores, and name it in the device tool's `carry`; under 1 MiB):
-#   gpt2-124m.loom  examples/configs/gpt2.json, micro-batch 2 x 1024,
+#   gpt2-124m.loom  examples/configs/gpt2.json, micro-batch
+#                   $LOOM_BENCH_MICRO_BATCH (default 8) x 1024,
 #                   --precision bf16, dropout off (the PyTorch model has
 #                   none), AdamW lr 3e-3, loom-compile --target=cuda:
 #                   program.so and plan.json only. The weights are drawn on
 #                   the GPU machine (loom_cuda_train.py --random-init), the
-#                   tokens too (--random-data). Micro-batch 2 because its
-#                   workspace (1.3 GB) is the largest under 2 GiB: the
-#                   lowering's workspace offsets are constant GEP indices,
-#                   which LLVM::GEPArg holds as int32, so a larger workspace
-#                   (4: 2.4 GB, 8: 4.5 GB) gets wrapped pointers (at 8 the
-#                   first step fails in loom_cuda_reshape's cudaMemcpyAsync,
-#                   "invalid argument"). Not a working row yet: on the lent
-#                   H100 micro-batch 2's first step also fails, "an illegal
-#                   memory access" surfacing at loom_cuda_embedding's launch
-#                   check (after only the parameters' f32 -> bf16 casts);
-#                   cause not found yet.
+#                   tokens too (--random-data). Micro-batch 8 needs a 4.5 GB
+#                   workspace (offsets are i64 since the lowering's fix).
 #   include/nlohmann/  a copy of /usr/include/nlohmann for the runtime's
 #                   artifact loader (see utils/gpu-train-check.sh)
 #
@@ -56,7 +48,8 @@ if [ "$mode" = prepare ]; then
   rm -rf "$dir" && mkdir -p "$dir/include"
   dir="$(cd "$dir" && pwd)"
   cp -r /usr/include/nlohmann "$dir/include/"
-  "$bin/loom-import" "$root/examples/configs/gpt2.json" --micro-batch 2 \
+  "$bin/loom-import" "$root/examples/configs/gpt2.json" \
+    --micro-batch "${LOOM_BENCH_MICRO_BATCH:-8}" \
     --seq-len 1024 --precision bf16 --attn-pdrop 0 --embd-pdrop 0 \
     --resid-pdrop 0 \
     | "$bin/loom-opt" --loom-autodiff --loom-optimizer="kind=adamw lr=3e-3" \
