@@ -11,7 +11,7 @@ per engine: micro-batch, median step time, tokens/s and MFU (model FLOPs:
 bf16 peak).
 
 Loom's row: with --loom ARTIFACT (a --target=cuda artifact of the same
-model, utils/gpu-bench.sh prepare writes one: micro-batch 2, bf16, dropout
+model, utils/gpu-bench.sh prepare writes one: micro-batch 8, bf16, dropout
 off), runtime/cuda/tools/loom_cuda_train.py trains it through
 libloom_cuda_runtime.so from --loom-runtime (the build folder of
 runtime/cuda/standalone) for the same steps, from random weights and
