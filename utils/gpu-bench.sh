@@ -33,6 +33,7 @@
 set -euo pipefail
 
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+. "$root/utils/gpu-common.sh"
 
 usage() {
   echo "usage: $0 prepare DIR [LOOM_BUILD_DIR] | run DIR [GPU_BUILD_DIR] [-- ARGS...]" >&2
@@ -67,28 +68,7 @@ if [ $# -gt 0 ] && [ "$1" != -- ]; then
   shift
 fi
 [ $# -gt 0 ] && [ "$1" = -- ] && shift
-nvcc="$(command -v nvcc || echo /usr/local/cuda/bin/nvcc)"
-generator=()
-command -v ninja >/dev/null && generator=(-G Ninja)
-echo "== build ($build)"
-cmake -S "$root/runtime/cuda/standalone" -B "$build" "${generator[@]}" \
-  -DCMAKE_BUILD_TYPE=Release -DCMAKE_CUDA_COMPILER="$nvcc" \
-  -DLOOM_NLOHMANN_JSON_INCLUDE_DIR="$dir/include" \
-  ${LOOM_CUDA_ARCH:+-DLOOM_CUDA_ARCH=$LOOM_CUDA_ARCH} >/dev/null
-cmake --build "$build" -j "$(nproc)" -- loom-cuda-probe loom_cuda_runtime \
-  LoomCudaKernelTest
-probe=0
-"$build/loom-cuda-probe" || probe=$?
-if [ "$probe" -ne 0 ]; then
-  echo "gpu-bench: no usable CUDA device"
-  exit 77
-fi
-echo "== conformance"
-status=0
-"$build/LoomCudaKernelTest" >/tmp/gpu-conformance.log || status=1
-grep -A3 '^FAIL' /tmp/gpu-conformance.log || true
-tail -n 1 /tmp/gpu-conformance.log
-[ "$status" -eq 0 ] || exit 1
+gpu_build_and_conform gpu-bench "$build" "$dir/include" || exit 1
 echo "== benchmark"
 python3 "$root/benchmarks/gpu-gpt2.py" --loom "$dir/gpt2-124m.loom" \
   --loom-runtime "$build" "$@"

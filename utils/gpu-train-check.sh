@@ -46,6 +46,7 @@
 set -euo pipefail
 
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+. "$root/utils/gpu-common.sh"
 steps=50
 
 usage() {
@@ -82,28 +83,9 @@ fi
 
 dir="$(cd "$dir" && pwd)"
 build="${3:-/tmp/loom-build-gpu}"
-nvcc="$(command -v nvcc || echo /usr/local/cuda/bin/nvcc)"
-generator=()
-command -v ninja >/dev/null && generator=(-G Ninja)
-echo "== build ($build)"
-cmake -S "$root/runtime/cuda/standalone" -B "$build" "${generator[@]}" \
-  -DCMAKE_BUILD_TYPE=Release -DCMAKE_CUDA_COMPILER="$nvcc" \
-  -DLOOM_NLOHMANN_JSON_INCLUDE_DIR="$dir/include" \
-  ${LOOM_CUDA_ARCH:+-DLOOM_CUDA_ARCH=$LOOM_CUDA_ARCH} >/dev/null
-cmake --build "$build" -j "$(nproc)" -- loom-cuda-probe loom_cuda_runtime \
-  LoomCudaKernelTest
 command -v nvidia-smi >/dev/null && nvidia-smi -L || true
-probe=0
-"$build/loom-cuda-probe" || probe=$?
-if [ "$probe" -ne 0 ]; then
-  echo "gpu-train-check: no usable CUDA device"
-  exit 77
-fi
 status=0
-echo "== conformance"
-"$build/LoomCudaKernelTest" >/tmp/gpu-conformance.log || status=1
-grep -A3 '^FAIL' /tmp/gpu-conformance.log || true
-tail -n 1 /tmp/gpu-conformance.log
+gpu_build_and_conform gpu-train-check "$build" "$dir/include" || status=1
 
 python="$(command -v python3)"
 for run in "gpt2-cuda.loom bf16 3e-2 2e-3" "gpt2-cuda-f32.loom f32 1e-4 1e-4"; do

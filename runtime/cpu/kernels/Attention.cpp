@@ -39,8 +39,7 @@ namespace loom::cpu {
 namespace {
 
 /// The shapes and attributes of an attention or attention_grad call.
-struct AttentionShape {
-  int64_t batch = 0, seq = 0, heads = 0, kvSeq = 0, kvHeads = 0, dim = 0;
+struct AttentionShape : kernels::AttentionDims {
   bool causal = false;
   float scale = 1.0f;
   /// Attention dropout: rate 0 without it.
@@ -100,26 +99,10 @@ int32_t readAttention(KernelArgs &args, const loom_call_frame *frame,
       return fail("loom_cpu_%s: tensor %lld is not f32", op,
                   static_cast<long long>(t));
   }
-  const View &q = args.in(qIndex), &k = args.in(qIndex + 1),
-             &v = args.in(qIndex + 2);
-  if (q.rank != 4 || k.rank != 4 || v.rank != 4)
-    return fail("loom_cpu_%s: q, k and v must be [B, S, H, D]", op);
-  a.batch = q.dims[0];
-  a.seq = q.dims[1];
-  a.heads = q.dims[2];
-  a.dim = q.dims[3];
-  a.kvSeq = k.dims[1];
-  a.kvHeads = k.dims[2];
-  for (int64_t d = 0; d < 4; ++d)
-    if (k.dims[d] != v.dims[d])
-      return fail("loom_cpu_%s: k and v differ in shape", op);
-  if (k.dims[0] != a.batch || k.dims[3] != a.dim || a.kvHeads <= 0 ||
-      a.heads % a.kvHeads != 0)
-    return fail("loom_cpu_%s: k and v do not fit q", op);
-  if (a.causal && a.seq != a.kvSeq)
-    return fail("loom_cpu_%s: causal needs as many keys as queries", op);
-  if (a.kvSeq <= 0 || a.dim <= 0)
-    return fail("loom_cpu_%s: no keys or an empty head dimension", op);
+  char error[256];
+  if (!kernels::readAttentionDims(args, qIndex, a.causal, "loom_cpu", op, a,
+                                  error, sizeof error))
+    return fail("%s", error);
 
   a.dropoutRate = args.real();
   a.dropoutSeed = static_cast<uint64_t>(args.integer());

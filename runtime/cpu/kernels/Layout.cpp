@@ -449,52 +449,14 @@ int32_t loom_cpu_pad(const loom_call_frame *, void *const *buffers,
 /// meta: a concat may have more inputs than KernelArgs holds views.
 int32_t loom_cpu_concat(const loom_call_frame *, void *const *buffers,
                         const int64_t *meta) {
-  int64_t operands = meta[0], results = meta[1];
-  if (results != 1)
-    return fail("concat: %lld results, expected 1",
-                static_cast<long long>(results));
-  // The extent of each input along the axis needs the axis, which follows
-  // every tensor: note where each tensor's dimensions start.
-  std::vector<const int64_t *> shapes(operands + 1);
-  std::vector<int64_t> ranks(operands + 1);
-  const int64_t *cursor = meta + 2;
-  int64_t bytes = 0;
-  for (int64_t t = 0; t <= operands; ++t) {
-    View view;
-    view.dtype = static_cast<loom_dtype>(*cursor++);
-    bytes = view.elementBytes();
-    ranks[t] = *cursor++;
-    shapes[t] = cursor;
-    cursor += ranks[t];
-  }
-  int64_t axis = *cursor;
-  int64_t rank = ranks[operands];
-  const int64_t *outShape = shapes[operands];
-  if (axis < 0 || axis >= rank)
-    return fail("concat: axis %lld is out of range for rank %lld",
-                static_cast<long long>(axis), static_cast<long long>(rank));
-  int64_t outer = 1, inner = 1;
-  for (int64_t d = 0; d < axis; ++d)
-    outer *= outShape[d];
-  for (int64_t d = axis + 1; d < rank; ++d)
-    inner *= outShape[d];
-  int64_t total = 0;
-  for (int64_t t = 0; t < operands; ++t) {
-    if (ranks[t] != rank)
-      return fail("concat: input #%lld has rank %lld, the result %lld",
-                  static_cast<long long>(t), static_cast<long long>(ranks[t]),
-                  static_cast<long long>(rank));
-    total += shapes[t][axis];
-  }
-  if (total != outShape[axis])
-    return fail("concat: the inputs have %lld elements along axis %lld, the "
-                "result %lld",
-                static_cast<long long>(total), static_cast<long long>(axis),
-                static_cast<long long>(outShape[axis]));
-  char *out = static_cast<char *>(buffers[operands]);
-  for (int64_t o = 0; o < outer; ++o)
-    for (int64_t t = 0; t < operands; ++t) {
-      int64_t block = shapes[t][axis] * inner * bytes;
+  loom::kernels::ConcatLayout c;
+  char error[256];
+  if (!loom::kernels::readConcat(meta, "concat", c, error, sizeof error))
+    return fail("%s", error);
+  char *out = static_cast<char *>(buffers[c.operands]);
+  for (int64_t o = 0; o < c.outer; ++o)
+    for (int64_t t = 0; t < c.operands; ++t) {
+      int64_t block = c.extents[t] * c.inner * c.bytes;
       std::memcpy(out, static_cast<const char *>(buffers[t]) + o * block,
                   block);
       out += block;

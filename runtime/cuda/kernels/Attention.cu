@@ -41,8 +41,7 @@ constexpr int kTile = 32; // rows per shared-memory tile of the other side
 
 /// Shapes, attributes and dropout of an attention call, as the kernels see
 /// them.
-struct Attention {
-  int64_t batch = 0, seq = 0, heads = 0, kvSeq = 0, kvHeads = 0, dim = 0;
+struct Attention : kernels::AttentionDims {
   bool causal = false;
   float scale = 1.0f;
   double rate = 0.0; // 0: no dropout
@@ -313,26 +312,10 @@ int32_t readAttention(KernelArgs &args, const loom_call_frame *frame,
   if (int32_t status =
           args.expect(op, operands + (hasStep ? 1 : 0), results, stepBit))
     return status;
-  const View &q = args.in(qIndex), &k = args.in(qIndex + 1),
-             &v = args.in(qIndex + 2);
-  if (q.rank != 4 || k.rank != 4 || v.rank != 4)
-    return fail("loom_cuda_%s: q, k and v must be [B, S, H, D]", op);
-  a.batch = q.dims[0];
-  a.seq = q.dims[1];
-  a.heads = q.dims[2];
-  a.dim = q.dims[3];
-  a.kvSeq = k.dims[1];
-  a.kvHeads = k.dims[2];
-  for (int64_t d = 0; d < 4; ++d)
-    if (k.dims[d] != v.dims[d])
-      return fail("loom_cuda_%s: k and v differ in shape", op);
-  if (k.dims[0] != a.batch || k.dims[3] != a.dim || a.kvHeads <= 0 ||
-      a.heads % a.kvHeads != 0)
-    return fail("loom_cuda_%s: k and v do not fit q", op);
-  if (a.causal && a.seq != a.kvSeq)
-    return fail("loom_cuda_%s: causal needs as many keys as queries", op);
-  if (a.kvSeq <= 0 || a.dim <= 0)
-    return fail("loom_cuda_%s: no keys or an empty head dimension", op);
+  char error[256];
+  if (!kernels::readAttentionDims(args, qIndex, a.causal, "loom_cuda", op, a,
+                                  error, sizeof error))
+    return fail("%s", error);
   if (a.dim > 128)
     return fail("loom_cuda_%s: head dimension %lld is over 128", op,
                 static_cast<long long>(a.dim));

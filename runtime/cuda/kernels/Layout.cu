@@ -468,52 +468,21 @@ int32_t loom_cuda_pad(const loom_call_frame *, void *const *buffers,
 /// KernelArgs holds views.
 int32_t loom_cuda_concat(const loom_call_frame *, void *const *buffers,
                          const int64_t *meta, loom_cuda_context *context) {
-  int64_t operands = meta[0], results = meta[1];
-  if (results != 1)
-    return fail("loom_cuda_concat: %lld results, expected 1",
-                static_cast<long long>(results));
-  std::vector<const int64_t *> shapes(operands + 1);
-  std::vector<int64_t> ranks(operands + 1);
-  const int64_t *cursor = meta + 2;
-  int64_t bytes = 0;
-  for (int64_t t = 0; t <= operands; ++t) {
-    bytes = loom_dtype_bytes(static_cast<loom_dtype>(*cursor++));
-    ranks[t] = *cursor++;
-    shapes[t] = cursor;
-    cursor += ranks[t];
-  }
-  int64_t axis = *cursor;
-  int64_t rank = ranks[operands];
-  const int64_t *outShape = shapes[operands];
-  if (axis < 0 || axis >= rank)
-    return fail("loom_cuda_concat: axis %lld is out of range for rank %lld",
-                static_cast<long long>(axis), static_cast<long long>(rank));
-  int64_t outer = 1, inner = 1;
-  for (int64_t d = 0; d < axis; ++d)
-    outer *= outShape[d];
-  for (int64_t d = axis + 1; d < rank; ++d)
-    inner *= outShape[d];
+  loom::kernels::ConcatLayout c;
+  char error[256];
+  if (!loom::kernels::readConcat(meta, "loom_cuda_concat", c, error,
+                                 sizeof error))
+    return fail("%s", error);
+  char *out = static_cast<char *>(buffers[c.operands]);
   int64_t total = 0;
-  for (int64_t t = 0; t < operands; ++t) {
-    if (ranks[t] != rank)
-      return fail("loom_cuda_concat: input #%lld has rank %lld, the result "
-                  "%lld",
-                  static_cast<long long>(t), static_cast<long long>(ranks[t]),
-                  static_cast<long long>(rank));
-    total += shapes[t][axis];
-  }
-  if (total != outShape[axis])
-    return fail("loom_cuda_concat: the inputs have %lld elements along axis "
-                "%lld, the result %lld",
-                static_cast<long long>(total), static_cast<long long>(axis),
-                static_cast<long long>(outShape[axis]));
-  char *out = static_cast<char *>(buffers[operands]);
-  int64_t outBlock = total * inner * bytes;
-  for (int64_t t = 0; t < operands; ++t) {
-    int64_t block = shapes[t][axis] * inner * bytes;
-    if (block > 0 && outer > 0) {
+  for (int64_t extent : c.extents)
+    total += extent;
+  int64_t outBlock = total * c.inner * c.bytes;
+  for (int64_t t = 0; t < c.operands; ++t) {
+    int64_t block = c.extents[t] * c.inner * c.bytes;
+    if (block > 0 && c.outer > 0) {
       cudaError_t status =
-          cudaMemcpy2DAsync(out, outBlock, buffers[t], block, block, outer,
+          cudaMemcpy2DAsync(out, outBlock, buffers[t], block, block, c.outer,
                             cudaMemcpyDeviceToDevice, context->stream);
       if (status != cudaSuccess)
         return fail("loom_cuda_concat: %s", cudaGetErrorString(status));

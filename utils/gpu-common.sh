@@ -1,0 +1,37 @@
+# gpu-common.sh - sourced by utils/gpu-train-check.sh and utils/gpu-bench.sh
+# (not run): the part both do first on a GPU machine.
+#
+# gpu_build_and_conform NAME BUILD_DIR NLOHMANN_INCLUDE_DIR
+#   builds runtime/cuda/standalone's device probe, CUDA runtime and
+#   conformance test in BUILD_DIR (the GPU machines have nvcc and CMake but
+#   no LLVM; the runtime's artifact loader needs nlohmann-json's header,
+#   carried as NLOHMANN_INCLUDE_DIR), exits 77 without a usable GPU (NAME
+#   starts the message), runs LoomCudaKernelTest and prints its failures
+#   and last line. Returns 0 when it passes, 1 when it fails; a failed
+#   configure or build ends the script with its status (callers run this
+#   under `||`, where `set -e` does not apply).
+# Needs $root, the repository root.
+
+gpu_build_and_conform() {
+  local name="$1" build="$2" include="$3"
+  local nvcc generator=() probe=0 status=0
+  nvcc="$(command -v nvcc || echo /usr/local/cuda/bin/nvcc)"
+  command -v ninja >/dev/null && generator=(-G Ninja)
+  echo "== build ($build)"
+  cmake -S "$root/runtime/cuda/standalone" -B "$build" "${generator[@]}" \
+    -DCMAKE_BUILD_TYPE=Release -DCMAKE_CUDA_COMPILER="$nvcc" \
+    -DLOOM_NLOHMANN_JSON_INCLUDE_DIR="$include" \
+    ${LOOM_CUDA_ARCH:+-DLOOM_CUDA_ARCH=$LOOM_CUDA_ARCH} >/dev/null || exit
+  cmake --build "$build" -j "$(nproc)" -- loom-cuda-probe loom_cuda_runtime \
+    LoomCudaKernelTest || exit
+  "$build/loom-cuda-probe" || probe=$?
+  if [ "$probe" -ne 0 ]; then
+    echo "$name: no usable CUDA device"
+    exit 77
+  fi
+  echo "== conformance"
+  "$build/LoomCudaKernelTest" >/tmp/gpu-conformance.log || status=1
+  grep -A3 '^FAIL' /tmp/gpu-conformance.log || true
+  tail -n 1 /tmp/gpu-conformance.log
+  return "$status"
+}
