@@ -5,6 +5,7 @@
 // case builds one op's meta exactly as passes/Lowering/KernelCall.cpp
 // writes it, runs loom_cpu_<op> on host buffers and loom_cuda_<op> on
 // device buffers holding the same random inputs, and compares every result.
+// The collectives run on a loopback communicator group (see Collectives).
 //
 // Each case runs twice. In the f32 run every float tensor is f32 on both
 // sides. In the bf16 run the tensors a mixed-precision step would keep in
@@ -109,6 +110,9 @@ struct Case {
   std::vector<Tensor> ins, outs;
   std::vector<int64_t> attrs;
   const loom_call_frame *frame = nullptr;
+  /// The CUDA kernel's frame, when it differs from the CPU kernel's (the
+  /// collectives: a comm whose callbacks take device pointers).
+  const loom_call_frame *cudaFrame = nullptr;
   /// Dropout: the zeros of the results match exactly, and in f32 the
   /// values too.
   bool exactMask = false;
@@ -348,8 +352,9 @@ bool runCuda(const Case &c, const std::vector<Tensor> &ins, Precision precision,
       CHECK_CUDA(cudaMemset(pointer, 0xff, bytes));
     }
   }
+  const loom_call_frame *frame = c.cudaFrame ? c.cudaFrame : c.frame;
   if (int32_t status =
-          c.cuda(c.frame, device.pointers.data(), meta.data(), context)) {
+          c.cuda(frame, device.pointers.data(), meta.data(), context)) {
     std::printf("  the CUDA kernel failed (%d): %s\n", status,
                 loom_cuda_last_error());
     return false;
@@ -950,6 +955,338 @@ void uploadCases(loom_cuda_context *context) {
                 "loom_cuda_upload: the operand has 24 bytes, the result 28");
 }
 
+//===----------------------------------------------------------------------===//
+// Collectives
+//===----------------------------------------------------------------------===//
+
+/// A loopback communicator group: `members` members that all hold this
+/// rank's buffers, this rank being member `index` (and at `coordinates` on
+/// the grid, for all_slice). So all_reduce multiplies a sum by `members`
+/// and keeps a max or a min, all_gather repeats the block `members` times,
+/// reduce_scatter gives block `index` reduced over the members, and
+/// all_to_all gives every received block j (member j's block `index`) this
+/// rank's block `index`. A non-zero `status` is what every callback
+/// returns, touching nothing. The CPU kernels get the host callbacks; the
+/// CUDA kernels get device callbacks that synchronize `stream` (the
+/// context's), copy their device buffers to the host, run the host
+/// callback and copy the result back before returning: the host-staged
+/// path of loom_cuda_kernels.h's contract.
+struct Loopback {
+  int64_t members = 1;
+  int64_t index = 0;
+  int64_t coordinates[2] = {0, 0};
+  int32_t status = 0;
+  cudaStream_t stream = nullptr;
+};
+
+Loopback &loopbackOf(void *ctx) { return *static_cast<Loopback *>(ctx); }
+
+/// The reduction over `members` members of copies of `value`.
+double reduceCopies(double value, int64_t members, loom_reduction op) {
+  return op == LOOM_REDUCE_SUM ? value * static_cast<double>(members) : value;
+}
+
+/// `count` elements of `dtype` from `src` reduced over the members into
+/// `dst` (which may be `src`), rounded to `dtype`.
+void reduceInto(const void *src, void *dst, int64_t count, loom_dtype dtype,
+                int64_t members, loom_reduction op) {
+  std::vector<double> values =
+      decode(static_cast<const uint8_t *>(src), count, dtype);
+  for (double &value : values)
+    value = reduceCopies(value, members, op);
+  std::vector<uint8_t> bytes = encode(values, dtype);
+  std::memcpy(dst, bytes.data(), count * loom_dtype_bytes(dtype));
+}
+
+int32_t hostAllReduce(void *ctx, int32_t, void *buf, int64_t count,
+                      loom_dtype dtype, loom_reduction op) {
+  const Loopback &group = loopbackOf(ctx);
+  if (group.status)
+    return group.status;
+  reduceInto(buf, buf, count, dtype, group.members, op);
+  return 0;
+}
+
+int32_t hostAllGather(void *ctx, int32_t, const void *send, void *recv,
+                      int64_t count, loom_dtype dtype) {
+  const Loopback &group = loopbackOf(ctx);
+  if (group.status)
+    return group.status;
+  int64_t bytes = count * loom_dtype_bytes(dtype);
+  for (int64_t m = 0; m < group.members; ++m)
+    std::memcpy(static_cast<uint8_t *>(recv) + m * bytes, send, bytes);
+  return 0;
+}
+
+int32_t hostReduceScatter(void *ctx, int32_t, const void *send, void *recv,
+                          int64_t count, loom_dtype dtype, loom_reduction op) {
+  const Loopback &group = loopbackOf(ctx);
+  if (group.status)
+    return group.status;
+  int64_t bytes = count * loom_dtype_bytes(dtype);
+  reduceInto(static_cast<const uint8_t *>(send) + group.index * bytes, recv,
+             count, dtype, group.members, op);
+  return 0;
+}
+
+int32_t hostAllToAll(void *ctx, int32_t, const void *send, void *recv,
+                     int64_t count, loom_dtype dtype) {
+  const Loopback &group = loopbackOf(ctx);
+  if (group.status)
+    return group.status;
+  int64_t bytes = count * loom_dtype_bytes(dtype);
+  for (int64_t m = 0; m < group.members; ++m)
+    std::memcpy(static_cast<uint8_t *>(recv) + m * bytes,
+                static_cast<const uint8_t *>(send) + group.index * bytes,
+                bytes);
+  return 0;
+}
+
+int64_t loopbackCoordinate(void *ctx, int32_t axis) {
+  return loopbackOf(ctx).coordinates[axis];
+}
+
+/// The status of a device callback whose staging copy failed.
+constexpr int32_t kStagingFailed = 99;
+
+/// `bytes` of device memory at `device` after the stream's work.
+bool stageIn(const Loopback &group, const void *device, int64_t bytes,
+             std::vector<uint8_t> &host) {
+  host.assign(bytes + 8, 0);
+  return cudaStreamSynchronize(group.stream) == cudaSuccess &&
+         cudaMemcpy(host.data(), device, bytes, cudaMemcpyDeviceToHost) ==
+             cudaSuccess;
+}
+
+/// `host` back into `device`, there when the callback returns.
+bool stageOut(const Loopback &group, void *device,
+              const std::vector<uint8_t> &host, int64_t bytes) {
+  return cudaMemcpyAsync(device, host.data(), bytes, cudaMemcpyHostToDevice,
+                         group.stream) == cudaSuccess &&
+         cudaStreamSynchronize(group.stream) == cudaSuccess;
+}
+
+int32_t deviceAllReduce(void *ctx, int32_t g, void *buf, int64_t count,
+                        loom_dtype dtype, loom_reduction op) {
+  const Loopback &group = loopbackOf(ctx);
+  if (group.status)
+    return group.status;
+  int64_t bytes = count * loom_dtype_bytes(dtype);
+  std::vector<uint8_t> host;
+  if (!stageIn(group, buf, bytes, host))
+    return kStagingFailed;
+  hostAllReduce(ctx, g, host.data(), count, dtype, op);
+  return stageOut(group, buf, host, bytes) ? 0 : kStagingFailed;
+}
+
+int32_t deviceAllGather(void *ctx, int32_t g, const void *send, void *recv,
+                        int64_t count, loom_dtype dtype) {
+  const Loopback &group = loopbackOf(ctx);
+  if (group.status)
+    return group.status;
+  int64_t bytes = count * loom_dtype_bytes(dtype);
+  std::vector<uint8_t> in, out(bytes * group.members + 8);
+  if (!stageIn(group, send, bytes, in))
+    return kStagingFailed;
+  hostAllGather(ctx, g, in.data(), out.data(), count, dtype);
+  return stageOut(group, recv, out, bytes * group.members) ? 0 : kStagingFailed;
+}
+
+int32_t deviceReduceScatter(void *ctx, int32_t g, const void *send, void *recv,
+                            int64_t count, loom_dtype dtype,
+                            loom_reduction op) {
+  const Loopback &group = loopbackOf(ctx);
+  if (group.status)
+    return group.status;
+  int64_t bytes = count * loom_dtype_bytes(dtype);
+  std::vector<uint8_t> in, out(bytes + 8);
+  if (!stageIn(group, send, bytes * group.members, in))
+    return kStagingFailed;
+  hostReduceScatter(ctx, g, in.data(), out.data(), count, dtype, op);
+  return stageOut(group, recv, out, bytes) ? 0 : kStagingFailed;
+}
+
+int32_t deviceAllToAll(void *ctx, int32_t g, const void *send, void *recv,
+                       int64_t count, loom_dtype dtype) {
+  const Loopback &group = loopbackOf(ctx);
+  if (group.status)
+    return group.status;
+  int64_t bytes = count * loom_dtype_bytes(dtype) * group.members;
+  std::vector<uint8_t> in, out(bytes + 8);
+  if (!stageIn(group, send, bytes, in))
+    return kStagingFailed;
+  hostAllToAll(ctx, g, in.data(), out.data(), count, dtype);
+  return stageOut(group, recv, out, bytes) ? 0 : kStagingFailed;
+}
+
+/// A loopback group with its two comms and frames (host callbacks for the
+/// CPU kernel, device callbacks for the CUDA kernel).
+struct LoopbackGroup {
+  Loopback state;
+  loom_comm hostComm = {}, deviceComm = {};
+  loom_call_frame hostFrame = {}, deviceFrame = {};
+
+  LoopbackGroup(int64_t members, int64_t index, cudaStream_t stream) {
+    state.members = members;
+    state.index = index;
+    state.stream = stream;
+    hostComm.ctx = deviceComm.ctx = &state;
+    hostComm.all_reduce = hostAllReduce;
+    hostComm.all_gather = hostAllGather;
+    hostComm.reduce_scatter = hostReduceScatter;
+    hostComm.all_to_all = hostAllToAll;
+    deviceComm.all_reduce = deviceAllReduce;
+    deviceComm.all_gather = deviceAllGather;
+    deviceComm.reduce_scatter = deviceReduceScatter;
+    deviceComm.all_to_all = deviceAllToAll;
+    hostComm.grid_coordinate = deviceComm.grid_coordinate = loopbackCoordinate;
+    hostFrame.comm = &hostComm;
+    deviceFrame.comm = &deviceComm;
+  }
+  LoopbackGroup(const LoopbackGroup &) = delete;
+  LoopbackGroup &operator=(const LoopbackGroup &) = delete;
+
+  /// `c` run on this group.
+  Case on(Case c) const {
+    c.frame = &hostFrame;
+    c.cudaFrame = &deviceFrame;
+    return c;
+  }
+};
+
+/// The attributes of a collective: group 0, then `rest`.
+std::vector<int64_t> collective(std::vector<int64_t> rest) {
+  rest.insert(rest.begin(), 0);
+  return rest;
+}
+
+/// Each collective against the CPU kernel on a loopback group, with the
+/// moved dimension leading (outer 1: the callback works on the kernel's
+/// buffers) and inside (outer > 1: packed and unpacked around it).
+void collectiveCases(loom_cuda_context *context, cudaStream_t stream) {
+  LoopbackGroup four(4, 1, stream), three(3, 2, stream);
+  run(four.on(make("all_reduce sum", KERNELS(all_reduce), {uniform({4, 6})},
+                   {result({4, 6})}, collective({LOOM_REDUCE_SUM}))),
+      context);
+  run(three.on(make("all_reduce sum of 3", KERNELS(all_reduce), {uniform({37})},
+                    {result({37})}, collective({LOOM_REDUCE_SUM}))),
+      context);
+  run(four.on(make("all_reduce max", KERNELS(all_reduce), {uniform({4, 6})},
+                   {result({4, 6})}, collective({LOOM_REDUCE_MAX}))),
+      context);
+  // In the bf16 run an f32 operand into a bf16 result: converted first.
+  run(four.on(make("all_reduce f32 -> bf16", KERNELS(all_reduce),
+                   {f32(uniform({4, 6}))}, {result({4, 6})},
+                   collective({LOOM_REDUCE_MIN}))),
+      context);
+
+  // reduce_scatter: group, reduction, members, scatter_axis.
+  run(four.on(make("reduce_scatter leading", KERNELS(reduce_scatter),
+                   {uniform({8, 5})}, {result({2, 5})},
+                   collective({LOOM_REDUCE_SUM, 4, 0}))),
+      context);
+  run(four.on(make("reduce_scatter packed", KERNELS(reduce_scatter),
+                   {uniform({3, 8, 5})}, {result({3, 2, 5})},
+                   collective({LOOM_REDUCE_SUM, 4, 1}))),
+      context);
+  run(three.on(make("reduce_scatter packed last axis", KERNELS(reduce_scatter),
+                    {uniform({2, 3, 9})}, {result({2, 3, 3})},
+                    collective({LOOM_REDUCE_MAX, 3, 2}))),
+      context);
+  // In the bf16 run the f32 operand is packed into bf16 blocks.
+  run(four.on(make("reduce_scatter f32 -> bf16 leading",
+                   KERNELS(reduce_scatter), {f32(uniform({8, 5}))},
+                   {result({2, 5})}, collective({LOOM_REDUCE_SUM, 4, 0}))),
+      context);
+  run(four.on(make("reduce_scatter f32 -> bf16 packed", KERNELS(reduce_scatter),
+                   {f32(uniform({3, 8, 5}))}, {result({3, 2, 5})},
+                   collective({LOOM_REDUCE_SUM, 4, 1}))),
+      context);
+
+  // all_gather: group, members, gather_axis.
+  run(three.on(make("all_gather leading", KERNELS(all_gather),
+                    {uniform({2, 5})}, {result({6, 5})}, collective({3, 0}))),
+      context);
+  run(four.on(make("all_gather packed", KERNELS(all_gather),
+                   {uniform({3, 2, 5})}, {result({3, 8, 5})},
+                   collective({4, 1}))),
+      context);
+  run(four.on(make("all_gather last axis", KERNELS(all_gather),
+                   {uniform({4, 3})}, {result({4, 12})}, collective({4, 1}))),
+      context);
+
+  // all_to_all: group, members, split_axis, concat_axis.
+  run(four.on(make("all_to_all leading", KERNELS(all_to_all), {uniform({8, 3})},
+                   {result({8, 3})}, collective({4, 0, 0}))),
+      context);
+  run(four.on(make("all_to_all packed", KERNELS(all_to_all),
+                   {uniform({3, 8, 5})}, {result({3, 2, 20})},
+                   collective({4, 1, 2}))),
+      context);
+  run(three.on(make("all_to_all split inside, concat leading",
+                    KERNELS(all_to_all), {uniform({4, 6})}, {result({12, 2})},
+                    collective({3, 1, 0}))),
+      context);
+  run(three.on(make(
+          "all_to_all i64 split leading, concat inside", KERNELS(all_to_all),
+          {integers({6, 4}, -1000, 1000, LOOM_DTYPE_I64)},
+          {result({2, 12}, false, LOOM_DTYPE_I64)}, collective({3, 0, 1}))),
+      context);
+
+  // all_slice: group, slice_axis, grid axes, their sizes. On a 2 x 4 grid
+  // at (1, 3): member 7 of 8 on both axes, member 3 of 4 on axis 1.
+  LoopbackGroup grid(8, 7, stream);
+  grid.state.coordinates[0] = 1;
+  grid.state.coordinates[1] = 3;
+  std::vector<int64_t> attrs = collective({1});
+  appendArray(attrs, {0, 1});
+  appendArray(attrs, {2, 4});
+  run(grid.on(make("all_slice 2 axes", KERNELS(all_slice),
+                   {uniform({6, 16, 5})}, {result({6, 2, 5})}, attrs)),
+      context);
+  attrs = collective({0});
+  appendArray(attrs, {1});
+  appendArray(attrs, {4});
+  run(grid.on(make("all_slice leading", KERNELS(all_slice), {uniform({8, 5})},
+                   {result({2, 5})}, attrs)),
+      context);
+}
+
+/// A callback's failure comes back as its status, with the CPU kernel's
+/// message (after the kernel freed its packed buffer); a frame without a
+/// comm fails before any work.
+void collectiveFailureCases(loom_cuda_context *context, cudaStream_t stream) {
+  if (filter && std::string("errors").find(filter) == std::string::npos)
+    return;
+  LoopbackGroup failing(4, 0, stream);
+  failing.state.status = 7;
+  DeviceBuffers device;
+  for (int i = 0; i < 2; ++i) {
+    void *pointer = nullptr;
+    cudaMalloc(&pointer, 4096);
+    cudaMemset(pointer, 0, 4096);
+    device.pointers.push_back(pointer);
+  }
+  std::vector<int64_t> meta =
+      metaFor({uniform({3, 2, 5})}, {result({3, 8, 5})}, collective({4, 1}));
+  int32_t status = loom_cuda_all_gather(
+      &failing.deviceFrame, device.pointers.data(), meta.data(), context);
+  expectFailure("errors: all_gather callback status", status == 7,
+                loom_cuda_last_error(),
+                "all_gather on group 0: the communication callback returned 7");
+  expectFailure("errors: the stream is clean after a failed collective",
+                loom_cuda_context_synchronize(context) == 0, "", "");
+
+  meta = metaFor({uniform({4, 6})}, {result({4, 6})},
+                 collective({LOOM_REDUCE_SUM}));
+  loom_call_frame noComm = {};
+  expectFailure("errors: all_reduce without a comm",
+                loom_cuda_all_reduce(&noComm, device.pointers.data(),
+                                     meta.data(), context) != 0,
+                loom_cuda_last_error(),
+                "all_reduce: the call frame has no communication callback");
+}
+
 } // namespace
 
 int main(int argc, char **argv) {
@@ -980,7 +1317,9 @@ int main(int argc, char **argv) {
   lookupAndLossCases(context);
   optimizerCases(context);
   uploadCases(context);
+  collectiveCases(context, stream);
   failureCases(context);
+  collectiveFailureCases(context, stream);
   loom_cuda_context_destroy(context);
   cudaStreamDestroy(stream);
   std::printf("%d passed, %d failed\n", passes, failures);

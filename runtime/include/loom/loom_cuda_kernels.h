@@ -13,7 +13,8 @@
  * `buffers` are device pointers (dense, row-major, at the local shape);
  * `frame` and `meta` live in host memory. `frame` is read only by the
  * dropout sites (frame->comm->grid_coordinate and frame->micro_batch, as on
- * the CPU) and may be null elsewhere.
+ * the CPU) and the collectives (frame->comm, see Collectives) and may be
+ * null elsewhere.
  *
  * The context: why an extra argument. A kernel needs a stream, a cuBLASLt
  * handle and device scratch memory, none of which loom_call_frame holds,
@@ -28,7 +29,8 @@
  *     matmul and for temporaries by the kernels listed below; the kernels
  *     of one stream run in order, so they share it,
  *   - a device error word (see Errors).
- * Kernels never allocate, never synchronize and never print.
+ * Kernels never synchronize and never print; none allocates but the
+ * collectives' packed buffers (stream-ordered, see Collectives).
  *
  * Element types. Every floating-point tensor may be f32 or bf16 (bf16
  * storage, f32 arithmetic), each tensor independently, except:
@@ -63,11 +65,30 @@
  * rows read as zeros) and returned by loom_cuda_context_synchronize() with
  * the CPU kernel's message.
  *
- * Not here yet, though `--loom-lower-cuda` already emits their calls
- * (compiled programs resolve kernels when the runtime loads them): the
- * collectives (all_reduce, reduce_scatter, all_gather, all_to_all,
- * all_slice), with the CPU collectives' meta: the NCCL backend. A program
- * of one device calls none.
+ * Collectives. all_reduce, reduce_scatter, all_gather, all_to_all and
+ * all_slice take the CPU collectives' meta and give the CPU kernels'
+ * results, checks and messages (runtime/cpu/kernels/Collectives.cpp): the
+ * kernel packs the moved dimension into member blocks, calls the
+ * callback of `frame->comm`, unpacks, and returns the callback's non-zero
+ * status as it is. The contract with the runtime's loom_comm:
+ *   - the callbacks receive DEVICE pointers (`buf`, `send`, `recv`);
+ *   - they are ordered with the context's stream: a callback sees the
+ *     results of all work enqueued on it before the call (the packing),
+ *     and work enqueued after the call returns (the unpacking, the next
+ *     kernels) sees the callback's results. NCCL on the context's stream
+ *     gives this by enqueueing; a host-staged path (MPI) synchronizes the
+ *     stream first and has its results in `recv` / `buf` before it
+ *     returns (or enqueues the copy back on the stream);
+ *   - grid_coordinate (all_slice) is a host call, as on the CPU.
+ * The packed buffers (when the moved dimension is not the leading one, or
+ * reduce_scatter converts the element type) come from the stream's memory
+ * pool (cudaMallocAsync) and go back to it on the stream (cudaFreeAsync)
+ * after the callback and the unpacking; a failed allocation fails the
+ * kernel with the buffer's size. Collectives move f32, bf16, f64, i32
+ * and i64; all_reduce and reduce_scatter convert the operand to the
+ * result's element type first (bf16 rounded to nearest even, as on the
+ * CPU). all_slice communicates nothing: one strided copy of this rank's
+ * piece (its member index from frame->comm->grid_coordinate).
  *
  *===----------------------------------------------------------------------===*/
 
@@ -160,6 +181,12 @@ LOOM_CUDA_KERNEL(dropout_grad)
 /* Optimizer updates. */
 LOOM_CUDA_KERNEL(adamw_update)
 LOOM_CUDA_KERNEL(sgd_update)
+/* Collectives over frame->comm (see Collectives). */
+LOOM_CUDA_KERNEL(all_reduce)
+LOOM_CUDA_KERNEL(reduce_scatter)
+LOOM_CUDA_KERNEL(all_gather)
+LOOM_CUDA_KERNEL(all_to_all)
+LOOM_CUDA_KERNEL(all_slice)
 
 #undef LOOM_CUDA_KERNEL
 
