@@ -1,0 +1,266 @@
+//===- StagedComm.cpp - loom_comm through pinned host memory --------------===//
+//
+// Each collective lays its send blocks at the start of the staging area
+// and its receive blocks after them (64-byte aligned), so that the host
+// callback never reads and writes the same bytes unless it is in place
+// (all_reduce).
+//
+//===----------------------------------------------------------------------===//
+
+#include "StagedComm.h"
+
+namespace loom::cuda_rt {
+namespace {
+
+/// Where the receive blocks start after `sendBytes` of send blocks.
+size_t receiveOffset(size_t sendBytes) { return (sendBytes + 63) / 64 * 64; }
+
+} // namespace
+
+std::unique_ptr<StagedComm> StagedComm::create(const StagedCommConfig &config,
+                                               cudaStream_t stream,
+                                               std::string &error) {
+  if (!config.host || !config.hostError) {
+    error = "StagedComm needs a host communicator and its error function";
+    return nullptr;
+  }
+  std::unique_ptr<StagedComm> self(new StagedComm());
+  int64_t gridRank = static_cast<int64_t>(config.gridShape.size());
+  for (size_t g = 0; g < config.groups.size(); ++g) {
+    int64_t members = 1;
+    for (int16_t axis : config.groups[g]) {
+      if (axis < 0 || axis >= gridRank) {
+        error = "group " + std::to_string(g) + " names axis " +
+                std::to_string(axis) + " of a " + std::to_string(gridRank) +
+                "-d grid";
+        return nullptr;
+      }
+      members *= config.gridShape[axis];
+    }
+    self->groupMembers.push_back(members);
+  }
+  self->host = config.host;
+  self->hostError = config.hostError;
+  self->stream = stream;
+
+  loom_comm &t = self->table;
+  t.ctx = self.get();
+  t.all_reduce = [](void *ctx, int32_t group, void *buf, int64_t count,
+                    loom_dtype dtype, loom_reduction op) {
+    return static_cast<StagedComm *>(ctx)->allReduce(group, buf, count, dtype,
+                                                     op);
+  };
+  t.all_gather = [](void *ctx, int32_t group, const void *send, void *recv,
+                    int64_t count, loom_dtype dtype) {
+    return static_cast<StagedComm *>(ctx)->allGather(group, send, recv, count,
+                                                     dtype);
+  };
+  t.reduce_scatter = [](void *ctx, int32_t group, const void *send, void *recv,
+                        int64_t count, loom_dtype dtype, loom_reduction op) {
+    return static_cast<StagedComm *>(ctx)->reduceScatter(group, send, recv,
+                                                         count, dtype, op);
+  };
+  t.all_to_all = [](void *ctx, int32_t group, const void *send, void *recv,
+                    int64_t count, loom_dtype dtype) {
+    return static_cast<StagedComm *>(ctx)->allToAll(group, send, recv, count,
+                                                    dtype);
+  };
+  t.send = [](void *ctx, int32_t peer, int32_t tag, const void *buf,
+              int64_t count, loom_dtype dtype) {
+    return static_cast<StagedComm *>(ctx)->send(peer, tag, buf, count, dtype);
+  };
+  t.recv = [](void *ctx, int32_t peer, int32_t tag, void *buf, int64_t count,
+              loom_dtype dtype) {
+    return static_cast<StagedComm *>(ctx)->recv(peer, tag, buf, count, dtype);
+  };
+  t.grid_coordinate = [](void *ctx, int32_t axis) -> int64_t {
+    const loom_comm *host = static_cast<StagedComm *>(ctx)->host;
+    return host->grid_coordinate(host->ctx, axis);
+  };
+  return self;
+}
+
+StagedComm::~StagedComm() {
+  if (staging)
+    cudaFreeHost(staging);
+}
+
+int32_t StagedComm::failWith(std::string message) {
+  error = std::move(message);
+  return 1;
+}
+
+int32_t StagedComm::prepare(const char *call, int64_t count, loom_dtype dtype,
+                            size_t &bytes) {
+  int index = static_cast<int>(dtype);
+  if (index < LOOM_DTYPE_F32 || index > LOOM_DTYPE_BF16)
+    return failWith(std::string(call) + ": unknown dtype " +
+                    std::to_string(index));
+  if (count < 0)
+    return failWith(std::string(call) + ": negative count " +
+                    std::to_string(count));
+  bytes = static_cast<size_t>(count * loom_dtype_bytes(dtype));
+  return 0;
+}
+
+int32_t StagedComm::prepareCollective(const char *call, int32_t group,
+                                      int64_t count, loom_dtype dtype,
+                                      size_t &bytes, size_t &members) {
+  if (int32_t status = prepare(call, count, dtype, bytes))
+    return status;
+  if (group < 0 || group >= static_cast<int32_t>(groupMembers.size()))
+    return failWith(std::string(call) + ": no group " + std::to_string(group) +
+                    " (the program has " + std::to_string(groupMembers.size()) +
+                    ")");
+  members = static_cast<size_t>(groupMembers[group]);
+  return 0;
+}
+
+int32_t StagedComm::reserve(const char *call, size_t bytes) {
+  if (bytes <= stagingBytes)
+    return 0;
+  if (staging)
+    cudaFreeHost(staging);
+  staging = nullptr;
+  stagingBytes = 0;
+  void *pinned = nullptr;
+  if (cudaError_t code = cudaMallocHost(&pinned, bytes))
+    return failWith(std::string(call) + ": cudaMallocHost of " +
+                    std::to_string(bytes) +
+                    " bytes failed: " + cudaGetErrorString(code));
+  staging = static_cast<unsigned char *>(pinned);
+  stagingBytes = bytes;
+  return 0;
+}
+
+int32_t StagedComm::download(const char *call, const void *from, size_t bytes,
+                             size_t offset) {
+  if (bytes == 0)
+    return 0;
+  if (cudaError_t code = cudaMemcpyAsync(staging + offset, from, bytes,
+                                         cudaMemcpyDeviceToHost, stream))
+    return failWith(
+        std::string(call) +
+        ": cudaMemcpyAsync to the host failed: " + cudaGetErrorString(code));
+  if (cudaError_t code = cudaStreamSynchronize(stream))
+    return failWith(std::string(call) +
+                    ": cudaStreamSynchronize after the copy to the host "
+                    "failed: " +
+                    cudaGetErrorString(code));
+  return 0;
+}
+
+int32_t StagedComm::upload(const char *call, void *to, size_t bytes,
+                           size_t offset) {
+  if (bytes == 0)
+    return 0;
+  if (cudaError_t code = cudaMemcpyAsync(to, staging + offset, bytes,
+                                         cudaMemcpyHostToDevice, stream))
+    return failWith(
+        std::string(call) +
+        ": cudaMemcpyAsync to the device failed: " + cudaGetErrorString(code));
+  // The staging area is reused by the next callback.
+  if (cudaError_t code = cudaStreamSynchronize(stream))
+    return failWith(std::string(call) +
+                    ": cudaStreamSynchronize after the copy to the device "
+                    "failed: " +
+                    cudaGetErrorString(code));
+  return 0;
+}
+
+int32_t StagedComm::checkHost(int32_t status) {
+  if (status != 0)
+    error = hostError();
+  return status;
+}
+
+int32_t StagedComm::allReduce(int32_t group, void *buf, int64_t count,
+                              loom_dtype dtype, loom_reduction op) {
+  const char *call = "all_reduce";
+  size_t bytes = 0, members = 0;
+  if (prepareCollective(call, group, count, dtype, bytes, members) ||
+      reserve(call, bytes) || download(call, buf, bytes, 0))
+    return 1;
+  if (int32_t status = checkHost(
+          host->all_reduce(host->ctx, group, staging, count, dtype, op)))
+    return status;
+  return upload(call, buf, bytes, 0);
+}
+
+int32_t StagedComm::allGather(int32_t group, const void *send, void *recv,
+                              int64_t count, loom_dtype dtype) {
+  const char *call = "all_gather";
+  size_t bytes = 0, members = 0;
+  if (prepareCollective(call, group, count, dtype, bytes, members))
+    return 1;
+  size_t offset = receiveOffset(bytes), received = bytes * members;
+  if (reserve(call, offset + received) || download(call, send, bytes, 0))
+    return 1;
+  if (int32_t status = checkHost(host->all_gather(
+          host->ctx, group, staging, staging + offset, count, dtype)))
+    return status;
+  return upload(call, recv, received, offset);
+}
+
+int32_t StagedComm::reduceScatter(int32_t group, const void *send, void *recv,
+                                  int64_t count, loom_dtype dtype,
+                                  loom_reduction op) {
+  const char *call = "reduce_scatter";
+  size_t bytes = 0, members = 0;
+  if (prepareCollective(call, group, count, dtype, bytes, members))
+    return 1;
+  size_t sent = bytes * members, offset = receiveOffset(sent);
+  if (reserve(call, offset + bytes) || download(call, send, sent, 0))
+    return 1;
+  if (int32_t status = checkHost(host->reduce_scatter(
+          host->ctx, group, staging, staging + offset, count, dtype, op)))
+    return status;
+  return upload(call, recv, bytes, offset);
+}
+
+int32_t StagedComm::allToAll(int32_t group, const void *send, void *recv,
+                             int64_t count, loom_dtype dtype) {
+  const char *call = "all_to_all";
+  size_t bytes = 0, members = 0;
+  if (prepareCollective(call, group, count, dtype, bytes, members))
+    return 1;
+  size_t sent = bytes * members, offset = receiveOffset(sent);
+  if (reserve(call, offset + sent) || download(call, send, sent, 0))
+    return 1;
+  if (int32_t status = checkHost(host->all_to_all(
+          host->ctx, group, staging, staging + offset, count, dtype)))
+    return status;
+  return upload(call, recv, sent, offset);
+}
+
+int32_t StagedComm::send(int32_t peer, int32_t tag, const void *buf,
+                         int64_t count, loom_dtype dtype) {
+  const char *call = "send";
+  size_t bytes = 0;
+  if (prepare(call, count, dtype, bytes) || reserve(call, bytes) ||
+      download(call, buf, bytes, 0))
+    return 1;
+  // The host send keeps its own copy: the staging area is free at once.
+  return checkHost(host->send(host->ctx, peer, tag, staging, count, dtype));
+}
+
+int32_t StagedComm::recv(int32_t peer, int32_t tag, void *buf, int64_t count,
+                         loom_dtype dtype) {
+  const char *call = "recv";
+  size_t bytes = 0;
+  if (prepare(call, count, dtype, bytes) || reserve(call, bytes))
+    return 1;
+  if (int32_t status =
+          checkHost(host->recv(host->ctx, peer, tag, staging, count, dtype)))
+    return status;
+  return upload(call, buf, bytes, 0);
+}
+
+std::string StagedComm::synchronize(double) {
+  if (cudaError_t code = cudaStreamSynchronize(stream))
+    return std::string("cudaStreamSynchronize failed: ") +
+           cudaGetErrorString(code);
+  return "";
+}
+
+} // namespace loom::cuda_rt
