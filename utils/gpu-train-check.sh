@@ -19,7 +19,7 @@
 #   cpu.jsonl           50 steps of the f32 step compiled for the CPU,
 #                       `loom-run --np 1 --log-json` (the reference)
 #   include/nlohmann/   a copy of /usr/include/nlohmann: the runtime's
-#                       artifact loader (runtime/cpu/runtime/Artifact.cpp)
+#                       artifact loader (runtime/executor/Artifact.cpp)
 #                       reads plan.json with nlohmann-json, which the GPU
 #                       machine lacks; the standalone project is pointed at
 #                       it with -DLOOM_NLOHMANN_JSON_INCLUDE_DIR

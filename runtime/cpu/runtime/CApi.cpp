@@ -8,6 +8,7 @@
 #include "loom/loom_runtime.h"
 
 #include "Artifact.h"
+#include "CpuDevice.h"
 #include "Session.h"
 #include "comm/MpiComm.h"
 
@@ -21,7 +22,8 @@ struct loom_artifact {
 struct loom_session {
   explicit loom_session(const loom::rt::Artifact &artifact, int32_t rank,
                         const loom_comm *comm)
-      : impl(artifact, rank, comm) {}
+      : impl(artifact, device, rank, comm) {}
+  loom::rt::CpuDevice device;
   loom::rt::Session impl;
 };
 
@@ -182,12 +184,9 @@ int32_t loom_session_set_state_global(loom_session *session, int32_t index,
   if (index < 0 || index >= loom_session_state_count(session))
     return sessionError(session, "no state tensor " + std::to_string(index),
                         LOOM_ERROR_INVALID_ARGUMENT);
-  auto &entry = *session->impl.state[index];
-  if (entry.spec.dtype != LOOM_DTYPE_F32)
-    return sessionError(session, entry.key + " is not f32",
-                        LOOM_ERROR_INVALID_ARGUMENT);
-  loom::rt::copyShard(entry.spec, entry.place, global, entry.current.data(),
-                      /*toLocal=*/true);
+  std::string message = session->impl.setStateGlobal(index, global);
+  if (!message.empty())
+    return sessionError(session, message, LOOM_ERROR_INVALID_ARGUMENT);
   return LOOM_OK;
 }
 

@@ -7,8 +7,16 @@
 
 #include "loom/loom_cuda_runtime.h"
 
+#include "CudaDevice.h"
 #include "Session.h"
+#include "StagedComm.h"
+#ifdef LOOM_HAVE_NCCL
+#include "NcclComm.h"
+#endif
 
+#include <mpi.h>
+
+#include <algorithm>
 #include <cstdio>
 #include <dlfcn.h>
 #include <exception>
@@ -17,10 +25,19 @@ struct loom_cuda_artifact {
   loom::rt::Artifact impl;
 };
 
+/// One rank: its GPU, how it reaches the others, the executor. Members go
+/// in reverse order: the executor, then the communicators (which drain
+/// their transfers on the stream), then the device and its stream.
 struct loom_cuda_session {
-  explicit loom_cuda_session(const loom::rt::Artifact &artifact)
-      : impl(artifact) {}
-  loom::cuda_rt::Session impl;
+  loom::cuda_rt::CudaDevice device;
+  std::unique_ptr<loom::rt::MpiComm> hostComm;
+  std::unique_ptr<loom::cuda_rt::StagedComm> staged;
+#ifdef LOOM_HAVE_NCCL
+  std::unique_ptr<loom::cuda_rt::NcclComm> nccl;
+#endif
+  std::unique_ptr<loom::rt::Session> impl;
+  std::string commName = "none";
+  std::string error;
 };
 
 namespace {
@@ -34,8 +51,68 @@ int32_t report(char *error, size_t size, const std::string &message,
 
 int32_t sessionError(loom_cuda_session *session, std::string message,
                      int32_t code) {
-  session->impl.error = std::move(message);
+  session->error = std::move(message);
   return code;
+}
+
+/// The world communicator's layout of this rank (MpiCommConfig), as
+/// loom_mpi_comm_create computes it for the CPU backend.
+loom::rt::MpiCommConfig commConfig(const loom::rt::Artifact &artifact,
+                                   int rank) {
+  loom::rt::MpiCommConfig config;
+  config.gridShape = artifact.gridShape;
+  if (config.gridShape.empty())
+    config.gridShape = {1};
+  int64_t devices = artifact.devices();
+  int64_t first = (rank / devices) * devices;
+  for (int64_t d = 0; d < devices; ++d)
+    config.gridRanks.push_back(static_cast<int>(first + d));
+  for (const auto &group : artifact.groups)
+    config.groups.emplace_back(group.begin(), group.end());
+  return config;
+}
+
+/// Whether another rank on this node drives `device` (NCCL refuses that).
+bool deviceShared(int device, std::string &error) {
+  MPI_Comm node = MPI_COMM_NULL;
+  if (MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, 0,
+                          MPI_INFO_NULL, &node) != MPI_SUCCESS) {
+    error = "MPI_Comm_split_type failed";
+    return false;
+  }
+  int size = 0;
+  MPI_Comm_size(node, &size);
+  std::vector<int> devices(size);
+  MPI_Allgather(&device, 1, MPI_INT, devices.data(), 1, MPI_INT, node);
+  MPI_Comm_free(&node);
+  return std::count(devices.begin(), devices.end(), device) > 1;
+}
+
+/// Allocates the session's state and the kernels' context (its scratch
+/// sized by the state: loom_cuda_kernels.h's needs).
+std::string initSession(loom_cuda_session &session) {
+  if (std::string message = session.impl->init(); !message.empty())
+    return message;
+  // 64 MiB covers all but a bf16 embedding_grad, which accumulates its
+  // table in f32 in scratch (4 * V * D bytes: 154 MB for GPT-2's 50257 x
+  // 768); the table is a parameter, so 4 bytes per element of the largest
+  // one covers it.
+  int64_t scratchBytes = int64_t(64) << 20;
+  for (const auto &entry : session.impl->state)
+    scratchBytes = std::max(scratchBytes, 4 * entry->spec.numElements());
+  return session.device.createContext(scratchBytes);
+}
+
+/// Runs `action` on state tensor `index`: "" or its error, as a status.
+template <typename Action>
+int32_t onState(loom_cuda_session *session, int32_t index, Action action) {
+  if (index < 0 || index >= static_cast<int32_t>(session->impl->state.size()))
+    return sessionError(session, "no state tensor " + std::to_string(index),
+                        LOOM_ERROR_INVALID_ARGUMENT);
+  std::string message = action(*session->impl->state[index]);
+  if (!message.empty())
+    return sessionError(session, message, LOOM_ERROR_INVALID_ARGUMENT);
+  return LOOM_OK;
 }
 
 /// program.so's loom_cuda_* calls resolve in the global scope. This
@@ -84,15 +161,31 @@ int64_t loom_cuda_artifact_seq_len(const loom_cuda_artifact *artifact) {
   return artifact->impl.seqLen;
 }
 
+int32_t loom_cuda_artifact_world_size(const loom_cuda_artifact *artifact) {
+  return static_cast<int32_t>(artifact->impl.worldSize());
+}
+
 int32_t loom_cuda_session_create(const loom_cuda_artifact *artifact,
                                  int32_t device,
                                  loom_cuda_session **out_session, char *error,
                                  size_t error_size) {
   *out_session = nullptr;
-  auto session = std::make_unique<loom_cuda_session>(artifact->impl);
+  const loom::rt::Artifact &a = artifact->impl;
+  if (a.worldSize() != 1)
+    return report(error, error_size,
+                  "the artifact runs on " + std::to_string(a.worldSize()) +
+                      " ranks: start them with MPI and create each with "
+                      "loom_cuda_session_create_rank",
+                  LOOM_ERROR_INVALID_ARGUMENT);
+  auto session = std::make_unique<loom_cuda_session>();
   std::string message;
   try {
-    message = session->impl.init(device);
+    message = session->device.init(device);
+    if (message.empty()) {
+      session->impl =
+          std::make_unique<loom::rt::Session>(a, session->device, 0, nullptr);
+      message = initSession(*session);
+    }
   } catch (const std::exception &e) {
     message = e.what();
   }
@@ -102,65 +195,203 @@ int32_t loom_cuda_session_create(const loom_cuda_artifact *artifact,
   return LOOM_OK;
 }
 
+int32_t loom_cuda_session_create_rank(const loom_cuda_artifact *artifact,
+                                      int32_t device, loom_cuda_comm_kind comm,
+                                      double timeout_seconds,
+                                      loom_cuda_session **out_session,
+                                      char *error, size_t error_size) {
+  *out_session = nullptr;
+  const loom::rt::Artifact &a = artifact->impl;
+  int initialized = 0;
+  MPI_Initialized(&initialized);
+  if (!initialized)
+    return report(error, error_size,
+                  "MPI is not initialized (loom_cuda_session_create_rank "
+                  "runs one rank of an MPI job)",
+                  LOOM_ERROR_INVALID_ARGUMENT);
+  int rank = 0, size = 0;
+  MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+  MPI_Comm_size(MPI_COMM_WORLD, &size);
+  if (size != a.worldSize())
+    return report(error, error_size,
+                  "the artifact runs on " + std::to_string(a.worldSize()) +
+                      " ranks, but MPI started " + std::to_string(size),
+                  LOOM_ERROR_INVALID_ARGUMENT);
+  std::string where = "rank " + std::to_string(rank) + ": ";
+  auto session = std::make_unique<loom_cuda_session>();
+  if (std::string message = session->device.init(device); !message.empty())
+    return report(error, error_size, where + message,
+                  LOOM_ERROR_INVALID_ARGUMENT);
+
+  // Every rank takes the same path: the choice is collective.
+  std::string message;
+  bool shared = deviceShared(device, message);
+  int sharedAnywhere = shared ? 1 : 0;
+  MPI_Allreduce(MPI_IN_PLACE, &sharedAnywhere, 1, MPI_INT, MPI_MAX,
+                MPI_COMM_WORLD);
+#ifdef LOOM_HAVE_NCCL
+  bool haveNccl = true;
+#else
+  bool haveNccl = false;
+#endif
+  if (comm == LOOM_CUDA_COMM_AUTO)
+    comm = haveNccl && !sharedAnywhere ? LOOM_CUDA_COMM_NCCL
+                                       : LOOM_CUDA_COMM_STAGED;
+  if (comm == LOOM_CUDA_COMM_NCCL && !haveNccl)
+    return report(error, error_size,
+                  where + "this runtime was built without NCCL",
+                  LOOM_ERROR_INVALID_ARGUMENT);
+  if (comm == LOOM_CUDA_COMM_NCCL && sharedAnywhere)
+    return report(error, error_size,
+                  where + "ranks share a GPU, which NCCL refuses: use the "
+                          "staged backend (or one GPU per rank)",
+                  LOOM_ERROR_INVALID_ARGUMENT);
+  if (comm == LOOM_CUDA_COMM_NCCL) {
+    std::string order = loom::rt::transfersInOrder(a);
+    int ordered = order.empty() ? 1 : 0;
+    if (!ordered)
+      return report(error, error_size,
+                    where + order +
+                        ": NCCL transfers match in order; use the staged "
+                        "backend for this schedule",
+                    LOOM_ERROR_INVALID_ARGUMENT);
+  }
+
+  loom::rt::MpiCommConfig config = commConfig(a, rank);
+  cudaStream_t stream = session->device.stream();
+  const loom_comm *table = nullptr;
+  if (comm == LOOM_CUDA_COMM_STAGED) {
+    session->hostComm = loom::rt::MpiComm::create(config, message);
+    if (!session->hostComm)
+      return report(error, error_size, where + message,
+                    LOOM_ERROR_COMMUNICATION);
+    loom::cuda_rt::StagedCommConfig staged;
+    staged.host = session->hostComm->comm();
+    loom::rt::MpiComm *host = session->hostComm.get();
+    staged.hostError = [host] { return host->lastError(); };
+    staged.gridShape = config.gridShape;
+    staged.groups = config.groups;
+    session->staged =
+        loom::cuda_rt::StagedComm::create(staged, stream, message);
+    if (!session->staged)
+      return report(error, error_size, where + message,
+                    LOOM_ERROR_COMMUNICATION);
+    table = session->staged->comm();
+    session->commName = "staged";
+  }
+#ifdef LOOM_HAVE_NCCL
+  if (comm == LOOM_CUDA_COMM_NCCL) {
+    loom::cuda_rt::NcclCommConfig nccl;
+    static_cast<loom::rt::MpiCommConfig &>(nccl) = config;
+    nccl.device = device;
+    session->nccl = loom::cuda_rt::NcclComm::create(nccl, stream, message);
+    if (!session->nccl)
+      return report(error, error_size, where + message,
+                    LOOM_ERROR_COMMUNICATION);
+    loom::cuda_rt::NcclComm *channel = session->nccl.get();
+    session->device.setWaiter([channel, timeout_seconds] {
+      return channel->synchronize(timeout_seconds);
+    });
+    table = session->nccl->comm();
+    session->commName = "nccl";
+  }
+#endif
+  (void)timeout_seconds;
+  try {
+    session->impl =
+        std::make_unique<loom::rt::Session>(a, session->device, rank, table);
+    message = initSession(*session);
+  } catch (const std::exception &e) {
+    message = e.what();
+  }
+  if (!message.empty())
+    return report(error, error_size, where + message,
+                  LOOM_ERROR_INVALID_ARGUMENT);
+  *out_session = session.release();
+  return LOOM_OK;
+}
+
 void loom_cuda_session_free(loom_cuda_session *session) { delete session; }
 
 const char *loom_cuda_session_error(const loom_cuda_session *session) {
-  return session->impl.error.c_str();
+  return session->error.c_str();
+}
+
+const char *loom_cuda_session_comm_name(const loom_cuda_session *session) {
+  return session->commName.c_str();
+}
+
+const char *loom_cuda_session_current(const loom_cuda_session *session) {
+  return session->impl->current;
 }
 
 int64_t loom_cuda_session_workspace_bytes(const loom_cuda_session *session) {
-  return session->impl.workspace.size;
+  return session->impl->workspace.size;
 }
 
 int64_t loom_cuda_session_state_bytes(const loom_cuda_session *session) {
-  return session->impl.stateBytes();
+  int64_t bytes = 0;
+  for (const auto &entry : session->impl->state)
+    bytes += entry->current.size + entry->next.size;
+  return bytes;
 }
 
 int32_t loom_cuda_session_state_count(const loom_cuda_session *session) {
-  return static_cast<int32_t>(session->impl.state.size());
+  return static_cast<int32_t>(session->impl->state.size());
 }
 
 int32_t loom_cuda_session_state_info(const loom_cuda_session *session,
                                      int32_t index, loom_state_info *out_info) {
   if (index < 0 || index >= loom_cuda_session_state_count(session))
     return LOOM_ERROR_INVALID_ARGUMENT;
-  const auto &entry = *session->impl.state[index];
+  const auto &entry = *session->impl->state[index];
   out_info->key = entry.key.c_str();
   out_info->dtype = entry.spec.dtype;
   out_info->rank = static_cast<int32_t>(entry.spec.shape.size());
   out_info->shape = entry.spec.shape.data();
   out_info->global_shape = entry.spec.globalShape.data();
-  out_info->offsets = entry.offsets.data();
-  out_info->owner = 1;
+  out_info->offsets = entry.place.offsets.data();
+  out_info->owner = entry.place.owner ? 1 : 0;
   return LOOM_OK;
 }
 
 int32_t loom_cuda_session_set_state_global(loom_cuda_session *session,
                                            int32_t index, const float *global) {
-  if (index < 0 || index >= loom_cuda_session_state_count(session))
-    return sessionError(session, "no state tensor " + std::to_string(index),
-                        LOOM_ERROR_INVALID_ARGUMENT);
-  std::string message = session->impl.setState(index, global);
-  if (!message.empty())
-    return sessionError(session, message, LOOM_ERROR_INVALID_ARGUMENT);
-  return LOOM_OK;
+  return onState(session, index, [&](loom::rt::StateEntry &) {
+    return session->impl->setStateGlobal(index, global);
+  });
 }
 
 int32_t loom_cuda_session_get_state_global(loom_cuda_session *session,
                                            int32_t index, float *out_global) {
-  if (index < 0 || index >= loom_cuda_session_state_count(session))
-    return sessionError(session, "no state tensor " + std::to_string(index),
-                        LOOM_ERROR_INVALID_ARGUMENT);
-  std::string message = session->impl.getState(index, out_global);
-  if (!message.empty())
-    return sessionError(session, message, LOOM_ERROR_INVALID_ARGUMENT);
-  return LOOM_OK;
+  return onState(session, index, [&](loom::rt::StateEntry &entry) {
+    if (entry.spec.dtype != LOOM_DTYPE_F32)
+      return entry.key + " is not f32";
+    if (entry.spec.shape != entry.spec.globalShape)
+      return entry.key +
+             " is sharded on this rank: read its shard with get_state";
+    return session->impl->readState(index, out_global);
+  });
+}
+
+int32_t loom_cuda_session_get_state(loom_cuda_session *session, int32_t index,
+                                    void *out_local) {
+  return onState(session, index, [&](loom::rt::StateEntry &) {
+    return session->impl->readState(index, out_local);
+  });
+}
+
+int32_t loom_cuda_session_set_state(loom_cuda_session *session, int32_t index,
+                                    const void *local) {
+  return onState(session, index, [&](loom::rt::StateEntry &) {
+    return session->impl->writeState(index, local);
+  });
 }
 
 int32_t loom_cuda_session_set_batch(loom_cuda_session *session,
                                     const int32_t *tokens,
                                     const int32_t *labels) {
-  std::string message = session->impl.setBatch(tokens, labels);
+  std::string message = session->impl->setBatch(tokens, labels);
   if (!message.empty())
     return sessionError(session, message, LOOM_ERROR_KERNEL);
   return LOOM_OK;
@@ -171,12 +402,28 @@ int32_t loom_cuda_session_step(loom_cuda_session *session, int64_t step,
   double loss = 0.0;
   std::string message;
   try {
-    message = session->impl.step(step, loss);
+    message = session->impl->step(step, loss);
   } catch (const std::exception &e) {
     message = e.what();
   }
-  if (!message.empty())
-    return sessionError(session, message, LOOM_ERROR_KERNEL);
+  if (!message.empty()) {
+    // What the communication backend said, when it was the one that failed.
+    std::string detail;
+    if (session->staged && !session->staged->lastError().empty())
+      detail = session->staged->lastError();
+#ifdef LOOM_HAVE_NCCL
+    if (session->nccl && !session->nccl->lastError().empty())
+      detail = session->nccl->lastError();
+#endif
+    bool comm = !detail.empty() && message.find(" failed") != std::string::npos;
+    return sessionError(session,
+                        "rank " + std::to_string(session->impl->worldRank) +
+                            ", step " + std::to_string(step) + ": " + message +
+                            (comm ? ": " + detail : ""),
+                        comm || message.find("NCCL") != std::string::npos
+                            ? LOOM_ERROR_COMMUNICATION
+                            : LOOM_ERROR_KERNEL);
+  }
   *out_loss = loss;
   return LOOM_OK;
 }

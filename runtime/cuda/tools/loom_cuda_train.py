@@ -1,15 +1,21 @@
 #!/usr/bin/env python3
-"""Trains a --target=cuda artifact on one GPU through loom_cuda_runtime.h.
+"""Trains a --target=cuda artifact on GPUs through loom_cuda_runtime.h.
 
-usage: loom_cuda_train.py MODEL.loom --lib libloom_cuda_runtime.so
+usage: [mpirun -np R] loom_cuda_train.py MODEL.loom --lib libloom_cuda_runtime.so
            (--init INIT.safetensors | --random-init)
            (--data CORPUS.tokens | --random-data VOCAB) [--seed N]
            [--steps K] [--warmup W] [--log-json FILE] [--device N]
+           [--comm auto|nccl|staged] [--timeout SECONDS]
 
-The GPU twin of `loom-run MODEL.loom --np 1` for a one-device, unpipelined
-artifact, for machines without LLVM (the lent GPU machines): it needs only
-Python 3, numpy and the runtime library (runtime/cuda/standalone builds
-it). It loads the parameters from a safetensors file of F32 tensors under
+The GPU twin of `loom-run MODEL.loom --np R` for machines without LLVM
+(the lent GPU machines): it needs only Python 3, numpy, the runtime
+library (runtime/cuda/standalone builds it) and, for an artifact of more
+than one rank, mpi4py under mpirun (one process per rank). Each rank
+drives --device (default: its rank on the node modulo the node's GPUs);
+--comm picks how ranks talk: nccl (one GPU per rank), staged (MPI through
+host memory, so ranks may share a GPU) or auto (nccl unless they share
+one); --timeout bounds how long NCCL may wait for a peer before the
+watchdog aborts. Rank 0 prints and writes the log. It loads the parameters from a safetensors file of F32 tensors under
 the artifact's (Hugging Face) names, the moments at zero, cuts step s's
 batch from the token file by the batch rule of docs/token-file.md (rows
 start at ((s-1)*B + b) * S mod (N - S)), and prints each step as loom-run
@@ -38,6 +44,9 @@ import time
 import numpy as np
 
 
+COMM_KINDS = {"auto": 0, "nccl": 1, "staged": 2}  # loom_cuda_comm_kind
+
+
 class StateInfo(ctypes.Structure):
     _fields_ = [
         ("key", ctypes.c_char_p),
@@ -59,7 +68,12 @@ def load_library(path):
     lib.loom_cuda_artifact_batch_rows.restype = ctypes.c_int64
     lib.loom_cuda_artifact_seq_len.argtypes = [p]
     lib.loom_cuda_artifact_seq_len.restype = ctypes.c_int64
+    lib.loom_cuda_artifact_world_size.argtypes = [p]
     lib.loom_cuda_session_create.argtypes = [p, ctypes.c_int32, ctypes.POINTER(p), ctypes.c_char_p, ctypes.c_size_t]
+    lib.loom_cuda_session_create_rank.argtypes = [p, ctypes.c_int32, ctypes.c_int, ctypes.c_double, ctypes.POINTER(p),
+                                                  ctypes.c_char_p, ctypes.c_size_t]
+    lib.loom_cuda_session_comm_name.argtypes = [p]
+    lib.loom_cuda_session_comm_name.restype = ctypes.c_char_p
     lib.loom_cuda_session_free.argtypes = [p]
     lib.loom_cuda_session_error.argtypes = [p]
     lib.loom_cuda_session_error.restype = ctypes.c_char_p
@@ -134,11 +148,18 @@ def main():
     parser.add_argument("--steps", type=int, default=10)
     parser.add_argument("--warmup", type=int, default=0, help="steps left out of the summary's median")
     parser.add_argument("--log-json")
-    parser.add_argument("--device", type=int, default=0)
+    parser.add_argument("--device", type=int, help="CUDA device (default: node rank modulo the GPUs)")
+    parser.add_argument("--comm", choices=sorted(COMM_KINDS), help="how ranks talk (default: auto under MPI)")
+    parser.add_argument("--timeout", type=float, default=300.0,
+                        help="seconds a step may wait for its peers under NCCL (0: forever)")
     args = parser.parse_args()
+    world = None  # mpi4py's COMM_WORLD, under MPI
 
     def fail(message):
-        print(f"loom_cuda_train: error: {message}", file=sys.stderr)
+        where = f" rank {world.Get_rank()}" if world is not None else ""
+        print(f"loom_cuda_train:{where} error: {message}", file=sys.stderr, flush=True)
+        if world is not None and world.Get_size() > 1:
+            world.Abort(1)  # the other ranks would wait for this one forever
         sys.exit(1)
 
     lib = load_library(args.lib)
@@ -146,9 +167,27 @@ def main():
     artifact = ctypes.c_void_p()
     if lib.loom_cuda_artifact_load(args.artifact.encode(), ctypes.byref(artifact), error, len(error)):
         fail(error.value.decode())
+    ranks = lib.loom_cuda_artifact_world_size(artifact)
     session = ctypes.c_void_p()
-    if lib.loom_cuda_session_create(artifact, args.device, ctypes.byref(session), error, len(error)):
+    if ranks == 1 and args.comm is None:
+        created = lib.loom_cuda_session_create(artifact, args.device or 0, ctypes.byref(session), error, len(error))
+    else:
+        try:
+            from mpi4py import MPI  # initializes MPI
+        except ImportError:
+            fail(f"the artifact runs on {ranks} ranks: that needs mpi4py, under mpirun -np {ranks}")
+        world = MPI.COMM_WORLD
+        device = args.device
+        if device is None:
+            count = ctypes.c_int()
+            if lib.cudaGetDeviceCount(ctypes.byref(count)) or count.value == 0:
+                fail("no CUDA device")
+            device = world.Split_type(MPI.COMM_TYPE_SHARED).Get_rank() % count.value
+        created = lib.loom_cuda_session_create_rank(artifact, device, COMM_KINDS[args.comm or "auto"], args.timeout,
+                                                    ctypes.byref(session), error, len(error))
+    if created:
         fail(error.value.decode())
+    rank = world.Get_rank() if world is not None else 0
 
     def check(status, what):
         if status:
@@ -173,10 +212,11 @@ def main():
         else:
             value = np.ascontiguousarray(weights[name], dtype=np.float32)
         check(lib.loom_cuda_session_set_state_global(session, i, value.ctypes.data), key)
-        back = np.empty_like(value)
-        check(lib.loom_cuda_session_get_state_global(session, i, back.ctypes.data), key)
-        if not np.array_equal(back, value):
-            fail(f"{key} did not round-trip through the device")
+        if [info.shape[d] for d in range(info.rank)] == shape:  # whole here
+            back = np.empty_like(value)
+            check(lib.loom_cuda_session_get_state_global(session, i, back.ctypes.data), key)
+            if not np.array_equal(back, value):
+                fail(f"{key} did not round-trip through the device")
 
     rows = lib.loom_cuda_artifact_batch_rows(artifact)
     seq_len = lib.loom_cuda_artifact_seq_len(artifact)
@@ -186,9 +226,14 @@ def main():
             fail(f"{args.data}: needs more than {seq_len} tokens")
     if not 0 <= args.warmup < args.steps:
         fail(f"--warmup {args.warmup} leaves none of the {args.steps} steps")
-    print(f"loom_cuda_train: CUDA backend, 1 device, batch {rows} x {seq_len} tokens, "
-          f"workspace {lib.loom_cuda_session_workspace_bytes(session)} bytes, "
-          f"state {lib.loom_cuda_session_state_bytes(session)} bytes")
+    def say(text):
+        if rank == 0:
+            print(text, flush=True)
+
+    say(f"loom_cuda_train: CUDA backend, {ranks} rank{'s' if ranks > 1 else ''} "
+        f"({lib.loom_cuda_session_comm_name(session).decode()} communication), batch {rows} x {seq_len} tokens, "
+        f"workspace {lib.loom_cuda_session_workspace_bytes(session)} bytes, "
+        f"state {lib.loom_cuda_session_state_bytes(session)} bytes (rank 0)")
     lines = []
     loss = ctypes.c_double()
     for step in range(1, args.steps + 1):
@@ -202,18 +247,17 @@ def main():
         check(lib.loom_cuda_session_step(session, step, ctypes.byref(loss)), f"step {step}")
         seconds = time.perf_counter() - start
         tokens_per_second = rows * seq_len / seconds
-        print(f"step {step:4d}  loss {loss.value:.6f}  {tokens_per_second:9.0f} tokens/s  {seconds * 1e3:8.1f} ms",
-              flush=True)
+        say(f"step {step:4d}  loss {loss.value:.6f}  {tokens_per_second:9.0f} tokens/s  {seconds * 1e3:8.1f} ms")
         lines.append(json.dumps({"step": step, "loss": loss.value, "tokens_per_second": tokens_per_second,
                                  "step_ms": seconds * 1e3}))
-    if args.log_json:
+    if args.log_json and rank == 0:
         with open(args.log_json, "w") as f:
             f.write("".join(line + "\n" for line in lines))
     median_ms = statistics.median(json.loads(line)["step_ms"] for line in lines[args.warmup:])
-    print("loom_cuda_train: summary " + json.dumps({
-        "rows": rows, "seq_len": seq_len, "steps": args.steps, "warmup": args.warmup,
+    say("loom_cuda_train: summary " + json.dumps({
+        "ranks": ranks, "rows": rows, "seq_len": seq_len, "steps": args.steps, "warmup": args.warmup,
         "median_step_ms": median_ms, "tokens_per_second": rows * seq_len / (median_ms * 1e-3),
-        "last_loss": loss.value}), flush=True)
+        "last_loss": loss.value}))
     lib.loom_cuda_session_free(session)
     lib.loom_cuda_artifact_free(artifact)
     return 0

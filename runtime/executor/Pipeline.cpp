@@ -23,6 +23,8 @@
 // Every transfer is a tagged send/recv per value, in the order of the
 // value keys; sends never wait for their recvs (loom_comm), so the order
 // the schedule gives its sends and receives cannot deadlock on buffering.
+// A transfer between two stages of one rank (virtual stages) moves
+// nothing: the values stay in this rank's outbox.
 //
 //===----------------------------------------------------------------------===//
 
@@ -48,20 +50,27 @@ constexpr int32_t kLossTag = kTransferTags + 2;
 
 struct Value {
   TensorSpec spec;
-  AlignedBuffer data;
+  Buffer data;
 };
 using Values = std::map<std::string, std::unique_ptr<Value>>;
 
-std::unique_ptr<Value> copyValue(const TensorSpec &spec, const void *data) {
+/// A zeroed value of `spec`'s shape on `device`, or null with `error`.
+std::unique_ptr<Value> newValue(Device &device, const TensorSpec &spec,
+                                std::string &error) {
   auto value = std::make_unique<Value>();
   value->spec = spec;
-  value->data.resize(spec.bytes());
-  std::memcpy(value->data.data(), data, spec.bytes());
+  error = value->data.allocate(device, spec.bytes());
+  if (!error.empty()) {
+    error = "'" + spec.value + "': " + error;
+    return nullptr;
+  }
   return value;
 }
 
 /// One step's values on this rank, and how stage functions bind them.
 struct PipelineValues : Bindings {
+  explicit PipelineValues(Device &device) : device(device) {}
+  Device &device;
   int64_t microBatch = -1;
   std::map<std::tuple<int, int64_t, int64_t>, Values> outbox;
   std::map<std::pair<int64_t, int64_t>, Values> saved;
@@ -70,7 +79,7 @@ struct PipelineValues : Bindings {
   std::map<std::pair<int64_t, std::string>, std::unique_ptr<Value>> tiedSums;
 
   std::string argument(const Function &fn, const TensorSpec &arg,
-                       AlignedBuffer &out) override {
+                       Buffer &out) override {
     auto bind = [&](const Values &values,
                     const std::string &what) -> std::string {
       auto it = values.find(arg.value);
@@ -98,10 +107,8 @@ struct PipelineValues : Bindings {
     }
     const Values &mine = accumulators[fn.stage];
     auto it = mine.find(arg.value);
-    if (it == mine.end()) {
-      std::memset(out.data(), 0, arg.bytes());
+    if (it == mine.end()) // zero before the first: `out` is zeroed
       return "";
-    }
     return fill(fn, arg, *it->second, out);
   }
 
@@ -110,7 +117,14 @@ struct PipelineValues : Bindings {
     if (result.value.empty())
       return fn.name + ": result \"" + result.role + ":" + result.name +
              "\" is neither state nor a pipeline value";
-    std::unique_ptr<Value> value = copyValue(result, data);
+    std::string error;
+    std::unique_ptr<Value> value = newValue(device, result, error);
+    if (!value)
+      return fn.name + ": " + error;
+    if (std::string error =
+            device.copy(value->data.data(), data, result.bytes());
+        !error.empty())
+      return fn.name + ": '" + result.value + "': " + error;
     if (result.role == "activation")
       outbox[{Activation, fn.stage, microBatch}][result.value] =
           std::move(value);
@@ -123,13 +137,12 @@ struct PipelineValues : Bindings {
     return "";
   }
 
-  static std::string fill(const Function &fn, const TensorSpec &arg,
-                          const Value &value, AlignedBuffer &out) {
+  std::string fill(const Function &fn, const TensorSpec &arg,
+                   const Value &value, Buffer &out) {
     if (value.spec.shape != arg.shape || value.spec.dtype != arg.dtype)
       return fn.name + ": '" + arg.value +
              "' arrives with another shape or type than it takes";
-    std::memcpy(out.data(), value.data.data(), arg.bytes());
-    return "";
+    return device.copy(out.data(), value.data.data(), arg.bytes());
   }
 };
 
@@ -148,14 +161,81 @@ std::vector<const TensorSpec *> resultsWithRole(const Function &fn,
   return specs;
 }
 
-} // namespace
-
-std::string Session::runPipelineStep(int64_t stepNumber, double &loss) {
-  int64_t devices = artifact.devices();
-  int64_t device = worldRank % devices;
+int64_t stageCount(const Artifact &artifact) {
   int64_t stages = 0;
   for (const Function &fn : artifact.functions)
     stages = std::max(stages, fn.stage + 1);
+  return stages;
+}
+
+/// The tag of the transfer of micro-batch `mb`'s values from `stage` in
+/// `direction`.
+int32_t transferTag(int64_t stages, int direction, int64_t stage, int64_t mb) {
+  return static_cast<int32_t>(1 + (mb * stages + stage) * 2 + direction);
+}
+
+} // namespace
+
+std::string transfersInOrder(const Artifact &artifact) {
+  // Per ordered pair of pipeline ranks, the tags of the sends of one and
+  // of the recvs of the other, in the order their streams post them.
+  int64_t stages = stageCount(artifact);
+  int64_t ranks = artifact.pipelineRanks;
+  auto rankOf = [&](int64_t stage) { return stage % ranks; };
+  std::map<std::pair<int64_t, int64_t>, std::vector<int32_t>> sent, received;
+  for (int64_t me = 0; me < int64_t(artifact.streams.size()); ++me) {
+    for (const Instr &instr : artifact.streams[me]) {
+      const std::string &op = instr.op;
+      if (instr.peer == me)
+        continue; // stays on this rank
+      if (op == "send_activation" || op == "send_gradient")
+        sent[{me, instr.peer}].push_back(
+            transferTag(stages, op == "send_activation" ? Activation : Gradient,
+                        instr.stage, instr.microBatch));
+      if (op == "recv_activation" || op == "recv_gradient")
+        received[{instr.peer, me}].push_back(
+            transferTag(stages, op == "recv_activation" ? Activation : Gradient,
+                        instr.stage, instr.microBatch));
+      if (op != "all_reduce_gradients")
+        continue;
+      for (const Function &fn : artifact.functions) {
+        if (fn.kind != "optimizer")
+          continue;
+        for (const TensorSpec &arg : fn.args)
+          for (int64_t tied : arg.tiedStages) {
+            int64_t from = rankOf(tied), to = rankOf(fn.stage);
+            if (from != to && from == me)
+              sent[{from, to}].push_back(kTiedTag);
+            if (from != to && to == me)
+              received[{from, to}].push_back(kTiedTag);
+          }
+      }
+    }
+  }
+  int64_t lossStage = -1;
+  for (const Function &fn : artifact.functions)
+    for (const TensorSpec &result : fn.results)
+      if (fn.kind == "forward" && result.role == "loss")
+        lossStage = fn.stage;
+  if (lossStage >= 0)
+    for (int64_t p = 0; p < ranks; ++p)
+      if (p != rankOf(lossStage)) {
+        sent[{rankOf(lossStage), p}].push_back(kLossTag);
+        received[{rankOf(lossStage), p}].push_back(kLossTag);
+      }
+  for (int64_t from = 0; from < ranks; ++from)
+    for (int64_t to = 0; to < ranks; ++to)
+      if (sent[{from, to}] != received[{from, to}])
+        return "pipeline rank " + std::to_string(to) +
+               " receives the transfers of pipeline rank " +
+               std::to_string(from) + " in another order than they are sent";
+  return "";
+}
+
+std::string Session::runPipelineStep(int64_t stepNumber, double &loss) {
+  int64_t devices = artifact.devices();
+  int64_t gridIndex = worldRank % devices; // this rank's device of the grid
+  int64_t stages = stageCount(artifact);
   if (stages * artifact.microBatches * 2 > kTransferTags)
     return "the schedule has more transfers per step (" +
            std::to_string(stages * artifact.microBatches * 2) +
@@ -163,15 +243,12 @@ std::string Session::runPipelineStep(int64_t stepNumber, double &loss) {
            ")";
   auto rankOf = [&](int64_t stage) { return stage % artifact.pipelineRanks; };
   auto worldOf = [&](int64_t pipeline) {
-    return static_cast<int32_t>(pipeline * devices + device);
-  };
-  auto transferTag = [&](int direction, int64_t stage, int64_t mb) {
-    return static_cast<int32_t>(1 + (mb * stages + stage) * 2 + direction);
+    return static_cast<int32_t>(pipeline * devices + gridIndex);
   };
   // The backend's own message follows at the C ABI (loom_mpi_comm_error).
   auto commError = [](const std::string &what) { return what + " failed"; };
 
-  PipelineValues values;
+  PipelineValues values(device);
   const std::vector<Instr> &stream = artifact.streams[pipelineRank];
   for (const Instr &instr : stream) {
     setCurrent(instr.describe());
@@ -203,11 +280,16 @@ std::string Session::runPipelineStep(int64_t stepNumber, double &loss) {
       auto it = values.outbox.find({direction, instr.stage, instr.microBatch});
       if (it == values.outbox.end())
         return where + "nothing to send (its computation has not run)";
+      // To a stage of this rank (virtual stages): the values stay where
+      // its recv would put them.
+      if (instr.peer == pipelineRank)
+        continue;
       for (auto &[key, value] : it->second)
-        if (comm->send(comm->ctx, worldOf(instr.peer),
-                       transferTag(direction, instr.stage, instr.microBatch),
-                       value->data.data(), value->spec.numElements(),
-                       value->spec.dtype))
+        if (comm->send(
+                comm->ctx, worldOf(instr.peer),
+                transferTag(stages, direction, instr.stage, instr.microBatch),
+                value->data.data(), value->spec.numElements(),
+                value->spec.dtype))
           return where + commError("sending '" + key + "' to world rank " +
                                    std::to_string(worldOf(instr.peer)));
       values.outbox.erase(it);
@@ -215,6 +297,11 @@ std::string Session::runPipelineStep(int64_t stepNumber, double &loss) {
     }
     if (op == "recv_activation" || op == "recv_gradient") {
       int direction = op == "recv_activation" ? Activation : Gradient;
+      if (instr.peer == pipelineRank) {
+        if (!values.outbox.count({direction, instr.stage, instr.microBatch}))
+          return where + "nothing was sent (its computation has not run)";
+        continue;
+      }
       const Function *producer =
           direction == Activation
               ? artifact.stageFunction(instr.stage, "forward")
@@ -228,12 +315,14 @@ std::string Session::runPipelineStep(int64_t stepNumber, double &loss) {
       for (const TensorSpec *spec : resultsWithRole(
                *producer,
                direction == Activation ? "activation" : "activation_grad")) {
-        auto value = std::make_unique<Value>();
-        value->spec = *spec;
-        value->data.resize(spec->bytes());
-        if (comm->recv(comm->ctx, worldOf(instr.peer),
-                       transferTag(direction, instr.stage, instr.microBatch),
-                       value->data.data(), spec->numElements(), spec->dtype))
+        std::string error;
+        std::unique_ptr<Value> value = newValue(device, *spec, error);
+        if (!value)
+          return where + error;
+        if (comm->recv(
+                comm->ctx, worldOf(instr.peer),
+                transferTag(stages, direction, instr.stage, instr.microBatch),
+                value->data.data(), spec->numElements(), spec->dtype))
           return where +
                  commError("receiving '" + spec->value + "' from world rank " +
                            std::to_string(worldOf(instr.peer)));
@@ -249,13 +338,12 @@ std::string Session::runPipelineStep(int64_t stepNumber, double &loss) {
       std::map<std::tuple<int64_t, std::string, int64_t>,
                std::unique_ptr<Value>>
           received;
-      auto accumulatorOf = [&](int64_t stage, const TensorSpec &arg) {
+      std::string error;
+      auto accumulatorOf = [&](int64_t stage,
+                               const TensorSpec &arg) -> Value * {
         std::unique_ptr<Value> &slot = values.accumulators[stage][arg.value];
-        if (!slot) { // zero: the stage accumulated nothing
-          slot = std::make_unique<Value>();
-          slot->spec = arg;
-          slot->data.resize(arg.bytes());
-        }
+        if (!slot) // zero: the stage accumulated nothing
+          slot = newValue(device, arg, error);
         return slot.get();
       };
       for (int pass = 0; pass < 2; ++pass) // sends, then receives
@@ -269,6 +357,8 @@ std::string Session::runPipelineStep(int64_t stepNumber, double &loss) {
                 continue;
               if (pass == 0 && from == pipelineRank) {
                 Value *value = accumulatorOf(tied, arg);
+                if (!value)
+                  return where + error;
                 if (comm->send(comm->ctx, worldOf(to), kTiedTag,
                                value->data.data(), arg.numElements(),
                                arg.dtype))
@@ -277,9 +367,9 @@ std::string Session::runPipelineStep(int64_t stepNumber, double &loss) {
                                    "' of stage " + std::to_string(tied));
               }
               if (pass == 1 && to == pipelineRank) {
-                auto value = std::make_unique<Value>();
-                value->spec = arg;
-                value->data.resize(arg.bytes());
+                std::unique_ptr<Value> value = newValue(device, arg, error);
+                if (!value)
+                  return where + error;
                 if (comm->recv(comm->ctx, worldOf(from), kTiedTag,
                                value->data.data(), arg.numElements(),
                                arg.dtype))
@@ -298,20 +388,25 @@ std::string Session::runPipelineStep(int64_t stepNumber, double &loss) {
             continue;
           if (arg.dtype != LOOM_DTYPE_F32)
             return where + "tied gradient '" + arg.value + "' is not f32";
-          auto sum = std::make_unique<Value>();
-          sum->spec = arg;
-          sum->data.resize(arg.bytes());
-          auto *total = reinterpret_cast<float *>(sum->data.data());
+          std::unique_ptr<Value> sum = newValue(device, arg, error);
+          if (!sum)
+            return where + error;
           for (int64_t tied : arg.tiedStages) {
             Value *part = rankOf(tied) == pipelineRank
                               ? accumulatorOf(tied, arg)
                               : received.at({fn.stage, arg.value, tied}).get();
+            if (!part)
+              return where + error;
             if (part->spec.shape != arg.shape)
               return where + "tied gradient '" + arg.value + "' of stage " +
                      std::to_string(tied) + " has another shape";
-            auto *add = reinterpret_cast<const float *>(part->data.data());
-            for (int64_t e = 0, n = arg.numElements(); e < n; ++e)
-              total[e] += add[e];
+            if (std::string error = device.accumulate(
+                    static_cast<float *>(sum->data.data()),
+                    static_cast<const float *>(part->data.data()),
+                    arg.numElements());
+                !error.empty())
+              return where + "summing tied gradient '" + arg.value +
+                     "': " + error;
           }
           values.tiedSums[{fn.stage, arg.value}] = std::move(sum);
         }
@@ -348,22 +443,34 @@ std::string Session::runPipelineStep(int64_t stepNumber, double &loss) {
   int64_t lossRank = rankOf(lossFn->stage);
   float value = 0;
   setCurrent("share the loss");
+  // Sent and received in the device's buffers (a GPU backend's comm moves
+  // device memory), then read here.
+  Buffer lossBuffer;
+  const void *lossData = nullptr;
   if (lossRank == pipelineRank) {
     auto &mine = values.accumulators[lossFn->stage];
     auto it = mine.find(lossSpec->value);
     if (it == mine.end())
       return lossFn->name + ": the loss was never computed";
-    std::memcpy(&value, it->second->data.data(), sizeof value);
+    lossData = it->second->data.data();
     for (int64_t p = 0; p < artifact.pipelineRanks; ++p)
       if (p != pipelineRank && comm->send(comm->ctx, worldOf(p), kLossTag,
-                                          &value, 1, LOOM_DTYPE_F32))
+                                          lossData, 1, LOOM_DTYPE_F32))
         return commError("sending the loss to world rank " +
                          std::to_string(worldOf(p)));
-  } else if (comm->recv(comm->ctx, worldOf(lossRank), kLossTag, &value, 1,
-                        LOOM_DTYPE_F32)) {
-    return commError("receiving the loss from world rank " +
-                     std::to_string(worldOf(lossRank)));
+  } else {
+    if (std::string error = lossBuffer.allocate(device, sizeof value);
+        !error.empty())
+      return "the loss: " + error;
+    if (comm->recv(comm->ctx, worldOf(lossRank), kLossTag, lossBuffer.data(), 1,
+                   LOOM_DTYPE_F32))
+      return commError("receiving the loss from world rank " +
+                       std::to_string(worldOf(lossRank)));
+    lossData = lossBuffer.data();
   }
+  if (std::string error = device.download(&value, lossData, sizeof value);
+      !error.empty())
+    return "reading the loss: " + error;
   setCurrent("");
   loss = value;
   return "";

@@ -5,32 +5,18 @@
 // other, since compiled code never updates in place), one workspace for the
 // largest static memory plan, and the step's batch. A step without a
 // pipeline calls `train_step` once; a pipelined step walks this rank's
-// stream of the schedule (Pipeline.cpp).
+// stream of the schedule (Pipeline.cpp). Every buffer is its Device's
+// (Device.h): the same executor runs the CPU and the CUDA backend.
 //
 //===----------------------------------------------------------------------===//
 
 #include "Session.h"
-
-#include "loom/loom_cpu_kernels.h"
 
 #include <cstdlib>
 #include <cstring>
 #include <new>
 
 namespace loom::rt {
-
-AlignedBuffer::AlignedBuffer(int64_t bytes) { resize(bytes); }
-
-void AlignedBuffer::resize(int64_t bytes) {
-  std::free(storage);
-  size = bytes;
-  int64_t rounded = ((std::max<int64_t>(bytes, 1) + 63) / 64) * 64;
-  storage = static_cast<uint8_t *>(std::aligned_alloc(64, rounded));
-  if (storage)
-    std::memset(storage, 0, rounded);
-}
-
-AlignedBuffer::~AlignedBuffer() { std::free(storage); }
 
 ShardPlace placeOf(const TensorSpec &spec, const std::vector<int64_t> &grid,
                    const std::vector<int64_t> &coords) {
@@ -87,9 +73,9 @@ void copyShard(const TensorSpec &spec, const ShardPlace &place,
   }
 }
 
-Session::Session(const Artifact &artifact, int32_t worldRank,
+Session::Session(const Artifact &artifact, Device &device, int32_t worldRank,
                  const loom_comm *comm)
-    : artifact(artifact), worldRank(worldRank), comm(comm) {}
+    : artifact(artifact), device(device), worldRank(worldRank), comm(comm) {}
 
 std::string Session::init() {
   int64_t devices = artifact.devices();
@@ -109,10 +95,11 @@ std::string Session::init() {
 
   // The state this rank holds: the step's own param/m/v arguments of the
   // functions it runs, once each.
+  int64_t workspaceBytes = 0;
   for (const Function &fn : artifact.functions) {
     if (!runsHere(fn))
       continue;
-    workspace.resize(std::max(workspace.size, fn.workspaceBytes));
+    workspaceBytes = std::max(workspaceBytes, fn.workspaceBytes);
     for (const TensorSpec &arg : fn.args) {
       std::string key = arg.stepKey();
       if (arg.role == "param" || arg.role == "m" || arg.role == "v") {
@@ -124,11 +111,15 @@ std::string Session::init() {
         entry.key = key;
         entry.spec = arg;
         entry.place = placeOf(arg, artifact.gridShape, coords);
-        entry.current.resize(arg.bytes());
-        entry.next.resize(arg.bytes());
+        if (std::string error = entry.current.allocate(device, arg.bytes());
+            !error.empty())
+          return key + ": " + error;
       }
     }
   }
+  if (std::string error = workspace.allocate(device, workspaceBytes);
+      !error.empty())
+    return "the workspace: " + error;
   // What the step writes back may be laid out differently (ZeRO: updated
   // parameters sharded over the data-parallel axes).
   for (const Function &fn : artifact.functions) {
@@ -141,12 +132,16 @@ std::string Session::init() {
         if (result.globalShape != entry.spec.globalShape)
           return fn.name + ": result " + entry.key +
                  " has another global shape than the argument";
-        entry.next.resize(result.bytes());
       }
   }
-  for (auto &entry : state)
+  for (auto &entry : state) {
     if (entry->resultSpec.shape.empty() && !entry->spec.shape.empty())
       entry->resultSpec = entry->spec;
+    if (std::string error =
+            entry->next.allocate(device, entry->resultSpec.bytes());
+        !error.empty())
+      return entry->key + ": " + error;
+  }
   // A parameter tied across stages on several pipeline ranks (embedding and
   // output layer) is held by each; the lowest of them owns it.
   for (const Function &fn : artifact.functions) {
@@ -178,7 +173,7 @@ void Session::setCurrent(const std::string &text) {
 }
 
 std::string Session::dataArgument(const TensorSpec &arg, int64_t microBatch,
-                                  AlignedBuffer &out) {
+                                  Buffer &out) {
   if (arg.name != "tokens" && arg.name != "labels")
     return "unknown data argument \"" + arg.name + "\"";
   const std::vector<int32_t> &whole =
@@ -200,29 +195,42 @@ std::string Session::dataArgument(const TensorSpec &arg, int64_t microBatch,
     global.assign(reinterpret_cast<uint8_t *>(slice.data()),
                   reinterpret_cast<uint8_t *>(slice.data() + slice.size()));
   }
-  out.resize(arg.bytes());
+  std::vector<uint8_t> local(arg.bytes());
   copyShard(arg, placeOf(arg, artifact.gridShape, coords), global.data(),
-            out.data(), /*toLocal=*/true);
-  return "";
+            local.data(), /*toLocal=*/true);
+  return device.upload(out.data(), local.data(), arg.bytes());
 }
 
 std::string Session::call(const Function &fn, int64_t step, int64_t microBatch,
                           Bindings &bindings) {
   std::vector<void *> args, results;
-  std::vector<std::unique_ptr<AlignedBuffer>> scratch;
+  std::vector<std::unique_ptr<Buffer>> scratch;
+  auto newBuffer = [&](const TensorSpec &spec, Buffer *&out) -> std::string {
+    scratch.push_back(std::make_unique<Buffer>());
+    out = scratch.back().get();
+    if (std::string error = out->allocate(device, spec.bytes()); !error.empty())
+      return fn.name + ": " + spec.role + ":" + spec.name + ": " + error;
+    return "";
+  };
   for (const TensorSpec &arg : fn.args) {
     std::string key = arg.stepKey();
     if (auto it = stateIndex.find(key); it != stateIndex.end()) {
       args.push_back(state[it->second]->current.data());
       continue;
     }
-    scratch.push_back(std::make_unique<AlignedBuffer>(arg.bytes()));
-    AlignedBuffer &buffer = *scratch.back();
+    Buffer *out = nullptr;
+    if (std::string error = newBuffer(arg, out); !error.empty())
+      return error;
+    Buffer &buffer = *out;
     if (arg.role == "step") {
-      if (arg.dtype == LOOM_DTYPE_I64)
-        *reinterpret_cast<int64_t *>(buffer.data()) = step;
-      else
-        *reinterpret_cast<int32_t *>(buffer.data()) = int32_t(step);
+      int32_t narrow = static_cast<int32_t>(step);
+      if (std::string error = device.upload(
+              buffer.data(),
+              arg.dtype == LOOM_DTYPE_I64 ? static_cast<const void *>(&step)
+                                          : static_cast<const void *>(&narrow),
+              arg.bytes());
+          !error.empty())
+        return error;
     } else if (arg.role == "data") {
       if (std::string error = dataArgument(arg, microBatch, buffer);
           !error.empty())
@@ -239,14 +247,16 @@ std::string Session::call(const Function &fn, int64_t step, int64_t microBatch,
       results.push_back(state[it->second]->next.data());
       continue;
     }
-    scratch.push_back(std::make_unique<AlignedBuffer>(result.bytes()));
-    results.push_back(scratch.back()->data());
+    Buffer *out = nullptr;
+    if (std::string error = newBuffer(result, out); !error.empty())
+      return error;
+    results.push_back(out->data());
   }
-  loom_call_frame frame{args.data(), results.data(), workspace.data(), comm,
+  loom_call_frame frame{args.data(), results.data(),
+                        static_cast<uint8_t *>(workspace.data()), comm,
                         std::max<int64_t>(microBatch, 0)};
-  if (int32_t status = fn.entry(&frame))
-    return fn.name + ": " + loom_cpu_last_error() + " (status " +
-           std::to_string(status) + ")";
+  if (std::string error = device.call(fn, frame); !error.empty())
+    return fn.name + ": " + error;
   // Updated state becomes current; other results go to the bindings.
   for (size_t j = 0; j < fn.results.size(); ++j) {
     const TensorSpec &result = fn.results[j];
@@ -280,49 +290,80 @@ std::string Session::commitState() {
 
 std::string Session::reshard(StateEntry &entry) {
   // Gather every split dimension of the result (all_gather over the axes
-  // that split it, whose member order is the shard order), then take this
-  // device's shard of the whole tensor in the layout the step reads.
+  // that split it, whose member order is the shard order), then keep this
+  // device's piece of every dimension the step reads split (all_slice over
+  // the same axes, whose member index is the shard's index in placeOf).
   const TensorSpec &from = entry.resultSpec;
+  int64_t rank = static_cast<int64_t>(from.shape.size());
   std::vector<int64_t> shape = from.shape;
-  AlignedBuffer whole(from.bytes());
-  std::memcpy(whole.data(), entry.next.data(), from.bytes());
+  Buffer whole;
+  whole.swap(entry.next);
   loom_call_frame frame{nullptr, nullptr, nullptr, comm, 0};
-  int64_t rank = static_cast<int64_t>(shape.size());
-  for (int64_t d = 0; d < rank && d < int64_t(from.splitAxes.size()); ++d) {
-    const std::vector<int64_t> &axes = from.splitAxes[d];
-    if (axes.empty())
-      continue;
-    int64_t group = -1;
-    for (size_t g = 0; g < artifact.groups.size(); ++g)
-      if (artifact.groups[g] == axes)
-        group = static_cast<int64_t>(g);
-    if (group < 0)
-      return entry.key + ": the plan has no communicator group for its "
-                         "layout (recompile with this loom-compile)";
+  auto step = [&](const std::string &op, int64_t d,
+                  const std::vector<int64_t> &axes) -> std::string {
     int64_t members = 1;
-    for (int64_t axis : axes)
+    std::vector<int64_t> sizes;
+    for (int64_t axis : axes) {
       members *= artifact.gridShape[axis];
-    std::vector<int64_t> gathered = shape;
-    gathered[d] *= members;
+      sizes.push_back(artifact.gridShape[axis]);
+    }
+    std::vector<int64_t> reshaped = shape;
+    if (op == "all_gather")
+      reshaped[d] *= members;
+    else
+      reshaped[d] /= members;
     std::vector<int64_t> meta = {1, 1, from.dtype, rank};
     meta.insert(meta.end(), shape.begin(), shape.end());
     meta.push_back(from.dtype);
     meta.push_back(rank);
-    meta.insert(meta.end(), gathered.begin(), gathered.end());
-    meta.insert(meta.end(), {group, members, d});
+    meta.insert(meta.end(), reshaped.begin(), reshaped.end());
+    if (op == "all_gather") {
+      int64_t group = -1;
+      for (size_t g = 0; g < artifact.groups.size(); ++g)
+        if (artifact.groups[g] == axes)
+          group = static_cast<int64_t>(g);
+      if (group < 0)
+        return "the plan has no communicator group for its layout "
+               "(recompile with this loom-compile)";
+      meta.insert(meta.end(), {group, members, d});
+    } else {
+      meta.insert(meta.end(), {0, d, int64_t(axes.size())});
+      meta.insert(meta.end(), axes.begin(), axes.end());
+      meta.push_back(static_cast<int64_t>(sizes.size()));
+      meta.insert(meta.end(), sizes.begin(), sizes.end());
+    }
     int64_t bytes = loom_dtype_bytes(from.dtype);
-    for (int64_t extent : gathered)
+    for (int64_t extent : reshaped)
       bytes *= extent;
-    AlignedBuffer next(bytes);
+    Buffer next;
+    if (std::string error = next.allocate(device, bytes); !error.empty())
+      return error;
     void *buffers[] = {whole.data(), next.data()};
-    if (loom_cpu_all_gather(&frame, buffers, meta.data()))
-      return entry.key +
-             ": gathering the updated shards: " + loom_cpu_last_error();
+    if (std::string error = device.collective(op, frame, buffers, meta.data());
+        !error.empty())
+      return error;
     whole.swap(next);
-    shape = gathered;
-  }
-  copyShard(entry.spec, entry.place, whole.data(), entry.current.data(),
-            /*toLocal=*/true);
+    shape = reshaped;
+    return "";
+  };
+  for (int64_t d = 0; d < rank && d < int64_t(from.splitAxes.size()); ++d)
+    if (!from.splitAxes[d].empty())
+      if (std::string error = step("all_gather", d, from.splitAxes[d]);
+          !error.empty())
+        return entry.key + ": gathering the updated shards: " + error;
+  const TensorSpec &to = entry.spec;
+  for (int64_t d = 0; d < rank && d < int64_t(to.splitAxes.size()); ++d)
+    if (!to.splitAxes[d].empty())
+      if (std::string error = step("all_slice", d, to.splitAxes[d]);
+          !error.empty())
+        return entry.key + ": taking this rank's shard: " + error;
+  if (shape != to.shape)
+    return entry.key + ": the resharded state has another shape than the "
+                       "step reads";
+  entry.current.swap(whole);
+  if (std::string error = entry.next.allocate(device, from.bytes());
+      !error.empty())
+    return entry.key + ": " + error;
   return "";
 }
 
@@ -330,28 +371,40 @@ namespace {
 
 /// The bindings of `train_step`: its only non-state result is the loss.
 struct StepBindings : Bindings {
-  double loss = 0.0;
+  explicit StepBindings(Device &device) : device(device) {}
+  Device &device;
+  float loss = 0.0f;
   std::string argument(const Function &fn, const TensorSpec &arg,
-                       AlignedBuffer &) override {
+                       Buffer &) override {
     return fn.name + ": argument \"" + arg.role + ":" + arg.name +
            "\" is neither state, step nor data";
   }
-  std::string result(const Function &, const TensorSpec &result,
+  std::string result(const Function &fn, const TensorSpec &result,
                      const void *data) override {
-    if (result.role == "loss")
-      loss = *static_cast<const float *>(data);
-    return "";
+    if (result.role != "loss")
+      return "";
+    if (result.dtype != LOOM_DTYPE_F32 || result.numElements() != 1)
+      return fn.name + ": the loss is not one f32";
+    return device.download(&loss, data, sizeof loss);
   }
 };
 
 } // namespace
 
 std::string Session::step(int64_t stepNumber, double &loss) {
-  if (!artifact.streams.empty())
-    return runPipelineStep(stepNumber, loss);
+  std::string error = artifact.streams.empty()
+                          ? runStep(stepNumber, loss)
+                          : runPipelineStep(stepNumber, loss);
+  // What only the device saw (a token id outside the vocabulary) comes
+  // with its synchronize; the step's own error, if any, comes first.
+  std::string late = device.synchronize();
+  return error.empty() ? late : error;
+}
+
+std::string Session::runStep(int64_t stepNumber, double &loss) {
   const Function *fn = artifact.find("train_step");
   setCurrent("call " + fn->name);
-  StepBindings bindings;
+  StepBindings bindings(device);
   std::string error = call(*fn, stepNumber, -1, bindings);
   setCurrent("");
   if (!error.empty())
@@ -360,6 +413,25 @@ std::string Session::step(int64_t stepNumber, double &loss) {
     return error;
   loss = bindings.loss;
   return "";
+}
+
+std::string Session::readState(size_t index, void *host) {
+  StateEntry &entry = *state.at(index);
+  return device.download(host, entry.current.data(), entry.spec.bytes());
+}
+
+std::string Session::writeState(size_t index, const void *host) {
+  StateEntry &entry = *state.at(index);
+  return device.upload(entry.current.data(), host, entry.spec.bytes());
+}
+
+std::string Session::setStateGlobal(size_t index, const float *global) {
+  StateEntry &entry = *state.at(index);
+  if (entry.spec.dtype != LOOM_DTYPE_F32)
+    return entry.key + " is not f32";
+  std::vector<uint8_t> local(entry.spec.bytes());
+  copyShard(entry.spec, entry.place, global, local.data(), /*toLocal=*/true);
+  return device.upload(entry.current.data(), local.data(), local.size());
 }
 
 } // namespace loom::rt

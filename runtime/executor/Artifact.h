@@ -6,8 +6,8 @@
 //
 //===----------------------------------------------------------------------===//
 
-#ifndef LOOM_RUNTIME_CPU_RUNTIME_ARTIFACT_H
-#define LOOM_RUNTIME_CPU_RUNTIME_ARTIFACT_H
+#ifndef LOOM_RUNTIME_EXECUTOR_ARTIFACT_H
+#define LOOM_RUNTIME_EXECUTOR_ARTIFACT_H
 
 #include "loom/loom_program.h"
 
@@ -78,4 +78,4 @@ struct Artifact {
 
 } // namespace loom::rt
 
-#endif // LOOM_RUNTIME_CPU_RUNTIME_ARTIFACT_H
+#endif // LOOM_RUNTIME_EXECUTOR_ARTIFACT_H

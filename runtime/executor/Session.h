@@ -1,14 +1,15 @@
 //===- Session.h - One rank's executor --------------------------*- C++ -*-===//
 //
-// The executor behind loom_session (loom_runtime.h): this rank's place in
-// the job, its shard of the state, the workspace, and the step loop.
+// The executor behind loom_session (loom_runtime.h) and loom_cuda_session
+// (loom_cuda_runtime.h): this rank's place in the job, its shard of the
+// state, the workspace, and the step loop, on the buffers of a Device.
 //
 //===----------------------------------------------------------------------===//
 
-#ifndef LOOM_RUNTIME_CPU_RUNTIME_SESSION_H
-#define LOOM_RUNTIME_CPU_RUNTIME_SESSION_H
+#ifndef LOOM_RUNTIME_EXECUTOR_SESSION_H
+#define LOOM_RUNTIME_EXECUTOR_SESSION_H
 
-#include "Artifact.h"
+#include "Device.h"
 
 #include <map>
 #include <memory>
@@ -17,27 +18,6 @@
 #include <vector>
 
 namespace loom::rt {
-
-/// A zeroed, 64-byte aligned allocation.
-class AlignedBuffer {
-public:
-  AlignedBuffer() = default;
-  explicit AlignedBuffer(int64_t bytes);
-  AlignedBuffer(const AlignedBuffer &) = delete;
-  AlignedBuffer &operator=(const AlignedBuffer &) = delete;
-  ~AlignedBuffer();
-  void resize(int64_t bytes);
-  void swap(AlignedBuffer &other) {
-    std::swap(storage, other.storage);
-    std::swap(size, other.size);
-  }
-  uint8_t *data() { return storage; }
-  const uint8_t *data() const { return storage; }
-  int64_t size = 0;
-
-private:
-  uint8_t *storage = nullptr;
-};
 
 /// Where a rank's shard of a tensor sits in the global tensor.
 struct ShardPlace {
@@ -58,7 +38,7 @@ struct StateEntry {
   TensorSpec spec;       ///< as the step reads it
   TensorSpec resultSpec; ///< as the step writes it (may be split further)
   ShardPlace place;
-  AlignedBuffer current, next;
+  Buffer current, next;
   bool updated = false;
 };
 
@@ -67,28 +47,44 @@ struct StateEntry {
 struct Bindings {
   virtual ~Bindings() = default;
   virtual std::string argument(const Function &fn, const TensorSpec &arg,
-                               AlignedBuffer &out) = 0;
+                               Buffer &out) = 0;
   virtual std::string result(const Function &fn, const TensorSpec &result,
                              const void *data) = 0;
 };
 
+/// "" when, for every pair of pipeline ranks, `artifact`'s schedule has
+/// one receive its peer's transfers in the order the other sends them
+/// (tagged send/recv need not, NCCL's untagged ones do); else which pair
+/// does not.
+std::string transfersInOrder(const Artifact &artifact);
+
 class Session {
 public:
-  Session(const Artifact &artifact, int32_t worldRank, const loom_comm *comm);
+  Session(const Artifact &artifact, Device &device, int32_t worldRank,
+          const loom_comm *comm);
 
   /// Places this rank and allocates its state; "" or an error.
   std::string init();
   std::string setBatch(const int32_t *tokens, const int32_t *labels);
   std::string step(int64_t stepNumber, double &loss);
 
+  /// State tensor `index`'s shard to or from host memory (its local
+  /// shape); "" or an error.
+  std::string readState(size_t index, void *host);
+  std::string writeState(size_t index, const void *host);
+  /// Sets state tensor `index` (f32) from the whole tensor: this rank's
+  /// shard of `global`.
+  std::string setStateGlobal(size_t index, const float *global);
+
   const Artifact &artifact;
+  Device &device;
   int32_t worldRank;
   const loom_comm *comm;
   int64_t pipelineRank = 0;
   std::vector<int64_t> coords;
   std::vector<std::unique_ptr<StateEntry>> state;
   std::map<std::string, size_t> stateIndex;
-  AlignedBuffer workspace;
+  Buffer workspace;
   std::string error;
   char current[128] = "";
 
@@ -96,7 +92,7 @@ private:
   bool runsHere(const Function &fn) const;
   void setCurrent(const std::string &text);
   std::string dataArgument(const TensorSpec &arg, int64_t microBatch,
-                           AlignedBuffer &out);
+                           Buffer &out);
   /// Calls `fn` once: state and data bound here, other values by
   /// `bindings`; updated state goes to the next buffers.
   std::string call(const Function &fn, int64_t step, int64_t microBatch,
@@ -104,6 +100,7 @@ private:
   std::string commitState();
   /// Brings `entry.next` (resultSpec's layout) to `entry.current` (spec's).
   std::string reshard(StateEntry &entry);
+  std::string runStep(int64_t stepNumber, double &loss);
   std::string runPipelineStep(int64_t stepNumber, double &loss);
 
   std::vector<int32_t> globalTokens, globalLabels;
@@ -111,4 +108,4 @@ private:
 
 } // namespace loom::rt
 
-#endif // LOOM_RUNTIME_CPU_RUNTIME_SESSION_H
+#endif // LOOM_RUNTIME_EXECUTOR_SESSION_H
