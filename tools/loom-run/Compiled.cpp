@@ -2,20 +2,22 @@
 //
 //   mpirun -np N loom-run model.loom --init CKPT --data TOKENS --steps K
 //   loom-run --np N model.loom ...     (starts mpirun itself, one machine)
+//   ... --backend=cuda [--comm nccl|staged] (one GPU per rank, or shared)
 //   ... --save DIR [--save-every S]    (sharded checkpoint directory)
 //   ... --resume DIR                   (instead of --init: K more steps)
 //
-// Every rank loads the artifact, creates its MPI communicators and its
-// session (loom_runtime.h), takes its shard of the initial parameters (or
-// of a checkpoint's state, SessionCheckpoint.h) and of every batch, and
-// runs the steps; rank 0 prints one line per step.
-// A watchdog thread on each rank ends the whole job (MPI_Abort) when a step
-// makes no progress for --timeout seconds, naming the rank and what it was
-// running; a rank that dies is reported by mpirun, which ends the others.
+// Every rank loads the artifact, creates its communicators and its session
+// (RankSession.h: the CPU runtime, or the CUDA runtime), takes its shard of the
+// initial parameters (or of a checkpoint's state, SessionCheckpoint.h) and of
+// every batch, and runs the steps; rank 0 prints one line per step. A watchdog
+// thread on each rank ends the whole job (MPI_Abort) when a step makes no
+// progress for --timeout seconds, naming the rank and what it was running; a
+// rank that dies is reported by mpirun, which ends the others.
 //
 //===----------------------------------------------------------------------===//
 
 #include "Compiled.h"
+#include "RankSession.h"
 #include "SessionCheckpoint.h"
 
 #include "loom/Checkpoint/Safetensors.h"
@@ -24,7 +26,6 @@
 #include "loom/Data/TokenFile.h"
 #include "loom/Support/AtomicFile.h"
 #include "loom/Training/TrainStep.h"
-#include "loom/loom_runtime.h"
 
 #include "llvm/Support/FileSystem.h"
 #include "llvm/Support/FormatVariadic.h"
@@ -51,7 +52,7 @@ using Clock = std::chrono::steady_clock;
 /// Aborts the job when a step makes no progress for `seconds`.
 class Watchdog {
 public:
-  Watchdog(int rank, double seconds, loom_session *session)
+  Watchdog(int rank, double seconds, const RankSession &session)
       : rank(rank), seconds(seconds), session(session) {
     if (seconds > 0)
       thread = std::thread([this] { watch(); });
@@ -78,7 +79,7 @@ private:
           std::chrono::duration<double>(Clock::now() - start).count();
       if (waited < seconds)
         continue;
-      const char *what = loom_session_current(session);
+      const char *what = session.current();
       errs() << formatv("loom-run: error: rank {0}: no progress for {1:f0} s "
                         "(--timeout) while running '{2}'; ending the job\n",
                         rank, waited, what);
@@ -89,7 +90,7 @@ private:
 
   int rank;
   double seconds;
-  loom_session *session;
+  const RankSession &session;
   std::atomic<bool> stop{false}, running{false};
   std::atomic<Clock::rep> since{0};
   std::thread thread;
@@ -104,15 +105,14 @@ int failRank(int rank, const Twine &message) {
 }
 
 /// Loads the initial parameters into the session (m and v stay zero).
-Error loadInit(loom_session *session, StringRef path) {
+Error loadInit(RankSession &session, StringRef path) {
   Expected<Checkpoint> ckpt = readSafetensors(path);
   if (!ckpt)
     return ckpt.takeError();
   std::vector<TrainedParam> params;
   std::vector<int32_t> indices;
-  for (int32_t i = 0, e = loom_session_state_count(session); i < e; ++i) {
-    loom_state_info info;
-    loom_session_state_info(session, i, &info);
+  for (int32_t i = 0, e = session.stateCount(); i < e; ++i) {
+    loom_state_info info = session.stateInfo(i);
     StringRef key(info.key);
     if (!key.consume_front("param:"))
       continue;
@@ -125,8 +125,10 @@ Error loadInit(loom_session *session, StringRef path) {
   if (!bound)
     return bound.takeError();
   for (auto [index, tensor] : llvm::zip_equal(indices, *bound))
-    if (loom_session_set_state_global(session, index, tensor->values.data()))
-      return createStringError(loom_session_error(session));
+    if (std::string error =
+            session.setStateGlobal(index, tensor->values.data());
+        !error.empty())
+      return createStringError(error);
   return Error::success();
 }
 
@@ -174,21 +176,15 @@ int runCompiled(const CompiledOptions &options) {
     return rc;
   };
 
-  char error[1024] = "";
-  loom_artifact *artifact = nullptr;
-  if (loom_artifact_load(options.artifactPath.c_str(), &artifact, error,
-                         sizeof error))
+  std::string error;
+  std::unique_ptr<RankSession> opened = RankSession::open(
+      options.backend, options.artifactPath, options.cuda, error);
+  if (!opened)
     return abortJob(failRank(rank, error));
-  loom_mpi_comm *mpi = nullptr;
-  if (loom_mpi_comm_create(artifact, &mpi, error, sizeof error))
-    return abortJob(failRank(rank, error));
-  loom_session *session = nullptr;
-  if (loom_session_create(artifact, rank, loom_mpi_comm_table(mpi), &session,
-                          error, sizeof error))
-    return abortJob(failRank(rank, error));
+  RankSession &session = *opened;
 
-  int64_t rows = loom_artifact_batch_rows(artifact);
-  int64_t seqLen = loom_artifact_seq_len(artifact);
+  int64_t rows = session.batchRows();
+  int64_t seqLen = session.seqLen();
   JobShape job{rank, size, rows, seqLen};
   // Steps already done: the checkpoint's, which fix the next batch and the
   // optimizer's bias correction.
@@ -211,12 +207,11 @@ int runCompiled(const CompiledOptions &options) {
     return abortJob(failRank(rank, toString(ids.takeError())));
 
   if (rank == 0) {
-    outs() << formatv("loom-run: compiled CPU backend, {0} MPI ranks, batch "
-                      "{1} x {2} tokens, workspace {3} KiB and state {4} KiB "
-                      "per rank, {5} steps\n",
-                      size, rows, seqLen,
-                      loom_session_workspace_bytes(session) / 1024,
-                      loom_session_state_bytes(session) / 1024, options.steps);
+    outs() << formatv("loom-run: {0}, batch {1} x {2} tokens, workspace {3} "
+                      "KiB and state {4} KiB per rank, {5} steps\n",
+                      session.describe(), rows, seqLen,
+                      session.workspaceBytes() / 1024,
+                      session.stateBytes() / 1024, options.steps);
     if (!options.resumePath.empty())
       outs() << formatv("loom-run: resuming {0} after step {1}\n",
                         options.resumePath, stepsDone);
@@ -254,16 +249,14 @@ int runCompiled(const CompiledOptions &options) {
                                          toString(batch.takeError())));
     std::vector<int32_t> tokens(batch->tokens.begin(), batch->tokens.end());
     std::vector<int32_t> labels(batch->labels.begin(), batch->labels.end());
-    loom_session_set_batch(session, tokens.data(), labels.data());
+    if (std::string error = session.setBatch(tokens.data(), labels.data());
+        !error.empty())
+      return abortJob(failRank(rank, error));
     auto start = Clock::now();
     watchdog.mark(true);
     double loss = 0.0;
-    if (loom_session_step(session, step, &loss)) {
-      std::string message = loom_session_error(session);
-      if (*loom_mpi_comm_error(mpi))
-        message += std::string(" (") + loom_mpi_comm_error(mpi) + ")";
-      return abortJob(failRank(rank, message));
-    }
+    if (std::string error = session.step(step, loss); !error.empty())
+      return abortJob(failRank(rank, error));
     watchdog.mark(false);
     double seconds =
         std::chrono::duration<double>(Clock::now() - start).count();
@@ -292,9 +285,7 @@ int runCompiled(const CompiledOptions &options) {
             options.logPath, [&](raw_ostream &os) { os << logText; }))
       return abortJob(failRank(rank, toString(std::move(err))));
 
-  loom_session_free(session);
-  loom_mpi_comm_free(mpi);
-  loom_artifact_free(artifact);
+  opened.reset();
   MPI_Finalize();
   return 0;
 }

@@ -3,6 +3,8 @@
 #ifndef LOOM_TOOLS_LOOM_RUN_COMPILED_H
 #define LOOM_TOOLS_LOOM_RUN_COMPILED_H
 
+#include "RankSession.h"
+
 #include <cstdint>
 #include <string>
 
@@ -17,6 +19,8 @@ struct CompiledOptions {
   int64_t saveEvery = 0; ///< also save after every step divisible by it
   int64_t steps = 1;     ///< steps to run (after the resumed ones)
   double timeoutSeconds = 300; ///< 0: no watchdog
+  std::string backend = "cpu"; ///< "cpu" or "cuda"
+  CudaRankOptions cuda;        ///< the cuda backend's device and comm
 };
 
 /// Trains `options.artifactPath` on this MPI rank (MPI_Init included);

@@ -21,6 +21,8 @@
 #include <mpi.h>
 
 #include <cstring>
+#include <functional>
+#include <numeric>
 #include <vector>
 
 using namespace llvm;
@@ -66,14 +68,13 @@ SmallVector<int64_t> dims(const int64_t *data, int32_t rank) {
 
 /// Writes the shards this rank owns into `tempDir`; returns what rank 0
 /// merges: 'K' and the index fragment, or 'E' and the error.
-std::string writeOwnShards(loom_session *session, const JobShape &job,
+std::string writeOwnShards(RankSession &session, const JobShape &job,
                            StringRef tempDir, int64_t steps) {
   CheckpointIndex part{steps, job.worldSize, job.batchRows, job.seqLen, {}};
   std::vector<CheckpointTensor> tensors;
   std::string file = shardFileName(job.rank, job.worldSize);
-  for (int32_t i = 0, e = loom_session_state_count(session); i < e; ++i) {
-    loom_state_info info;
-    loom_session_state_info(session, i, &info);
+  for (int32_t i = 0, e = session.stateCount(); i < e; ++i) {
+    loom_state_info info = session.stateInfo(i);
     if (!info.owner)
       continue;
     if (info.dtype != LOOM_DTYPE_F32)
@@ -86,9 +87,11 @@ std::string writeOwnShards(loom_session *session, const JobShape &job,
     int64_t count = 1;
     for (int64_t dim : tensor.shape)
       count *= dim;
-    const auto *data =
-        static_cast<const float *>(loom_session_state_data(session, i));
-    tensor.values.assign(data, data + count);
+    tensor.values.resize(count);
+    if (std::string error = session.getState(i, tensor.values.data());
+        !error.empty())
+      return formatv("Erank {0}: reading state '{1}': {2}", job.rank, info.key,
+                     error);
     ShardedTensor &sharded = part.tensors[info.key];
     sharded.globalShape = dims(info.global_shape, info.rank);
     sharded.shards.push_back(
@@ -128,7 +131,7 @@ Expected<CheckpointIndex> mergeFragments(ArrayRef<std::string> replies,
 
 } // namespace
 
-std::string saveCheckpoint(loom_session *session, const JobShape &job,
+std::string saveCheckpoint(RankSession &session, const JobShape &job,
                            StringRef dir, int64_t steps) {
   // "K" and the temporary directory, or "E" and rank 0's error.
   std::string temp;
@@ -158,7 +161,7 @@ std::string saveCheckpoint(loom_session *session, const JobShape &job,
   return outcome;
 }
 
-Expected<int64_t> resumeCheckpoint(loom_session *session, const JobShape &job,
+Expected<int64_t> resumeCheckpoint(RankSession &session, const JobShape &job,
                                    StringRef dir) {
   Expected<ShardedCheckpointReader> reader = ShardedCheckpointReader::open(dir);
   if (!reader)
@@ -174,20 +177,24 @@ Expected<int64_t> resumeCheckpoint(loom_session *session, const JobShape &job,
         "stopped (to start afresh from its parameters: loom-checkpoint "
         "consolidate, then --init)",
         indexPath, index.batchRows, index.seqLen, job.batchRows, job.seqLen));
-  for (int32_t i = 0, e = loom_session_state_count(session); i < e; ++i) {
-    loom_state_info info;
-    loom_session_state_info(session, i, &info);
+  for (int32_t i = 0, e = session.stateCount(); i < e; ++i) {
+    loom_state_info info = session.stateInfo(i);
     if (!index.tensors.count(info.key))
       return createStringError(indexPath + ": no tensor '" + info.key +
                                "', which the artifact's state needs");
     if (info.dtype != LOOM_DTYPE_F32)
       return createStringError(std::string("state '") + info.key +
                                "' is not f32; checkpoints hold f32 state only");
-    if (Error error = reader->read(
-            info.key, dims(info.global_shape, info.rank),
-            dims(info.offsets, info.rank), dims(info.shape, info.rank),
-            static_cast<float *>(loom_session_state_data(session, i))))
+    SmallVector<int64_t> shape = dims(info.shape, info.rank);
+    std::vector<float> local(std::accumulate(
+        shape.begin(), shape.end(), int64_t(1), std::multiplies<int64_t>()));
+    if (Error error =
+            reader->read(info.key, dims(info.global_shape, info.rank),
+                         dims(info.offsets, info.rank), shape, local.data()))
       return std::move(error);
+    if (std::string error = session.setState(i, local.data()); !error.empty())
+      return createStringError(std::string("state '") + info.key +
+                               "': " + error);
   }
   return index.steps;
 }

@@ -11,7 +11,7 @@
 #ifndef LOOM_TOOLS_LOOM_RUN_SESSIONCHECKPOINT_H
 #define LOOM_TOOLS_LOOM_RUN_SESSIONCHECKPOINT_H
 
-#include "loom/loom_runtime.h"
+#include "RankSession.h"
 
 #include "llvm/ADT/StringRef.h"
 #include "llvm/Support/Error.h"
@@ -30,12 +30,12 @@ struct JobShape {
 /// Saves the state of every rank's session as checkpoint `dir` after
 /// `steps` steps. Collective over MPI_COMM_WORLD. Returns "" or what failed,
 /// naming the rank, on every rank alike; nothing of a failed save is left.
-std::string saveCheckpoint(loom_session *session, const JobShape &job,
+std::string saveCheckpoint(RankSession &session, const JobShape &job,
                            llvm::StringRef dir, int64_t steps);
 
 /// Fills this rank's state from checkpoint `dir` (written under any plan)
 /// and returns the steps it was saved after. Not collective.
-llvm::Expected<int64_t> resumeCheckpoint(loom_session *session,
+llvm::Expected<int64_t> resumeCheckpoint(RankSession &session,
                                          const JobShape &job,
                                          llvm::StringRef dir);
 

@@ -45,6 +45,7 @@
 #include "llvm/Support/FormatVariadic.h"
 #include "llvm/Support/InitLLVM.h"
 #include "llvm/Support/JSON.h"
+#include "llvm/Support/MemoryBuffer.h"
 #include "llvm/Support/SourceMgr.h"
 #include "llvm/Support/WithColor.h"
 
@@ -54,7 +55,7 @@ using loom::interp::Tensor;
 namespace {
 cl::OptionCategory category("loom-run options");
 
-enum class Backend { Auto, Reference, CPU };
+enum class Backend { Auto, Reference, CPU, CUDA };
 
 cl::opt<std::string> modulePath(cl::Positional, cl::Required,
                                 cl::desc("<module.mlir | model.loom>"),
@@ -67,14 +68,29 @@ cl::opt<Backend> backend(
                           "the reference interpreter (unsharded, CPU)"),
                clEnumValN(Backend::CPU, "cpu",
                           "the compiled artifact on MPI ranks (run under "
-                          "mpirun, or give --np)")));
+                          "mpirun, or give --np)"),
+               clEnumValN(Backend::CUDA, "cuda",
+                          "a --target=cuda artifact, one GPU per MPI rank "
+                          "(or shared, --comm=staged); needs "
+                          "libloom_cuda_runtime.so")));
+cl::opt<std::string> commKind(
+    "comm", cl::init("auto"), cl::cat(category),
+    cl::value_desc("auto|nccl|staged"),
+    cl::desc("How the cuda backend's ranks talk: nccl (one GPU per rank), "
+             "staged (MPI through host memory; ranks may share a GPU) or "
+             "auto (nccl unless ranks share a GPU; default)"));
+cl::opt<int> cudaDevice(
+    "device", cl::init(-1), cl::cat(category), cl::value_desc("N"),
+    cl::desc("The GPU of this rank (cuda backend; default: the rank's index "
+             "on its node modulo the node's GPUs)"));
 cl::opt<int> numRanks("np", cl::init(0), cl::cat(category),
                       cl::desc("Start this many MPI ranks on this machine "
-                               "(runs mpirun; cpu backend)"));
+                               "(runs mpirun; cpu and cuda backends)"));
 cl::opt<double> timeoutSeconds(
     "timeout", cl::init(300), cl::cat(category), cl::value_desc("seconds"),
-    cl::desc("End the job when a step makes no progress this long (cpu "
-             "backend; 0: never; default 300)"));
+    cl::desc(
+        "End the job when a step makes no progress this long (cpu and cuda "
+        "backend; 0: never; default 300)"));
 cl::opt<std::string> initPath("init", cl::cat(category),
                               cl::value_desc("ckpt.safetensors"),
                               cl::desc("Initial parameters (safetensors, "
@@ -83,7 +99,7 @@ cl::opt<std::string>
     resumePath("resume", cl::cat(category), cl::value_desc("dir"),
                cl::desc("Continue from a checkpoint directory instead of "
                         "--init: its state and step count; --steps more "
-                        "steps follow (cpu backend)"));
+                        "steps follow (cpu and cuda backends)"));
 cl::opt<std::string> dataPath("data", cl::Required, cl::cat(category),
                               cl::value_desc("file.tokens"),
                               cl::desc("Training tokens (see "
@@ -98,7 +114,7 @@ cl::opt<std::string>
 cl::opt<int64_t> saveEvery("save-every", cl::init(0), cl::cat(category),
                            cl::value_desc("S"),
                            cl::desc("Also save after every step divisible "
-                                    "by S (cpu backend)"));
+                                    "by S (cpu and cuda backends)"));
 cl::opt<std::string> logPath("log-json", cl::cat(category),
                              cl::value_desc("file"),
                              cl::desc("Write one JSON line per step: "
@@ -322,6 +338,25 @@ int runPipelined(mlir::ModuleOp module) {
 }
 } // namespace
 
+/// The backend an artifact directory was compiled for (plan.json's
+/// "backend"; "cpu" when it does not say, or cannot be read: the runtime
+/// then reports why).
+std::string compiledBackend(llvm::StringRef dir) {
+  auto text = llvm::MemoryBuffer::getFile(dir + "/plan.json");
+  if (!text)
+    return "cpu";
+  llvm::Expected<llvm::json::Value> plan =
+      llvm::json::parse((*text)->getBuffer());
+  if (!plan) {
+    llvm::consumeError(plan.takeError());
+    return "cpu";
+  }
+  if (const llvm::json::Object *object = plan->getAsObject())
+    if (auto name = object->getString("backend"))
+      return name->str();
+  return "cpu";
+}
+
 int main(int argc, char **argv) {
   InitLLVM init(argc, argv);
   cl::HideUnrelatedOptions(category);
@@ -330,9 +365,15 @@ int main(int argc, char **argv) {
   if (steps < 1)
     return fail("--steps must be at least 1");
   if (backend == Backend::Auto)
-    backend = llvm::sys::fs::is_directory(modulePath) ? Backend::CPU
-                                                      : Backend::Reference;
-  if (backend == Backend::CPU) {
+    backend = !llvm::sys::fs::is_directory(modulePath) ? Backend::Reference
+              : compiledBackend(modulePath) == "cuda"  ? Backend::CUDA
+                                                       : Backend::CPU;
+  if (backend == Backend::CPU || backend == Backend::CUDA) {
+    if (commKind != "auto" && commKind != "nccl" && commKind != "staged")
+      return fail("--comm must be auto, nccl or staged, not '" + commKind +
+                  "'");
+    if (backend == Backend::CPU && (commKind != "auto" || cudaDevice >= 0))
+      return fail("--comm and --device choose how the cuda backend runs");
     if (numRanks < 0)
       return fail("--np must be positive");
     if (initPath.empty() == resumePath.empty())
@@ -342,15 +383,24 @@ int main(int argc, char **argv) {
       return fail("--save-every needs a positive step count and --save");
     if (numRanks > 0)
       return loom::run::launchUnderMpirun(numRanks, argc, argv);
-    return loom::run::runCompiled({modulePath, dataPath, logPath, initPath,
-                                   resumePath, savePath, saveEvery, steps,
-                                   timeoutSeconds});
+    return loom::run::runCompiled({modulePath,
+                                   dataPath,
+                                   logPath,
+                                   initPath,
+                                   resumePath,
+                                   savePath,
+                                   saveEvery,
+                                   steps,
+                                   timeoutSeconds,
+                                   backend == Backend::CUDA ? "cuda" : "cpu",
+                                   {cudaDevice, commKind, timeoutSeconds}});
   }
   if (numRanks > 0)
-    return fail("--np runs the cpu backend; the reference backend runs in "
-                "one process");
+    return fail(
+        "--np runs the compiled backends; the reference backend runs in "
+        "one process");
   if (!resumePath.empty() || saveEvery != 0)
-    return fail("--resume and --save-every need the cpu backend (a "
+    return fail("--resume and --save-every need a compiled backend (a "
                 "loom-compile artifact)");
   if (initPath.empty())
     return fail("--init is required");

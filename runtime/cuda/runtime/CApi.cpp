@@ -217,11 +217,9 @@ int32_t loom_cuda_session_create_rank(const loom_cuda_artifact *artifact,
                   "the artifact runs on " + std::to_string(a.worldSize()) +
                       " ranks, but MPI started " + std::to_string(size),
                   LOOM_ERROR_INVALID_ARGUMENT);
-  std::string where = "rank " + std::to_string(rank) + ": ";
   auto session = std::make_unique<loom_cuda_session>();
   if (std::string message = session->device.init(device); !message.empty())
-    return report(error, error_size, where + message,
-                  LOOM_ERROR_INVALID_ARGUMENT);
+    return report(error, error_size, message, LOOM_ERROR_INVALID_ARGUMENT);
 
   // Every rank takes the same path: the choice is collective.
   std::string message;
@@ -238,22 +236,20 @@ int32_t loom_cuda_session_create_rank(const loom_cuda_artifact *artifact,
     comm = haveNccl && !sharedAnywhere ? LOOM_CUDA_COMM_NCCL
                                        : LOOM_CUDA_COMM_STAGED;
   if (comm == LOOM_CUDA_COMM_NCCL && !haveNccl)
-    return report(error, error_size,
-                  where + "this runtime was built without NCCL",
+    return report(error, error_size, "this runtime was built without NCCL",
                   LOOM_ERROR_INVALID_ARGUMENT);
   if (comm == LOOM_CUDA_COMM_NCCL && sharedAnywhere)
     return report(error, error_size,
-                  where + "ranks share a GPU, which NCCL refuses: use the "
-                          "staged backend (or one GPU per rank)",
+                  "ranks share a GPU, which NCCL refuses: use the "
+                  "staged backend (or one GPU per rank)",
                   LOOM_ERROR_INVALID_ARGUMENT);
   if (comm == LOOM_CUDA_COMM_NCCL) {
     std::string order = loom::rt::transfersInOrder(a);
     int ordered = order.empty() ? 1 : 0;
     if (!ordered)
       return report(error, error_size,
-                    where + order +
-                        ": NCCL transfers match in order; use the staged "
-                        "backend for this schedule",
+                    order + ": NCCL transfers match in order; use the staged "
+                            "backend for this schedule",
                     LOOM_ERROR_INVALID_ARGUMENT);
   }
 
@@ -263,8 +259,7 @@ int32_t loom_cuda_session_create_rank(const loom_cuda_artifact *artifact,
   if (comm == LOOM_CUDA_COMM_STAGED) {
     session->hostComm = loom::rt::MpiComm::create(config, message);
     if (!session->hostComm)
-      return report(error, error_size, where + message,
-                    LOOM_ERROR_COMMUNICATION);
+      return report(error, error_size, message, LOOM_ERROR_COMMUNICATION);
     loom::cuda_rt::StagedCommConfig staged;
     staged.host = session->hostComm->comm();
     loom::rt::MpiComm *host = session->hostComm.get();
@@ -274,8 +269,7 @@ int32_t loom_cuda_session_create_rank(const loom_cuda_artifact *artifact,
     session->staged =
         loom::cuda_rt::StagedComm::create(staged, stream, message);
     if (!session->staged)
-      return report(error, error_size, where + message,
-                    LOOM_ERROR_COMMUNICATION);
+      return report(error, error_size, message, LOOM_ERROR_COMMUNICATION);
     table = session->staged->comm();
     session->commName = "staged";
   }
@@ -286,8 +280,7 @@ int32_t loom_cuda_session_create_rank(const loom_cuda_artifact *artifact,
     nccl.device = device;
     session->nccl = loom::cuda_rt::NcclComm::create(nccl, stream, message);
     if (!session->nccl)
-      return report(error, error_size, where + message,
-                    LOOM_ERROR_COMMUNICATION);
+      return report(error, error_size, message, LOOM_ERROR_COMMUNICATION);
     loom::cuda_rt::NcclComm *channel = session->nccl.get();
     session->device.setWaiter([channel, timeout_seconds] {
       return channel->synchronize(timeout_seconds);
@@ -305,8 +298,7 @@ int32_t loom_cuda_session_create_rank(const loom_cuda_artifact *artifact,
     message = e.what();
   }
   if (!message.empty())
-    return report(error, error_size, where + message,
-                  LOOM_ERROR_INVALID_ARGUMENT);
+    return report(error, error_size, message, LOOM_ERROR_INVALID_ARGUMENT);
   *out_session = session.release();
   return LOOM_OK;
 }
