@@ -230,8 +230,9 @@ def main():
         if rank == 0:
             print(text, flush=True)
 
-    say(f"loom_cuda_train: CUDA backend, {ranks} rank{'s' if ranks > 1 else ''} "
-        f"({lib.loom_cuda_session_comm_name(session).decode()} communication), batch {rows} x {seq_len} tokens, "
+    comm = lib.loom_cuda_session_comm_name(session).decode()
+    say(f"loom_cuda_train: CUDA backend, {ranks} rank{'s' if ranks > 1 else ''}"
+        + (f" ({comm} communication)" if comm != "none" else "") + f", batch {rows} x {seq_len} tokens, "
         f"workspace {lib.loom_cuda_session_workspace_bytes(session)} bytes, "
         f"state {lib.loom_cuda_session_state_bytes(session)} bytes (rank 0)")
     lines = []
