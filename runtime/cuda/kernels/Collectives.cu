@@ -19,16 +19,10 @@
 
 #include "Device.cuh"
 
+#include "CollectiveMeta.h"
+
 namespace loom::cuda {
 namespace {
-
-/// The product of `view`'s dimensions before `axis`.
-int64_t elementsBefore(const View &view, int64_t axis) {
-  int64_t n = 1;
-  for (int64_t d = 0; d < axis; ++d)
-    n *= view.dims[d];
-  return n;
-}
 
 //===----------------------------------------------------------------------===//
 // Block moves
@@ -218,62 +212,31 @@ private:
 };
 
 //===----------------------------------------------------------------------===//
-// Checks (the CPU kernels' own)
+// Decoding and checks (CollectiveMeta.h, shared with the CPU kernels)
 //===----------------------------------------------------------------------===//
 
-/// Fails unless the kernel has one operand and one result and `frame` has
-/// a comm with the callback `present`.
-int32_t checkCall(const char *name, const loom_call_frame *frame,
-                  const KernelArgs &args, bool present) {
-  if (args.numOperands() != 1 || args.numResults() != 1)
-    return fail("%s: expected 1 operand and 1 result, got %lld and %lld", name,
-                static_cast<long long>(args.numOperands()),
-                static_cast<long long>(args.numResults()));
-  if (!frame || !frame->comm || !present)
-    return fail("%s: the call frame has no communication callback for it",
-                name);
-  return 0;
+using kernels::Collective;
+
+/// Decodes and checks a collective's meta with `read`, its error recorded
+/// by fail(): 0 or 1.
+int32_t readCollective(kernels::CollectiveReader read, KernelArgs &args,
+                       const loom_call_frame *frame, Collective &op) {
+  char error[256];
+  if (read(args, frame, op, error, sizeof error))
+    return 0;
+  return fail("%s", error);
 }
 
-/// Fails unless dimension `axis` of `view` splits into `pieces` pieces.
-int32_t checkSplit(const char *name, const View &view, int64_t axis,
-                   int64_t pieces) {
-  if (axis < 0 || axis >= view.rank || pieces <= 0 ||
-      view.dims[axis] % pieces != 0)
-    return fail("%s: cannot split dimension %lld of a rank-%lld operand into "
-                "%lld pieces",
-                name, static_cast<long long>(axis),
-                static_cast<long long>(view.rank),
-                static_cast<long long>(pieces));
-  return 0;
-}
-
-/// Fails unless `result` has `expected`'s shape with dimension `axis`
-/// multiplied (`multiply`) or divided by `scale`.
-int32_t checkResultShape(const char *name, const View &result, View expected,
-                         int64_t axis, int64_t scale, bool multiply) {
-  if (multiply)
-    expected.dims[axis] *= scale;
-  else
-    expected.dims[axis] /= scale;
-  bool same = result.rank == expected.rank;
-  for (int64_t d = 0; same && d < result.rank; ++d)
-    same = result.dims[d] == expected.dims[d];
-  if (!same)
-    return fail("%s: the result's shape does not match the operand's", name);
-  return 0;
-}
-
-/// Records that `name`'s callback returned `status`; returns it.
-int32_t callbackFailed(const char *name, int64_t group, int32_t status) {
-  fail("%s on group %lld: the communication callback returned %d", name,
-       static_cast<long long>(group), status);
+/// Runs `op`'s callback (kernels::communicate), its failure recorded by
+/// fail(): the callback's status.
+int32_t communicate(const loom_call_frame *frame, const Collective &op,
+                    const void *send, void *recv, loom_dtype dtype) {
+  char error[256];
+  int32_t status =
+      kernels::communicate(frame, op, send, recv, dtype, error, sizeof error);
+  if (status != 0)
+    fail("%s", error);
   return status;
-}
-
-/// `total` elements read as [outer, ...]: the elements per outer index.
-int64_t perOuter(int64_t total, int64_t outer) {
-  return outer > 0 ? total / outer : 0;
 }
 
 } // namespace
@@ -286,25 +249,19 @@ extern "C" {
 int32_t loom_cuda_all_reduce(const loom_call_frame *frame, void *const *buffers,
                              const int64_t *meta, loom_cuda_context *context) {
   KernelArgs args(buffers, meta);
-  int64_t group = args.integer();
-  auto reduction = static_cast<loom_reduction>(args.integer());
-  const char *name = "all_reduce";
-  if (int32_t status = checkCall(
-          name, frame, args, frame && frame->comm && frame->comm->all_reduce))
+  Collective op;
+  if (int32_t status =
+          readCollective(loom::kernels::readAllReduce, args, frame, op))
     return status;
-  const View &in = args.in(0), &out = args.out(0);
-  int64_t count = out.numElements();
-  if (in.numElements() != count)
-    return fail("all_reduce: the result's shape does not match the operand's");
   // The operand into the result (converted to its type), reduced in place.
+  const View &in = args.in(0), &out = args.out(0);
   Blocks all;
-  all.piece = count;
-  if (int32_t status = moveBlocks(in, out.data, out.dtype, all, context, name))
+  all.piece = op.count;
+  if (int32_t status =
+          moveBlocks(in, out.data, out.dtype, all, context, op.name))
     return status;
-  const loom_comm *comm = frame->comm;
-  if (int32_t status = comm->all_reduce(comm->ctx, static_cast<int32_t>(group),
-                                        out.data, count, out.dtype, reduction))
-    return callbackFailed(name, group, status);
+  if (int32_t status = communicate(frame, op, nullptr, out.data, out.dtype))
+    return status;
   return 0;
 }
 
@@ -312,144 +269,94 @@ int32_t loom_cuda_reduce_scatter(const loom_call_frame *frame,
                                  void *const *buffers, const int64_t *meta,
                                  loom_cuda_context *context) {
   KernelArgs args(buffers, meta);
-  int64_t group = args.integer();
-  auto reduction = static_cast<loom_reduction>(args.integer());
-  int64_t members = args.integer();
-  int64_t axis = args.integer();
-  const char *name = "reduce_scatter";
+  Collective op;
   if (int32_t status =
-          checkCall(name, frame, args,
-                    frame && frame->comm && frame->comm->reduce_scatter))
-    return status;
-  const View &in = args.in(0), &out = args.out(0);
-  if (int32_t status = checkSplit(name, in, axis, members))
-    return status;
-  if (int32_t status = checkResultShape(name, out, in, axis, members, false))
+          readCollective(loom::kernels::readReduceScatter, args, frame, op))
     return status;
   // Member block i holds piece i of the operand, in the result's type.
-  int64_t outer = elementsBefore(in, axis);
-  int64_t count = out.numElements();
+  const View &in = args.in(0), &out = args.out(0);
   const void *send = in.data;
   StreamBuffer packed(context->stream);
-  if (outer != 1 || in.dtype != out.dtype) {
+  if (op.outer != 1 || in.dtype != out.dtype) {
     if (int32_t status =
-            packed.allocate(name, count * members, out.elementBytes()))
+            packed.allocate(op.name, op.count * op.members, out.elementBytes()))
       return status;
-    if (int32_t status = moveBlocks(
-            in, packed.data, out.dtype,
-            swapLeading(outer, members, perOuter(count, outer)), context, name))
+    if (int32_t status =
+            moveBlocks(in, packed.data, out.dtype,
+                       swapLeading(op.outer, op.members, op.piece(op.outer)),
+                       context, op.name))
       return status;
     send = packed.data;
   }
-  const loom_comm *comm = frame->comm;
-  if (int32_t status =
-          comm->reduce_scatter(comm->ctx, static_cast<int32_t>(group), send,
-                               out.data, count, out.dtype, reduction))
-    return callbackFailed(name, group, status);
+  if (int32_t status = communicate(frame, op, send, out.data, out.dtype))
+    return status;
   return 0;
 }
 
 int32_t loom_cuda_all_gather(const loom_call_frame *frame, void *const *buffers,
                              const int64_t *meta, loom_cuda_context *context) {
   KernelArgs args(buffers, meta);
-  int64_t group = args.integer();
-  int64_t members = args.integer();
-  int64_t axis = args.integer();
-  const char *name = "all_gather";
-  if (int32_t status = checkCall(
-          name, frame, args, frame && frame->comm && frame->comm->all_gather))
-    return status;
-  const View &in = args.in(0), &out = args.out(0);
-  if (axis < 0 || axis >= in.rank || members <= 0 || in.dtype != out.dtype)
-    return fail("%s: gather axis %lld of a rank-%lld operand over %lld "
-                "members (or element types that differ)",
-                name, static_cast<long long>(axis),
-                static_cast<long long>(in.rank),
-                static_cast<long long>(members));
-  if (int32_t status = checkResultShape(name, out, in, axis, members, true))
+  Collective op;
+  if (int32_t status =
+          readCollective(loom::kernels::readAllGather, args, frame, op))
     return status;
   // The callback returns member blocks; the result interleaves them as
   // [outer, members, piece].
-  int64_t outer = elementsBefore(in, axis);
-  int64_t count = in.numElements();
+  const View &in = args.in(0), &out = args.out(0);
   View received = out;
   StreamBuffer blocks(context->stream);
-  if (outer != 1) {
+  if (op.outer != 1) {
     if (int32_t status =
-            blocks.allocate(name, count * members, out.elementBytes()))
+            blocks.allocate(op.name, op.count * op.members, out.elementBytes()))
       return status;
     received.data = blocks.data;
   }
-  const loom_comm *comm = frame->comm;
-  if (int32_t status =
-          comm->all_gather(comm->ctx, static_cast<int32_t>(group), in.data,
-                           received.data, count, in.dtype))
-    return callbackFailed(name, group, status);
-  if (outer != 1)
+  if (int32_t status = communicate(frame, op, in.data, received.data, in.dtype))
+    return status;
+  if (op.outer != 1)
     return moveBlocks(received, out.data, out.dtype,
-                      swapLeading(members, outer, perOuter(count, outer)),
-                      context, name);
+                      swapLeading(op.members, op.outer, op.piece(op.outer)),
+                      context, op.name);
   return 0;
 }
 
 int32_t loom_cuda_all_to_all(const loom_call_frame *frame, void *const *buffers,
                              const int64_t *meta, loom_cuda_context *context) {
   KernelArgs args(buffers, meta);
-  int64_t group = args.integer();
-  int64_t members = args.integer();
-  int64_t splitAxis = args.integer();
-  int64_t concatAxis = args.integer();
-  const char *name = "all_to_all";
-  if (int32_t status = checkCall(
-          name, frame, args, frame && frame->comm && frame->comm->all_to_all))
-    return status;
-  const View &in = args.in(0), &out = args.out(0);
-  if (int32_t status = checkSplit(name, in, splitAxis, members))
-    return status;
-  if (concatAxis < 0 || concatAxis >= in.rank || in.dtype != out.dtype)
-    return fail("%s: concat axis %lld of a rank-%lld operand (or element "
-                "types that differ)",
-                name, static_cast<long long>(concatAxis),
-                static_cast<long long>(in.rank));
-  // One piece: the operand split along split_axis; the result concatenates
-  // the received pieces along concat_axis.
-  View piece = in;
-  piece.dims[splitAxis] /= members;
+  Collective op;
   if (int32_t status =
-          checkResultShape(name, out, piece, concatAxis, members, true))
+          readCollective(loom::kernels::readAllToAll, args, frame, op))
     return status;
-  int64_t count = piece.numElements();
-  int64_t sendOuter = elementsBefore(in, splitAxis);
-  int64_t recvOuter = elementsBefore(piece, concatAxis);
+  // Piece i (along split_axis) goes to member i; the received pieces
+  // concatenate along concat_axis.
+  const View &in = args.in(0), &out = args.out(0);
   const void *send = in.data;
   StreamBuffer packed(context->stream), unpacked(context->stream);
-  if (sendOuter != 1) {
+  if (op.outer != 1) {
     if (int32_t status =
-            packed.allocate(name, count * members, in.elementBytes()))
+            packed.allocate(op.name, op.count * op.members, in.elementBytes()))
       return status;
-    if (int32_t status = moveBlocks(
-            in, packed.data, in.dtype,
-            swapLeading(sendOuter, members, perOuter(count, sendOuter)),
-            context, name))
+    if (int32_t status =
+            moveBlocks(in, packed.data, in.dtype,
+                       swapLeading(op.outer, op.members, op.piece(op.outer)),
+                       context, op.name))
       return status;
     send = packed.data;
   }
   View received = out;
-  if (recvOuter != 1) {
-    if (int32_t status =
-            unpacked.allocate(name, count * members, in.elementBytes()))
+  if (op.recvOuter != 1) {
+    if (int32_t status = unpacked.allocate(op.name, op.count * op.members,
+                                           in.elementBytes()))
       return status;
     received.data = unpacked.data;
   }
-  const loom_comm *comm = frame->comm;
-  if (int32_t status = comm->all_to_all(comm->ctx, static_cast<int32_t>(group),
-                                        send, received.data, count, in.dtype))
-    return callbackFailed(name, group, status);
-  if (recvOuter != 1)
+  if (int32_t status = communicate(frame, op, send, received.data, in.dtype))
+    return status;
+  if (op.recvOuter != 1)
     return moveBlocks(
         received, out.data, out.dtype,
-        swapLeading(members, recvOuter, perOuter(count, recvOuter)), context,
-        name);
+        swapLeading(op.members, op.recvOuter, op.piece(op.recvOuter)), context,
+        op.name);
   return 0;
 }
 
@@ -457,49 +364,17 @@ int32_t loom_cuda_all_to_all(const loom_call_frame *frame, void *const *buffers,
 int32_t loom_cuda_all_slice(const loom_call_frame *frame, void *const *buffers,
                             const int64_t *meta, loom_cuda_context *context) {
   KernelArgs args(buffers, meta);
-  args.integer(); // the group: all_slice does not communicate
-  int64_t axis = args.integer();
-  int64_t numAxes = 0, numSizes = 0;
-  const int64_t *axes = args.array(numAxes);
-  const int64_t *sizes = args.array(numSizes);
-  const char *name = "all_slice";
+  Collective op;
   if (int32_t status =
-          checkCall(name, frame, args,
-                    frame && frame->comm && frame->comm->grid_coordinate))
+          readCollective(loom::kernels::readAllSlice, args, frame, op))
     return status;
-  if (numAxes != numSizes)
-    return fail("%s: %lld grid axes but %lld sizes", name,
-                static_cast<long long>(numAxes),
-                static_cast<long long>(numSizes));
-  // This rank's member index: the row-major index of its coordinates on
-  // the listed axes.
-  int64_t members = 1, index = 0;
-  const loom_comm *comm = frame->comm;
-  for (int64_t k = 0; k < numAxes; ++k) {
-    int64_t coordinate =
-        comm->grid_coordinate(comm->ctx, static_cast<int32_t>(axes[k]));
-    if (coordinate < 0 || coordinate >= sizes[k])
-      return fail("%s: coordinate %lld on grid axis %lld of size %lld", name,
-                  static_cast<long long>(coordinate),
-                  static_cast<long long>(axes[k]),
-                  static_cast<long long>(sizes[k]));
-    members *= sizes[k];
-    index = index * sizes[k] + coordinate;
-  }
   const View &in = args.in(0), &out = args.out(0);
-  if (int32_t status = checkSplit(name, in, axis, members))
-    return status;
-  if (in.dtype != out.dtype)
-    return fail("%s: the operand and result element types differ", name);
-  if (int32_t status = checkResultShape(name, out, in, axis, members, false))
-    return status;
-  int64_t outer = elementsBefore(in, axis);
   Blocks mine;
-  mine.a = outer;
-  mine.b = members;
-  mine.piece = perOuter(out.numElements(), outer);
-  mine.first = index;
-  return moveBlocks(in, out.data, out.dtype, mine, context, name);
+  mine.a = op.outer;
+  mine.b = op.members;
+  mine.piece = op.piece(op.outer);
+  mine.first = op.index;
+  return moveBlocks(in, out.data, out.dtype, mine, context, op.name);
 }
 
 } // extern "C"
