@@ -31,7 +31,6 @@
 #include "llvm/Support/FormatVariadic.h"
 #include "llvm/Support/JSON.h"
 #include "llvm/Support/Program.h"
-#include "llvm/Support/WithColor.h"
 
 #include <mpi.h>
 
@@ -48,6 +47,17 @@ namespace loom::run {
 namespace {
 
 using Clock = std::chrono::steady_clock;
+
+/// Prints "loom-run: error: <message>" in one write: several ranks, and
+/// mpirun's abort banner, write to the same stream at once, and a line
+/// written in pieces comes out interleaved with theirs.
+void printError(const Twine &message) {
+  std::string line;
+  raw_string_ostream os(line);
+  os << "loom-run: error: " << message << "\n";
+  errs() << line;
+  errs().flush();
+}
 
 /// Aborts the job when a step makes no progress for `seconds`.
 class Watchdog {
@@ -80,10 +90,9 @@ private:
       if (waited < seconds)
         continue;
       const char *what = session.current();
-      errs() << formatv("loom-run: error: rank {0}: no progress for {1:f0} s "
-                        "(--timeout) while running '{2}'; ending the job\n",
-                        rank, waited, what);
-      errs().flush();
+      printError(formatv("rank {0}: no progress for {1:f0} s (--timeout) "
+                         "while running '{2}'; ending the job",
+                         rank, waited, what));
       MPI_Abort(MPI_COMM_WORLD, 3);
     }
   }
@@ -98,9 +107,7 @@ private:
 
 /// A message of this rank; rank 0 prints errors of every rank it sees.
 int failRank(int rank, const Twine &message) {
-  WithColor::error(errs(), "loom-run")
-      << "rank " << rank << ": " << message << "\n";
-  errs().flush();
+  printError("rank " + Twine(rank) + ": " + message);
   return 1;
 }
 
@@ -230,8 +237,7 @@ int runCompiled(const CompiledOptions &options) {
       return true;
     }
     if (rank == 0) {
-      WithColor::error(errs(), "loom-run") << failure << "\n";
-      errs().flush();
+      printError(failure);
       MPI_Abort(MPI_COMM_WORLD, 1);
     }
     MPI_Barrier(MPI_COMM_WORLD);
