@@ -129,6 +129,24 @@ std::string checkConfig(const MpiCommConfig &config, int worldRank,
 
 } // namespace
 
+MpiCommConfig
+MpiCommConfig::forStageGrid(int rank, const std::vector<int64_t> &gridShape,
+                            const std::vector<std::vector<int64_t>> &groups) {
+  MpiCommConfig config;
+  config.gridShape = gridShape;
+  if (config.gridShape.empty())
+    config.gridShape = {1};
+  int64_t devices = 1;
+  for (int64_t extent : config.gridShape)
+    devices *= extent;
+  int64_t first = (rank / devices) * devices;
+  for (int64_t d = 0; d < devices; ++d)
+    config.gridRanks.push_back(static_cast<int>(first + d));
+  for (const auto &group : groups)
+    config.groups.emplace_back(group.begin(), group.end());
+  return config;
+}
+
 std::unique_ptr<MpiComm> MpiComm::create(const MpiCommConfig &config,
                                          std::string &error) {
   int initialized = 0;

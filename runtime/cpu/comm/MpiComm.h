@@ -45,6 +45,14 @@ struct MpiCommConfig {
   std::vector<int> gridRanks;
   /// plan.json's groups: a collective's `group` indexes this list.
   std::vector<std::vector<int16_t>> groups;
+
+  /// World rank `rank`'s configuration in a job whose pipeline stages each
+  /// run a grid of `gridShape` (plan.json's; empty: one device) with the
+  /// communicator `groups`: the devices of its stage are the world ranks
+  /// from (rank / devices) * devices on, in row-major order.
+  static MpiCommConfig
+  forStageGrid(int rank, const std::vector<int64_t> &gridShape,
+               const std::vector<std::vector<int64_t>> &groups);
 };
 
 class MpiComm {

@@ -84,18 +84,10 @@ int32_t loom_mpi_comm_create(const loom_artifact *artifact,
                   "the artifact runs on " + std::to_string(a.worldSize()) +
                       " ranks, but MPI started " + std::to_string(size),
                   LOOM_ERROR_INVALID_ARGUMENT);
-  loom::rt::MpiCommConfig config;
-  config.gridShape = a.gridShape;
-  if (config.gridShape.empty())
-    config.gridShape = {1};
-  int64_t devices = a.devices();
-  int64_t first = (rank / devices) * devices;
-  for (int64_t d = 0; d < devices; ++d)
-    config.gridRanks.push_back(static_cast<int>(first + d));
-  for (const auto &group : a.groups)
-    config.groups.emplace_back(group.begin(), group.end());
   std::string message;
-  auto comm = loom::rt::MpiComm::create(config, message);
+  auto comm = loom::rt::MpiComm::create(
+      loom::rt::MpiCommConfig::forStageGrid(rank, a.gridShape, a.groups),
+      message);
   if (!comm)
     return report(error, error_size, message, LOOM_ERROR_COMMUNICATION);
   *out_comm = new loom_mpi_comm{std::move(comm)};

@@ -55,23 +55,6 @@ int32_t sessionError(loom_cuda_session *session, std::string message,
   return code;
 }
 
-/// The world communicator's layout of this rank (MpiCommConfig), as
-/// loom_mpi_comm_create computes it for the CPU backend.
-loom::rt::MpiCommConfig commConfig(const loom::rt::Artifact &artifact,
-                                   int rank) {
-  loom::rt::MpiCommConfig config;
-  config.gridShape = artifact.gridShape;
-  if (config.gridShape.empty())
-    config.gridShape = {1};
-  int64_t devices = artifact.devices();
-  int64_t first = (rank / devices) * devices;
-  for (int64_t d = 0; d < devices; ++d)
-    config.gridRanks.push_back(static_cast<int>(first + d));
-  for (const auto &group : artifact.groups)
-    config.groups.emplace_back(group.begin(), group.end());
-  return config;
-}
-
 /// Whether another rank on this node drives `device` (NCCL refuses that).
 bool deviceShared(int device, std::string &error) {
   MPI_Comm node = MPI_COMM_NULL;
@@ -88,19 +71,35 @@ bool deviceShared(int device, std::string &error) {
   return std::count(devices.begin(), devices.end(), device) > 1;
 }
 
-/// Allocates the session's state and the kernels' context (its scratch
-/// sized by the state: loom_cuda_kernels.h's needs).
-std::string initSession(loom_cuda_session &session) {
-  if (std::string message = session.impl->init(); !message.empty())
-    return message;
-  // 64 MiB covers all but a bf16 embedding_grad, which accumulates its
-  // table in f32 in scratch (4 * V * D bytes: 154 MB for GPT-2's 50257 x
-  // 768); the table is a parameter, so 4 bytes per element of the largest
-  // one covers it.
-  int64_t scratchBytes = int64_t(64) << 20;
-  for (const auto &entry : session.impl->state)
-    scratchBytes = std::max(scratchBytes, 4 * entry->spec.numElements());
-  return session.device.createContext(scratchBytes);
+/// Gives `session` (its device and communication set up) the executor of
+/// world rank `rank` over `comm`, allocates the state and the kernels'
+/// context, and hands it out: a status, the message in `error`.
+int32_t finishSession(std::unique_ptr<loom_cuda_session> session,
+                      const loom::rt::Artifact &artifact, int32_t rank,
+                      const loom_comm *comm, loom_cuda_session **out,
+                      char *error, size_t errorSize) {
+  std::string message;
+  try {
+    session->impl = std::make_unique<loom::rt::Session>(
+        artifact, session->device, rank, comm);
+    message = session->impl->init();
+  } catch (const std::exception &e) {
+    message = e.what();
+  }
+  if (message.empty()) {
+    // The kernels' scratch: 64 MiB covers all but a bf16 embedding_grad,
+    // which accumulates its table in f32 there (4 * V * D bytes: 154 MB
+    // for GPT-2's 50257 x 768); the table is a parameter, so 4 bytes per
+    // element of the largest one covers it.
+    int64_t scratchBytes = int64_t(64) << 20;
+    for (const auto &entry : session->impl->state)
+      scratchBytes = std::max(scratchBytes, 4 * entry->spec.numElements());
+    message = session->device.createContext(scratchBytes);
+  }
+  if (!message.empty())
+    return report(error, errorSize, message, LOOM_ERROR_INVALID_ARGUMENT);
+  *out = session.release();
+  return LOOM_OK;
 }
 
 /// Runs `action` on state tensor `index`: "" or its error, as a status.
@@ -178,21 +177,10 @@ int32_t loom_cuda_session_create(const loom_cuda_artifact *artifact,
                       "loom_cuda_session_create_rank",
                   LOOM_ERROR_INVALID_ARGUMENT);
   auto session = std::make_unique<loom_cuda_session>();
-  std::string message;
-  try {
-    message = session->device.init(device);
-    if (message.empty()) {
-      session->impl =
-          std::make_unique<loom::rt::Session>(a, session->device, 0, nullptr);
-      message = initSession(*session);
-    }
-  } catch (const std::exception &e) {
-    message = e.what();
-  }
-  if (!message.empty())
+  if (std::string message = session->device.init(device); !message.empty())
     return report(error, error_size, message, LOOM_ERROR_INVALID_ARGUMENT);
-  *out_session = session.release();
-  return LOOM_OK;
+  return finishSession(std::move(session), a, 0, nullptr, out_session, error,
+                       error_size);
 }
 
 int32_t loom_cuda_session_create_rank(const loom_cuda_artifact *artifact,
@@ -253,7 +241,8 @@ int32_t loom_cuda_session_create_rank(const loom_cuda_artifact *artifact,
                     LOOM_ERROR_INVALID_ARGUMENT);
   }
 
-  loom::rt::MpiCommConfig config = commConfig(a, rank);
+  loom::rt::MpiCommConfig config =
+      loom::rt::MpiCommConfig::forStageGrid(rank, a.gridShape, a.groups);
   cudaStream_t stream = session->device.stream();
   const loom_comm *table = nullptr;
   if (comm == LOOM_CUDA_COMM_STAGED) {
@@ -289,18 +278,9 @@ int32_t loom_cuda_session_create_rank(const loom_cuda_artifact *artifact,
     session->commName = "nccl";
   }
 #endif
-  (void)timeout_seconds;
-  try {
-    session->impl =
-        std::make_unique<loom::rt::Session>(a, session->device, rank, table);
-    message = initSession(*session);
-  } catch (const std::exception &e) {
-    message = e.what();
-  }
-  if (!message.empty())
-    return report(error, error_size, message, LOOM_ERROR_INVALID_ARGUMENT);
-  *out_session = session.release();
-  return LOOM_OK;
+  (void)timeout_seconds; // only NCCL's watchdog reads it
+  return finishSession(std::move(session), a, rank, table, out_session, error,
+                       error_size);
 }
 
 void loom_cuda_session_free(loom_cuda_session *session) { delete session; }
