@@ -130,26 +130,13 @@ public:
     char error[1024] = "";
     if (api.artifactLoad(path.c_str(), &artifact, error, sizeof error))
       return error;
-    int device = options.device;
-    if (device < 0) {
-      // The rank's index among the ranks of its node, modulo its GPUs.
-      int count = 0;
-      if (api.deviceCount(&count) != 0 || count == 0)
-        return "no CUDA device on this node";
-      MPI_Comm node = MPI_COMM_NULL;
-      MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, 0,
-                          MPI_INFO_NULL, &node);
-      int local = 0;
-      MPI_Comm_rank(node, &local);
-      MPI_Comm_free(&node);
-      device = local % count;
-    }
     loom_cuda_comm_kind kind = options.comm == "nccl" ? LOOM_CUDA_COMM_NCCL
                                : options.comm == "staged"
                                    ? LOOM_CUDA_COMM_STAGED
                                    : LOOM_CUDA_COMM_AUTO;
-    if (api.sessionCreateRank(artifact, device, kind, options.timeoutSeconds,
-                              &session, error, sizeof error))
+    if (api.sessionCreateRank(artifact, options.device, kind,
+                              options.timeoutSeconds, &session, error,
+                              sizeof error))
       return error;
     return "";
   }
@@ -245,7 +232,6 @@ private:
     bind(api.setStateGlobal, "loom_cuda_session_set_state_global");
     bind(api.setBatch, "loom_cuda_session_set_batch");
     bind(api.step, "loom_cuda_session_step");
-    bind(api.deviceCount, "cudaGetDeviceCount");
     if (!missing.empty())
       return "libloom_cuda_runtime.so lacks" + missing +
              " (built from another Loom version?)";
@@ -271,7 +257,6 @@ private:
     decltype(&loom_cuda_session_set_state_global) setStateGlobal = nullptr;
     decltype(&loom_cuda_session_set_batch) setBatch = nullptr;
     decltype(&loom_cuda_session_step) step = nullptr;
-    int (*deviceCount)(int *) = nullptr; ///< cudaGetDeviceCount
   } api;
   loom_cuda_artifact *artifact = nullptr;
   loom_cuda_session *session = nullptr;

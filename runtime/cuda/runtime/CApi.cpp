@@ -14,6 +14,7 @@
 #include "NcclComm.h"
 #endif
 
+#include <cuda_runtime.h>
 #include <mpi.h>
 
 #include <algorithm>
@@ -55,20 +56,31 @@ int32_t sessionError(loom_cuda_session *session, std::string message,
   return code;
 }
 
-/// Whether another rank on this node drives `device` (NCCL refuses that).
-bool deviceShared(int device, std::string &error) {
+/// Picks this rank's GPU: `device`, or when it is negative the rank's
+/// index among the ranks of its node modulo the node's GPUs; and tells
+/// whether another rank of the node drives the same one (NCCL refuses
+/// that). Collective over MPI_COMM_WORLD, also when it fails: "" or why.
+std::string pickDevice(int &device, bool &shared) {
   MPI_Comm node = MPI_COMM_NULL;
   if (MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, 0,
-                          MPI_INFO_NULL, &node) != MPI_SUCCESS) {
-    error = "MPI_Comm_split_type failed";
-    return false;
-  }
-  int size = 0;
+                          MPI_INFO_NULL, &node) != MPI_SUCCESS)
+    return "MPI_Comm_split_type failed";
+  int local = 0, size = 0;
+  MPI_Comm_rank(node, &local);
   MPI_Comm_size(node, &size);
+  std::string error;
+  if (device < 0) {
+    int count = 0;
+    if (cudaGetDeviceCount(&count) != cudaSuccess || count == 0)
+      error = "no CUDA device on this node";
+    else
+      device = local % count;
+  }
   std::vector<int> devices(size);
   MPI_Allgather(&device, 1, MPI_INT, devices.data(), 1, MPI_INT, node);
   MPI_Comm_free(&node);
-  return std::count(devices.begin(), devices.end(), device) > 1;
+  shared = std::count(devices.begin(), devices.end(), device) > 1;
+  return error;
 }
 
 /// Gives `session` (its device and communication set up) the executor of
@@ -205,13 +217,15 @@ int32_t loom_cuda_session_create_rank(const loom_cuda_artifact *artifact,
                   "the artifact runs on " + std::to_string(a.worldSize()) +
                       " ranks, but MPI started " + std::to_string(size),
                   LOOM_ERROR_INVALID_ARGUMENT);
+  bool shared = false;
+  if (std::string message = pickDevice(device, shared); !message.empty())
+    return report(error, error_size, message, LOOM_ERROR_INVALID_ARGUMENT);
   auto session = std::make_unique<loom_cuda_session>();
   if (std::string message = session->device.init(device); !message.empty())
     return report(error, error_size, message, LOOM_ERROR_INVALID_ARGUMENT);
 
   // Every rank takes the same path: the choice is collective.
   std::string message;
-  bool shared = deviceShared(device, message);
   int sharedAnywhere = shared ? 1 : 0;
   MPI_Allreduce(MPI_IN_PLACE, &sharedAnywhere, 1, MPI_INT, MPI_MAX,
                 MPI_COMM_WORLD);

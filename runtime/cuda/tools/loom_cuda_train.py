@@ -177,12 +177,7 @@ def main():
         except ImportError:
             fail(f"the artifact runs on {ranks} ranks: that needs mpi4py, under mpirun -np {ranks}")
         world = MPI.COMM_WORLD
-        device = args.device
-        if device is None:
-            count = ctypes.c_int()
-            if lib.cudaGetDeviceCount(ctypes.byref(count)) or count.value == 0:
-                fail("no CUDA device")
-            device = world.Split_type(MPI.COMM_TYPE_SHARED).Get_rank() % count.value
+        device = -1 if args.device is None else args.device  # -1: the runtime picks by node rank
         created = lib.loom_cuda_session_create_rank(artifact, device, COMM_KINDS[args.comm or "auto"], args.timeout,
                                                     ctypes.byref(session), error, len(error))
     if created:

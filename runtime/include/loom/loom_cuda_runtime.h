@@ -82,8 +82,9 @@ typedef enum loom_cuda_comm_kind {
 /* This process's rank of an MPI job: MPI must be initialized, with the
  * artifact's world size (loom_cuda_artifact_world_size) in
  * MPI_COMM_WORLD. Collective: every rank calls it. `device` becomes the
- * current device; `timeout_seconds` bounds how long a step may wait for
- * its peers under NCCL (0: no bound). */
+ * current device (negative: the rank's index among the ranks of its node
+ * modulo the node's GPUs); `timeout_seconds` bounds how long a step may
+ * wait for its peers under NCCL (0: no bound). */
 int32_t loom_cuda_session_create_rank(const loom_cuda_artifact *artifact,
                                       int32_t device, loom_cuda_comm_kind comm,
                                       double timeout_seconds,
