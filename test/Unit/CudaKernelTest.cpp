@@ -33,6 +33,7 @@
 #include <cuda_runtime.h>
 
 #include <algorithm>
+#include <array>
 #include <cmath>
 #include <cstdio>
 #include <cstring>
@@ -502,6 +503,95 @@ void elementwiseCases(loom_cuda_context *context) {
       context);
 }
 
+/// fused_elementwise's attributes: the instructions (opcode, a, b), then
+/// each result's register.
+std::vector<int64_t> program(std::vector<std::array<int64_t, 3>> code,
+                             std::vector<int64_t> results) {
+  std::vector<int64_t> attrs = {static_cast<int64_t>(code.size())};
+  for (const std::array<int64_t, 3> &instruction : code)
+    attrs.insert(attrs.end(), instruction.begin(), instruction.end());
+  attrs.insert(attrs.end(), results.begin(), results.end());
+  return attrs;
+}
+
+/// fused_elementwise: the chains `--loom-fuse` forms, broadcasting, and
+/// every opcode once. Registers 0..N-1 are the operands.
+void fusedCases(loom_cuda_context *context) {
+  run(make("fused bias + gelu", KERNELS(fused_elementwise),
+           {uniform({4, 33, 96}, -3, 3), uniform({96})}, {result({4, 33, 96})},
+           program({{LOOM_FUSED_ADD, 0, 1}, {LOOM_FUSED_GELU, 2, 0}}, {3})),
+      context);
+  run(make("fused bias + gelu gpt2", KERNELS(fused_elementwise),
+           {uniform({256, 3072}, -3, 3), uniform({3072})},
+           {result({256, 3072})},
+           program({{LOOM_FUSED_ADD, 0, 1}, {LOOM_FUSED_GELU, 2, 0}}, {3})),
+      context);
+  // The residual stream: x + y and (x + y) + z, both kept.
+  run(make("fused residual chain", KERNELS(fused_elementwise),
+           {uniform({8, 64}), uniform({8, 64}), uniform({8, 64})},
+           {result({8, 64}), result({8, 64})},
+           program({{LOOM_FUSED_ADD, 0, 1}, {LOOM_FUSED_ADD, 3, 2}}, {3, 4})),
+      context);
+  run(make("fused swiglu", KERNELS(fused_elementwise),
+           {uniform({16, 128}, -4, 4), uniform({16, 128})}, {result({16, 128})},
+           program({{LOOM_FUSED_SILU, 0, 0}, {LOOM_FUSED_MUL, 2, 1}}, {3})),
+      context);
+  // dy * gelu'(x), then a gradient accumulated into it.
+  run(make(
+          "fused gelu_grad + add", KERNELS(fused_elementwise),
+          {uniform({32, 96}), uniform({32, 96}, -4, 4), uniform({32, 96})},
+          {result({32, 96})},
+          program({{LOOM_FUSED_GELU_GRAD, 0, 1}, {LOOM_FUSED_ADD, 3, 2}}, {4})),
+      context);
+  // A bf16 rounding inside an f32 chain (and a no-op cast to f32).
+  Case cast =
+      make("fused cast to bf16 in an f32 chain", KERNELS(fused_elementwise),
+           {uniform({1000}), uniform({1000})}, {result({1000}), result({1000})},
+           program({{LOOM_FUSED_MUL, 0, 1},
+                    {LOOM_FUSED_CAST, 2, LOOM_DTYPE_BF16},
+                    {LOOM_FUSED_ADD, 3, 0},
+                    {LOOM_FUSED_CAST, 4, LOOM_DTYPE_F32}},
+                   {5, 3}));
+  cast.f32Only = true;
+  run(cast, context);
+  run(make("fused broadcast [1, n] and [m, 1]", KERNELS(fused_elementwise),
+           {uniform({1, 40}), uniform({24, 1})}, {result({24, 40})},
+           program({{LOOM_FUSED_SUB, 0, 1}, {LOOM_FUSED_MUL, 2, 2}}, {3})),
+      context);
+  // A missing leading dimension, a size-1 middle one, a one-element operand.
+  run(make("fused broadcast 4-d", KERNELS(fused_elementwise),
+           {uniform({2, 3, 24, 40}), uniform({40}), uniform({3, 1, 1}),
+            uniform({1})},
+           {result({2, 3, 24, 40})},
+           program({{LOOM_FUSED_ADD, 0, 1},
+                    {LOOM_FUSED_MUL, 4, 2},
+                    {LOOM_FUSED_SUB, 5, 3}},
+                   {6})),
+      context);
+  // Every opcode once, each value a result; positive x and y for log,
+  // sqrt and rsqrt.
+  run(make("fused every opcode", KERNELS(fused_elementwise),
+           {uniform({500}, 0.5, 2), uniform({500}, 0.5, 2)},
+           std::vector<Tensor>(13, result({500})),
+           program({{LOOM_FUSED_ADD, 0, 1},
+                    {LOOM_FUSED_SUB, 0, 1},
+                    {LOOM_FUSED_MUL, 2, 3},
+                    {LOOM_FUSED_DIV, 0, 1},
+                    {LOOM_FUSED_NEG, 3, 0},
+                    {LOOM_FUSED_EXP, 3, 0},
+                    {LOOM_FUSED_LOG, 0, 0},
+                    {LOOM_FUSED_SQRT, 1, 0},
+                    {LOOM_FUSED_RSQRT, 2, 0},
+                    {LOOM_FUSED_TANH, 3, 0},
+                    {LOOM_FUSED_CAST, 4, LOOM_DTYPE_BF16},
+                    {LOOM_FUSED_GELU, 3, 0},
+                    {LOOM_FUSED_GELU_GRAD, 0, 3},
+                    {LOOM_FUSED_SILU, 3, 0},
+                    {LOOM_FUSED_SILU_GRAD, 1, 3}},
+                   {4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16})),
+      context);
+}
+
 void layoutCases(loom_cuda_context *context) {
   std::vector<int64_t> attrs;
   appendArray(attrs, {0, 2, 1, 3});
@@ -614,13 +704,72 @@ void matmulCases(loom_cuda_context *context) {
   };
   for (const Shape &s : shapes) {
     run(make(s.name, KERNELS(matmul), {uniform(s.lhs), uniform(s.rhs)},
-             {result(s.out)}, {s.transLhs, s.transRhs}),
+             {result(s.out)}, {s.transLhs, s.transRhs, LOOM_EPILOGUE_NONE}),
         context);
   }
   // bf16 operands into an f32 result (the bf16 run; f32 in the other).
   run(make("matmul bf16 -> f32", KERNELS(matmul),
            {uniform({48, 64}), uniform({64, 40})}, {result({48, 40}, false)},
-           {0, 0}),
+           {0, 0, LOOM_EPILOGUE_NONE}),
+      context);
+}
+
+/// matmul's epilogues (loom_cpu_kernels.h): the bias [n] has the result's
+/// element type. The rhs is scaled so that the sums are about 1, where the
+/// gelu bends. cuBLASLt adds the bias, and for bf16 results applies the
+/// gelu; f32 results' gelu, bf16 bias_gelu_aux with n not a multiple of 8
+/// (odd n) and k = 0 take Matmul.cu's epilogue kernel.
+void matmulEpilogueCases(loom_cuda_context *context) {
+  struct Shape {
+    const char *name;
+    std::vector<int64_t> lhs, rhs, out;
+    bool transLhs, transRhs;
+  };
+  const Shape shapes[] = {
+      {"2-d", {64, 96}, {96, 80}, {64, 80}, false, false},
+      {"rhs^T", {64, 96}, {80, 96}, {64, 80}, false, true},
+      // Folded into one GEMM of 64 rows.
+      {"shared rhs", {4, 16, 32}, {32, 24}, {4, 16, 24}, false, false},
+      // A strided batch with the rhs' stride 0: the bias' batch stride 0,
+      // the aux's m * n.
+      {"shared rhs lhs^T", {4, 32, 16}, {32, 24}, {4, 16, 24}, true, false},
+      {"batched", {3, 2, 32, 48}, {3, 2, 48, 40}, {3, 2, 32, 40}, false, false},
+      {"gpt2 mlp up", {256, 768}, {768, 3072}, {256, 3072}, false, false},
+      {"odd n", {33, 17}, {17, 65}, {33, 65}, false, false},
+  };
+  const char *names[] = {"none", "bias", "bias_gelu", "bias_gelu_aux"};
+  for (int64_t epilogue : {LOOM_EPILOGUE_BIAS, LOOM_EPILOGUE_BIAS_GELU,
+                           LOOM_EPILOGUE_BIAS_GELU_AUX})
+    for (const Shape &s : shapes) {
+      int64_t k = s.transLhs ? s.lhs[s.lhs.size() - 2] : s.lhs.back();
+      double scale = 3.0 / std::sqrt(static_cast<double>(k));
+      std::vector<Tensor> outs = {result(s.out)};
+      if (epilogue == LOOM_EPILOGUE_BIAS_GELU_AUX)
+        outs.push_back(result(s.out));
+      run(make(std::string("matmul ") + names[epilogue] + " " + s.name,
+               KERNELS(matmul),
+               {uniform(s.lhs), uniform(s.rhs, -scale, scale),
+                uniform({s.out.back()})},
+               outs, {s.transLhs, s.transRhs, epilogue}),
+          context);
+    }
+  // bf16 operands into f32 results, with an f32 bias (the bf16 run).
+  run(make(
+          "matmul bias_gelu_aux bf16 -> f32", KERNELS(matmul),
+          {uniform({48, 64}), uniform({64, 40}, -0.4, 0.4), f32(uniform({40}))},
+          {result({48, 40}, false), result({48, 40}, false)},
+          {0, 0, LOOM_EPILOGUE_BIAS_GELU_AUX}),
+      context);
+  // k = 0: the product is zeros, the results the bias and its gelu (lhs^T
+  // keeps the CPU's BLAS call's leading dimensions valid).
+  run(make("matmul bias_gelu_aux k = 0", KERNELS(matmul),
+           {uniform({0, 8}), uniform({0, 16}), uniform({16}, -3, 3)},
+           {result({8, 16}), result({8, 16})},
+           {1, 0, LOOM_EPILOGUE_BIAS_GELU_AUX}),
+      context);
+  run(make("matmul bias_gelu k = 0", KERNELS(matmul),
+           {uniform({0, 8}), uniform({0, 16}), uniform({16}, -3, 3)},
+           {result({8, 16})}, {1, 0, LOOM_EPILOGUE_BIAS_GELU}),
       context);
 }
 
@@ -891,11 +1040,57 @@ void failureCases(loom_cuda_context *context) {
 
   void *product[3] = {data, data, out};
   std::vector<int64_t> mixed = metaFor({f32(uniform({4, 4})), uniform({4, 4})},
-                                       {result({4, 4}, false)}, {0, 0});
+                                       {result({4, 4}, false)}, {0, 0, 0});
   expectFailure("errors: matmul f32 x bf16",
                 loom_cuda_matmul(nullptr, product, mixed.data(), context) != 0,
                 loom_cuda_last_error(),
                 "loom_cuda_matmul: operands of element");
+
+  void *biased[4] = {data, data, data, out};
+  std::vector<int64_t> shortBias =
+      metaFor({uniform({4, 8}), uniform({8, 6}), uniform({5})},
+              {result({4, 6})}, {0, 0, LOOM_EPILOGUE_BIAS});
+  expectFailure("errors: matmul bias of the wrong length",
+                loom_cuda_matmul(nullptr, biased, shortBias.data(), context) !=
+                    0,
+                loom_cuda_last_error(),
+                "loom_cuda_matmul: the bias has rank 1 and 5 elements, "
+                "expected [6]");
+  std::vector<int64_t> oneResult =
+      metaFor({uniform({4, 8}), uniform({8, 6}), uniform({6})},
+              {result({4, 6})}, {0, 0, LOOM_EPILOGUE_BIAS_GELU_AUX});
+  expectFailure("errors: matmul bias_gelu_aux with one result",
+                loom_cuda_matmul(nullptr, biased, oneResult.data(), context) !=
+                    0,
+                loom_cuda_last_error(),
+                "loom_cuda_matmul: epilogue bias_gelu_aux takes 3 operands "
+                "and 2 results, got 3 and 1");
+
+  // fused_elementwise's program, checked on the host.
+  void *chain[3] = {data, data, out};
+  auto fused = [&](std::vector<int64_t> attrs) {
+    std::vector<int64_t> meta = metaFor({uniform({4, 4}), uniform({4, 4})},
+                                        {result({4, 4})}, std::move(attrs));
+    return loom_cuda_fused_elementwise(nullptr, chain, meta.data(), context);
+  };
+  expectFailure("errors: fused unknown opcode",
+                fused(program({{99, 0, 1}}, {2})) != 0, loom_cuda_last_error(),
+                "loom_cuda_fused_elementwise: instruction 0 ");
+  expectFailure("errors: fused register not before its own",
+                fused(program({{LOOM_FUSED_ADD, 0, 1}, {LOOM_FUSED_MUL, 3, 0}},
+                              {3})) != 0,
+                loom_cuda_last_error(),
+                "loom_cuda_fused_elementwise: instruction 1 ");
+  expectFailure("errors: fused too many instructions",
+                fused(program(std::vector<std::array<int64_t, 3>>(
+                                  LOOM_FUSED_MAX_INSTRUCTIONS + 1,
+                                  {LOOM_FUSED_ADD, 0, 1}),
+                              {2})) != 0,
+                loom_cuda_last_error(), "loom_cuda_fused_elementwise: 65 ");
+  expectFailure("errors: fused result register out of range",
+                fused(program({{LOOM_FUSED_ADD, 0, 1}}, {3})) != 0,
+                loom_cuda_last_error(),
+                "loom_cuda_fused_elementwise: result 0 ");
 
   loom_cuda_context *small = nullptr;
   if (loom_cuda_context_create(nullptr, 64, &small) == 0) {
@@ -1308,9 +1503,11 @@ int main(int argc, char **argv) {
     return 1;
   }
   elementwiseCases(context);
+  fusedCases(context);
   layoutCases(context);
   reductionCases(context);
   matmulCases(context);
+  matmulEpilogueCases(context);
   normCases(context);
   dropoutCases(context);
   attentionCases(context);

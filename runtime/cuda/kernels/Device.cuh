@@ -40,6 +40,12 @@ struct Floats {
   }
 };
 
+/// `value` rounded to the nearest even bf16, as a float (what a bf16 store
+/// keeps).
+__device__ __forceinline__ float roundBf16(float value) {
+  return __bfloat162float(__float2bfloat16_rn(value));
+}
+
 inline Floats floats(const View &view) {
   return {view.data, static_cast<int32_t>(view.dtype)};
 }

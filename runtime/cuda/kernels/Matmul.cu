@@ -15,9 +15,30 @@
 // workspace; the descriptors are built per call (a cache keyed by shape is
 // the next step once a step's calls are timed).
 //
+// Epilogues (loom_cpu_kernels.h: bias, bias then gelu, and both pre = sum
+// and gelu(pre)). The bias [N] runs along a row of our result, which is a
+// column of cuBLASLt's D: one value per row of D, which is what cuBLASLt's
+// bias is (batch stride 0: shared by the batch). cuBLASLt adds it
+// (CUBLASLT_EPILOGUE_BIAS) and, for a bf16 result, applies the gelu too
+// (GELU_BIAS; GELU_AUX_BIAS writes pre as its aux matrix, whose leading
+// dimension N must be a multiple of 8). Its gelu is the tanh form, as ours,
+// but its kernels may evaluate tanh with the hardware approximation, good
+// to about 2^-11: below bf16's precision, not f32's. So an f32 result, an
+// aux with N not a multiple of 8, or a cuBLASLt without an algorithm for
+// the epilogue take the gelu (and, failing the bias epilogue too, the bias)
+// in one pointwise kernel after the GEMM, with Activation.cuh's gelu, the
+// gelu kernel's. On that path a bf16 result's gelu is taken of pre as
+// stored (rounded), and where cuBLASLt has no bias epilogue at all the
+// product is rounded before the bias is added: the ways a bf16 result
+// depends on what cuBLASLt supports, all within bf16's precision (an f32
+// sum is rounded once on every path).
+//
 //===----------------------------------------------------------------------===//
 
+#include "Activation.cuh"
 #include "Device.cuh"
+
+#include "loom/loom_cpu_kernels.h"
 
 namespace loom::cuda {
 namespace {
@@ -86,34 +107,85 @@ int32_t failBlas(const char *what, cublasStatus_t status) {
       return failBlas(#call, blasStatus);                                      \
   } while (0)
 
-/// C [batch, m, n] = op(A) op(B) with A [batch, m, k] ([k, m] when
-/// `transA`) and B [k, n] ([n, k] when `transB`), row-major; `strideB` 0
-/// when B is shared.
-int32_t gemm(loom_cuda_context *context, bool transA, bool transB, int64_t m,
-             int64_t n, int64_t k, int64_t batch, const View &lhs,
-             const View &rhs, int64_t strideB, const View &out) {
+/// gemm()'s status when cuBLASLt's heuristic has no algorithm (no message
+/// recorded).
+constexpr int32_t kNoAlgorithm = -1;
+
+/// One GEMM: C [batch, m, n] = op(A) op(B) with A [batch, m, k] ([k, m]
+/// when `transA`) and B [k, n] ([n, k] when `transB`), row-major;
+/// `strideB` 0 when B is shared.
+struct GemmShape {
+  bool transA = false, transB = false;
+  int64_t m = 0, n = 0, k = 0, batch = 1, strideB = 0;
+};
+
+/// What cuBLASLt does after the product: nothing (DEFAULT), add `bias`
+/// (one value per column of our C), and apply the gelu, GELU_AUX_BIAS
+/// storing its input into `aux` (C's shape and type).
+struct LtEpilogue {
+  cublasLtEpilogue_t kind = CUBLASLT_EPILOGUE_DEFAULT;
+  const void *bias = nullptr;
+  void *aux = nullptr;
+};
+
+/// Sets the epilogue's attributes on `desc`.
+int32_t setEpilogue(cublasLtMatmulDesc_t desc, const GemmShape &s,
+                    const LtEpilogue &epilogue) {
+  LOOM_CHECK_BLAS(
+      cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_EPILOGUE,
+                                     &epilogue.kind, sizeof epilogue.kind));
+  LOOM_CHECK_BLAS(
+      cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER,
+                                     &epilogue.bias, sizeof epilogue.bias));
+  int64_t biasStride = 0;
+  LOOM_CHECK_BLAS(cublasLtMatmulDescSetAttribute(
+      desc, CUBLASLT_MATMUL_DESC_BIAS_BATCH_STRIDE, &biasStride,
+      sizeof biasStride));
+  if (!epilogue.aux)
+    return 0;
+  // The aux matrix is laid out as D: (n x m) column-major, ld n.
+  int64_t auxLd = s.n, auxStride = s.m * s.n;
+  LOOM_CHECK_BLAS(cublasLtMatmulDescSetAttribute(
+      desc, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_POINTER, &epilogue.aux,
+      sizeof epilogue.aux));
+  LOOM_CHECK_BLAS(cublasLtMatmulDescSetAttribute(
+      desc, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_LD, &auxLd, sizeof auxLd));
+  LOOM_CHECK_BLAS(cublasLtMatmulDescSetAttribute(
+      desc, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_BATCH_STRIDE, &auxStride,
+      sizeof auxStride));
+  return 0;
+}
+
+/// Runs the GEMM `s` with `epilogue` into `out`: 0, kNoAlgorithm, or a
+/// recorded failure.
+int32_t gemm(loom_cuda_context *context, const GemmShape &s, const View &lhs,
+             const View &rhs, const View &out, const LtEpilogue &epilogue) {
   cudaDataType_t inType = cudaTypeOf(lhs.dtype),
                  outType = cudaTypeOf(out.dtype);
   Descriptors d;
   LOOM_CHECK_BLAS(
       cublasLtMatmulDescCreate(&d.matmul, CUBLAS_COMPUTE_32F, CUDA_R_32F));
-  cublasOperation_t opA = transB ? CUBLAS_OP_T : CUBLAS_OP_N;
-  cublasOperation_t opB = transA ? CUBLAS_OP_T : CUBLAS_OP_N;
+  cublasOperation_t opA = s.transB ? CUBLAS_OP_T : CUBLAS_OP_N;
+  cublasOperation_t opB = s.transA ? CUBLAS_OP_T : CUBLAS_OP_N;
   LOOM_CHECK_BLAS(cublasLtMatmulDescSetAttribute(
       d.matmul, CUBLASLT_MATMUL_DESC_TRANSA, &opA, sizeof opA));
   LOOM_CHECK_BLAS(cublasLtMatmulDescSetAttribute(
       d.matmul, CUBLASLT_MATMUL_DESC_TRANSB, &opB, sizeof opB));
+  if (epilogue.kind != CUBLASLT_EPILOGUE_DEFAULT)
+    if (int32_t status = setEpilogue(d.matmul, s, epilogue))
+      return status;
   // cuBLASLt's A is rhs stored as [n, k] column-major when transposed, [k, n]
   // read as (n x k) otherwise; its B is lhs likewise; C is (n x m).
-  LOOM_CHECK_BLAS(
-      makeLayout(&d.a, inType, transB ? k : n, transB ? n : k, batch, strideB));
-  LOOM_CHECK_BLAS(
-      makeLayout(&d.b, inType, transA ? m : k, transA ? k : m, batch, m * k));
+  int64_t m = s.m, n = s.n, k = s.k, batch = s.batch;
+  LOOM_CHECK_BLAS(makeLayout(&d.a, inType, s.transB ? k : n, s.transB ? n : k,
+                             batch, s.strideB));
+  LOOM_CHECK_BLAS(makeLayout(&d.b, inType, s.transA ? m : k, s.transA ? k : m,
+                             batch, m * k));
   LOOM_CHECK_BLAS(makeLayout(&d.c, outType, n, m, batch, m * n));
 
   int64_t inBytes = lhs.elementBytes(), outBytes = out.elementBytes();
   uint64_t workspace = static_cast<uint64_t>(context->scratchBytes);
-  uint32_t alignA = alignmentOf(rhs.data, strideB * inBytes, batch);
+  uint32_t alignA = alignmentOf(rhs.data, s.strideB * inBytes, batch);
   uint32_t alignB = alignmentOf(lhs.data, m * k * inBytes, batch);
   uint32_t alignC = alignmentOf(out.data, m * n * outBytes, batch);
   LOOM_CHECK_BLAS(cublasLtMatmulPreferenceCreate(&d.preference));
@@ -133,22 +205,148 @@ int32_t gemm(loom_cuda_context *context, bool transA, bool transB, int64_t m,
       d.preference, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES, &alignC,
       sizeof alignC));
 
+  // The heuristic sees the bias and aux pointers (their alignment) through
+  // the matmul descriptor. It answers NOT_SUPPORTED when it finds nothing.
   cublasLtMatmulHeuristicResult_t heuristic = {};
   int found = 0;
-  LOOM_CHECK_BLAS(cublasLtMatmulAlgoGetHeuristic(context->blaslt, d.matmul, d.a,
-                                                 d.b, d.c, d.c, d.preference, 1,
-                                                 &heuristic, &found));
-  if (found == 0)
-    return fail("loom_cuda_matmul: cuBLASLt has no algorithm for [%lld x "
-                "%lld x %lld] x %lld",
-                static_cast<long long>(m), static_cast<long long>(n),
-                static_cast<long long>(k), static_cast<long long>(batch));
+  cublasStatus_t status =
+      cublasLtMatmulAlgoGetHeuristic(context->blaslt, d.matmul, d.a, d.b, d.c,
+                                     d.c, d.preference, 1, &heuristic, &found);
+  if (status == CUBLAS_STATUS_NOT_SUPPORTED ||
+      (status == CUBLAS_STATUS_SUCCESS && found == 0))
+    return kNoAlgorithm;
+  if (status != CUBLAS_STATUS_SUCCESS)
+    return failBlas("cublasLtMatmulAlgoGetHeuristic", status);
   float alpha = 1.0f, beta = 0.0f;
   LOOM_CHECK_BLAS(
       cublasLtMatmul(context->blaslt, d.matmul, &alpha, rhs.data, d.a, lhs.data,
                      d.b, &beta, out.data, d.c, out.data, d.c, &heuristic.algo,
                      context->scratch, context->scratchBytes, context->stream));
   return 0;
+}
+
+/// The part of matmul's epilogue cuBLASLt did not do, per element of the
+/// result (`total` elements in rows of `n`): value = product (0 when
+/// `product` has no data: k = 0) + bias[column] (when `bias` has data),
+/// stored into `pre` when it has data, and gelu(value) (`applyGelu`) or
+/// the value into `out`. `product` may be `pre` or `out`: each thread reads
+/// its element before it writes it.
+__global__ void epilogue_forward_kernel(Floats product, Floats bias, Floats pre,
+                                        Floats out, bool applyGelu, int64_t n,
+                                        int64_t total) {
+  LOOM_GRID_STRIDE(e, total) {
+    float value = product.data ? product[e] : 0.0f;
+    if (bias.data)
+      value += bias[e % n];
+    if (pre.data)
+      pre.store(e, value);
+    out.store(e, applyGelu ? gelu(value) : value);
+  }
+}
+
+int32_t epilogue_forward(loom_cuda_context *context, const View *product,
+                         const View *bias, const View *pre, const View &out,
+                         bool applyGelu, int64_t n) {
+  Floats none = {nullptr, LOOM_DTYPE_F32};
+  int64_t total = out.numElements();
+  epilogue_forward_kernel<<<blocksFor(total), kThreads, 0, context->stream>>>(
+      product ? floats(*product) : none, bias ? floats(*bias) : none,
+      pre ? floats(*pre) : none, floats(out), applyGelu, n, total);
+  return checkLaunch("matmul");
+}
+
+const char *epilogueName(int64_t epilogue) {
+  switch (epilogue) {
+  case LOOM_EPILOGUE_NONE:
+    return "none";
+  case LOOM_EPILOGUE_BIAS:
+    return "bias";
+  case LOOM_EPILOGUE_BIAS_GELU:
+    return "bias_gelu";
+  default:
+    return "bias_gelu_aux";
+  }
+}
+
+/// Checks the tensors an epilogue adds: the bias [n] of the result's
+/// element type, and with an aux, two results of one shape and type.
+int32_t checkEpilogue(const KernelArgs &args, int64_t epilogue, int64_t n) {
+  if (epilogue == LOOM_EPILOGUE_NONE)
+    return 0;
+  const View &bias = args.in(2), &result = args.out(0);
+  if (bias.rank != 1 || bias.dims[0] != n)
+    return fail("loom_cuda_matmul: the bias has rank %lld and %lld elements, "
+                "expected [%lld] (the result's last dimension)",
+                static_cast<long long>(bias.rank),
+                static_cast<long long>(bias.numElements()),
+                static_cast<long long>(n));
+  if (bias.dtype != result.dtype)
+    return fail("loom_cuda_matmul: the bias has element type %d, the result "
+                "%d (the bias takes the result's)",
+                static_cast<int>(bias.dtype), static_cast<int>(result.dtype));
+  if (epilogue != LOOM_EPILOGUE_BIAS_GELU_AUX)
+    return 0;
+  const View &activated = args.out(1);
+  bool same = activated.dtype == result.dtype && activated.rank == result.rank;
+  for (int64_t d = 0; same && d < result.rank; ++d)
+    same = activated.dims[d] == result.dims[d];
+  if (!same)
+    return fail("loom_cuda_matmul: bias_gelu_aux's results (pre and "
+                "gelu(pre)) differ in shape or element type");
+  return 0;
+}
+
+/// The product of `s` with `epilogue` into the results: the cuBLASLt
+/// epilogues that apply (see the banner) tried in turn, the rest in
+/// epilogue_forward.
+int32_t productWithEpilogue(loom_cuda_context *context, const KernelArgs &args,
+                            const GemmShape &s, int64_t epilogue) {
+  const View &lhs = args.in(0), &rhs = args.in(1);
+  const View &result = args.out(0);
+  bool aux = epilogue == LOOM_EPILOGUE_BIAS_GELU_AUX;
+  bool withGelu = epilogue == LOOM_EPILOGUE_BIAS_GELU || aux;
+  const View &out = args.out(aux ? 1 : 0);
+
+  LtEpilogue tries[3];
+  int count = 0;
+  if (withGelu && out.dtype == LOOM_DTYPE_BF16 && (!aux || s.n % 8 == 0)) {
+    tries[count].kind =
+        aux ? CUBLASLT_EPILOGUE_GELU_AUX_BIAS : CUBLASLT_EPILOGUE_GELU_BIAS;
+    tries[count].bias = args.in(2).data;
+    tries[count++].aux = aux ? result.data : nullptr;
+  }
+  if (epilogue != LOOM_EPILOGUE_NONE) {
+    tries[count].kind = CUBLASLT_EPILOGUE_BIAS;
+    tries[count++].bias = args.in(2).data;
+  }
+  count++; // the plain GEMM
+  int32_t status = 0;
+  int done = 0;
+  for (; done < count; ++done) {
+    const LtEpilogue &lt = tries[done];
+    // GELU_AUX_BIAS's D is gelu(pre), its aux pre; otherwise D is result 0.
+    bool intoOut = lt.kind == CUBLASLT_EPILOGUE_GELU_AUX_BIAS;
+    status = gemm(context, s, lhs, rhs, intoOut ? out : result, lt);
+    if (status == 0)
+      break;
+  }
+  if (status == kNoAlgorithm)
+    return fail("loom_cuda_matmul: cuBLASLt has no algorithm for [%lld x "
+                "%lld x %lld] x %lld",
+                static_cast<long long>(s.m), static_cast<long long>(s.n),
+                static_cast<long long>(s.k), static_cast<long long>(s.batch));
+  if (status != 0)
+    return status;
+  cublasLtEpilogue_t applied = tries[done].kind;
+  bool biasAdded = applied != CUBLASLT_EPILOGUE_DEFAULT;
+  bool geluApplied = applied == CUBLASLT_EPILOGUE_GELU_BIAS ||
+                     applied == CUBLASLT_EPILOGUE_GELU_AUX_BIAS;
+  if (epilogue == LOOM_EPILOGUE_NONE || geluApplied ||
+      (epilogue == LOOM_EPILOGUE_BIAS && biasAdded))
+    return 0;
+  return epilogue_forward(context, &result, biasAdded ? nullptr : &args.in(2),
+                          aux && !biasAdded ? &result : nullptr, out, withGelu,
+                          s.n);
 }
 
 } // namespace
@@ -160,10 +358,23 @@ extern "C" int32_t loom_cuda_matmul(const loom_call_frame *,
                                     void *const *buffers, const int64_t *meta,
                                     loom_cuda_context *context) {
   KernelArgs args(buffers, meta);
-  if (int32_t status = args.expect("matmul", 2, 1))
+  bool transposeLhs = args.unit(), transposeRhs = args.unit();
+  int64_t epilogue = args.integer();
+  if (epilogue < LOOM_EPILOGUE_NONE || epilogue > LOOM_EPILOGUE_BIAS_GELU_AUX)
+    return fail("loom_cuda_matmul: unknown epilogue %lld",
+                static_cast<long long>(epilogue));
+  int64_t operands = epilogue == LOOM_EPILOGUE_NONE ? 2 : 3;
+  int64_t results = epilogue == LOOM_EPILOGUE_BIAS_GELU_AUX ? 2 : 1;
+  if (args.numOperands() != operands || args.numResults() != results)
+    return fail("loom_cuda_matmul: epilogue %s takes %lld operands and %lld "
+                "results, got %lld and %lld",
+                epilogueName(epilogue), static_cast<long long>(operands),
+                static_cast<long long>(results),
+                static_cast<long long>(args.numOperands()),
+                static_cast<long long>(args.numResults()));
+  if (int32_t status = args.expect("matmul", operands, results))
     return status;
   const View &lhs = args.in(0), &rhs = args.in(1), &out = args.out(0);
-  bool transposeLhs = args.unit(), transposeRhs = args.unit();
   if (lhs.rank < 2 || rhs.rank < 2 || out.rank != lhs.rank ||
       (rhs.rank != 2 && rhs.rank != lhs.rank))
     return fail("loom_cuda_matmul: operands of rank %lld and %lld, result of "
@@ -188,24 +399,41 @@ extern "C" int32_t loom_cuda_matmul(const loom_call_frame *,
                 static_cast<long long>(lhsM), static_cast<long long>(k),
                 static_cast<long long>(rhsK), static_cast<long long>(rhsN),
                 static_cast<long long>(m), static_cast<long long>(n));
+  if (int32_t status = checkEpilogue(args, epilogue, n))
+    return status;
   if (m * n == 0)
     return 0;
   int64_t batch = out.numElements() / (m * n);
+  bool sharedRhs = rhs.rank == 2;
+  if (lhs.numElements() != batch * m * k ||
+      rhs.numElements() != (sharedRhs ? 1 : batch) * k * n)
+    return fail("loom_cuda_matmul: the batch dimensions of the operands do "
+                "not match the result's");
   if (k == 0) {
+    // The product is zeros: the result is the epilogue of zeros.
+    if (epilogue != LOOM_EPILOGUE_NONE) {
+      bool aux = epilogue == LOOM_EPILOGUE_BIAS_GELU_AUX;
+      return epilogue_forward(context, nullptr, &args.in(2),
+                              aux ? &out : nullptr, args.out(aux ? 1 : 0),
+                              epilogue != LOOM_EPILOGUE_BIAS, n);
+    }
     cudaError_t status = cudaMemsetAsync(
         out.data, 0, out.numElements() * out.elementBytes(), context->stream);
     return status == cudaSuccess
                ? 0
                : fail("loom_cuda_matmul: %s", cudaGetErrorString(status));
   }
-  bool sharedRhs = rhs.rank == 2;
-  if (lhs.numElements() != batch * m * k ||
-      rhs.numElements() != (sharedRhs ? 1 : batch) * k * n)
-    return fail("loom_cuda_matmul: the batch dimensions of the operands do "
-                "not match the result's");
-  if (sharedRhs && !transposeLhs)
-    return gemm(context, false, transposeRhs, batch * m, n, k, 1, lhs, rhs, 0,
-                out);
-  return gemm(context, transposeLhs, transposeRhs, m, n, k, batch, lhs, rhs,
-              sharedRhs ? 0 : k * n, out);
+  GemmShape shape;
+  shape.transA = transposeLhs;
+  shape.transB = transposeRhs;
+  shape.n = n;
+  shape.k = k;
+  if (sharedRhs && !transposeLhs) {
+    shape.m = batch * m;
+  } else {
+    shape.m = m;
+    shape.batch = batch;
+    shape.strideB = sharedRhs ? 0 : k * n;
+  }
+  return productWithEpilogue(context, args, shape, epilogue);
 }

@@ -17,6 +17,7 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "Activation.cuh"
 #include "Device.cuh"
 
 #include "loom/Interpreter/DropoutMask.h"
@@ -337,40 +338,21 @@ int32_t rmsNormGrad(KernelArgs &args, loom_cuda_context *context) {
 // gelu, silu
 //===----------------------------------------------------------------------===//
 
-// GPT-2's gelu_new written with sigmoids, as the CPU kernel writes it
-// (0.5 (1 + tanh(u)) = sigmoid(2u), 1 - tanh(u)^2 = 4 sigmoid(2u)
-// sigmoid(-2u)), which keeps its relative precision where 1 + tanh(u)
-// cancels.
-constexpr float kGeluScale = 0.7978845608028654f; // sqrt(2 / pi)
-constexpr float kGeluCubic = 0.044715f;
-
-__device__ __forceinline__ float sigmoid(float x) {
-  return 1.0f / (1.0f + expf(-x));
-}
-
-__device__ __forceinline__ float geluInner(float x) {
-  return kGeluScale * (x + kGeluCubic * x * x * x);
-}
-
 enum class Activation { Gelu, Silu };
 
 template <Activation kind> __device__ __forceinline__ float activate(float x) {
   if constexpr (kind == Activation::Gelu)
-    return x * sigmoid(2.0f * geluInner(x));
+    return gelu(x);
   else
-    return x * sigmoid(x);
+    return silu(x);
 }
 
 template <Activation kind>
 __device__ __forceinline__ float derivative(float x) {
-  if constexpr (kind == Activation::Gelu) {
-    float u = geluInner(x);
-    float up = sigmoid(2.0f * u), down = sigmoid(-2.0f * u);
-    return up + 2.0f * x * up * down * kGeluScale *
-                    (1.0f + 3.0f * kGeluCubic * x * x);
-  } else {
-    return sigmoid(x) * (1.0f + x * sigmoid(-x));
-  }
+  if constexpr (kind == Activation::Gelu)
+    return geluDerivative(x);
+  else
+    return siluDerivative(x);
 }
 
 template <Activation kind>

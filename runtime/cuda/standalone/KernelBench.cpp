@@ -131,7 +131,8 @@ int main() {
   }
   const int64_t b = kBatch, s = kSeq, c = kWidth, h = kHeads, d = c / h;
   const double gemm = 2.0 * kTokens * c; // times N
-  std::vector<int64_t> noTranspose = {0, 0};
+  // transpose_lhs, transpose_rhs, epilogue (none)
+  std::vector<int64_t> noTranspose = {0, 0, 0};
   // causal, scale, has_step, dropout rate, seed, key
   std::vector<int64_t> attention = {1, real(0.125), 0, real(0.0), 0, 0};
   // Causal attention: half of 4 B H S^2 D forward, twice that backward.
@@ -145,12 +146,17 @@ int main() {
   ok &= bench("matmul mlp up", loom_cuda_matmul,
               {bf16({b, s, c}), bf16({c, 4 * c})}, {bf16({b, s, 4 * c})},
               noTranspose, gemm * 4 * c, context, stream);
+  // Epilogue 3, bias_gelu_aux: pre = x.W + b and gelu(pre) from one call.
+  ok &= bench("matmul mlp up +bias_gelu_aux", loom_cuda_matmul,
+              {bf16({b, s, c}), bf16({c, 4 * c}), bf16({4 * c})},
+              {bf16({b, s, 4 * c}), bf16({b, s, 4 * c})}, {0, 0, 3},
+              gemm * 4 * c, context, stream);
   ok &= bench("matmul mlp up dW (lhs^T)", loom_cuda_matmul,
               {bf16({kTokens, c}), bf16({kTokens, 4 * c})}, {f32({c, 4 * c})},
-              {1, 0}, gemm * 4 * c, context, stream);
+              {1, 0, 0}, gemm * 4 * c, context, stream);
   ok &= bench("matmul lm head (rhs^T)", loom_cuda_matmul,
               {bf16({b, s, c}), bf16({kVocab, c})}, {bf16({b, s, kVocab})},
-              {0, 1}, gemm * kVocab, context, stream);
+              {0, 1, 0}, gemm * kVocab, context, stream);
   ok &= bench("attention", loom_cuda_attention,
               {bf16({b, s, h, d}), bf16({b, s, h, d}), bf16({b, s, h, d})},
               {bf16({b, s, h, d}), f32({b, h, s})}, attention, attentionFlops,
@@ -172,6 +178,12 @@ int main() {
   ok &=
       bench("add (residual)", loom_cuda_add, {bf16({b, s, c}), bf16({b, s, c})},
             {bf16({b, s, c})}, {}, 0.0, context, stream);
+  // A bias add and its gelu in one fused_elementwise: add(r0, r1) -> r2,
+  // gelu(r2) -> r3 (opcodes 0 and 11), result r3; against "gelu" above,
+  // the cost of the program's interpretation and the bias' broadcast.
+  ok &= bench("fused bias + gelu", loom_cuda_fused_elementwise,
+              {bf16({b, s, 4 * c}), bf16({4 * c})}, {bf16({b, s, 4 * c})},
+              {2, 0, 0, 1, 11, 2, 0, 3}, 0.0, context, stream);
   ok &= bench("reduce_sum (bias grad)", loom_cuda_reduce_sum,
               {bf16({b, s, 4 * c})}, {f32({4 * c})}, {2, 0, 1, 0}, 0.0, context,
               stream);

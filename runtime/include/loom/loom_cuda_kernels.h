@@ -36,7 +36,8 @@
  * storage, f32 arithmetic), each tensor independently, except:
  *   matmul            lhs and rhs of one type; f32 inputs give an f32
  *                     result, bf16 inputs a bf16 or an f32 one (cuBLASLt,
- *                     f32 accumulation)
+ *                     f32 accumulation); an epilogue's bias has the
+ *                     result's type, bias_gelu_aux's two results one type
  *   adamw_update      m, v, m', v' f32 (optimizer state stays f32); param,
  *                     grad, param' f32 or bf16
  *   cross_entropy     the loss is f32 (or bf16); dloss likewise
@@ -140,6 +141,11 @@ LOOM_CUDA_KERNEL(rsqrt)
 LOOM_CUDA_KERNEL(tanh)
 LOOM_CUDA_KERNEL(cast)
 LOOM_CUDA_KERNEL(copy)
+/* A chain of elementwise ops (loom_cpu_kernels.h's fused_elementwise
+ * program) in one launch: every operand broadcast to the results' shape,
+ * the instructions in f32 per element, each result rounded once at its
+ * store. Operands and results f32 or bf16, at most 16 tensors in all. */
+LOOM_CUDA_KERNEL(fused_elementwise)
 /* A constant of the compiled program into device memory: copy's meta,
  * buffers[0] a host pointer (the program's global), buffers[1] its device
  * destination; an asynchronous host-to-device copy on the context's
