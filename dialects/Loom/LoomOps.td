@@ -3,7 +3,8 @@
 // Every op is pure (dropout draws from a counter-based RNG keyed by its
 // operands and attributes, so it is a function too), has a verifier with
 // precise messages, a builder that infers the result types, and a sharding
-// rule.
+// rule. The exceptions are loom.fused and loom.yield (FusionOps.td), which
+// hold ops --loom-fuse groups after partitioning: no rule, no inference.
 //
 //===----------------------------------------------------------------------===//
 
@@ -27,5 +28,6 @@ include "dialects/Loom/LayoutOps.td"
 include "dialects/Loom/NeuralOps.td"
 include "dialects/Loom/GradientOps.td"
 include "dialects/Loom/OptimizerOps.td"
+include "dialects/Loom/FusionOps.td"
 
 #endif // LOOM_DIALECT_LOOMOPS_TD

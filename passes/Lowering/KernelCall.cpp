@@ -10,6 +10,7 @@
 
 #include "dialects/Loom/LoomDialect.h"
 #include "dialects/Loom/LoomOps.h"
+#include "loom/loom_cpu_kernels.h"
 
 #include "mlir/Dialect/Shard/IR/ShardOps.h"
 #include "mlir/IR/BuiltinAttributes.h"
@@ -260,6 +261,7 @@ LogicalResult writeLoomAttributes(Operation *op, MetaWriter &w) {
       .Case([&](MatmulOp) {
         w.unit("transpose_lhs");
         w.unit("transpose_rhs");
+        w.integer(LOOM_EPILOGUE_NONE);
         return success();
       })
       .Case<LayerNormOp, LayerNormGradOp, RMSNormOp, RMSNormGradOp>(
@@ -328,6 +330,116 @@ LogicalResult writeLoomAttributes(Operation *op, MetaWriter &w) {
       .Default([&](Operation *) { return noKernel(op, w.getTarget()); });
 }
 
+/// The opcode of a chain op in a fused_elementwise program, or -1.
+int64_t fusedOpcode(Operation *op) {
+  return llvm::TypeSwitch<Operation *, int64_t>(op)
+      .Case([](AddOp) { return LOOM_FUSED_ADD; })
+      .Case([](SubOp) { return LOOM_FUSED_SUB; })
+      .Case([](MulOp) { return LOOM_FUSED_MUL; })
+      .Case([](DivOp) { return LOOM_FUSED_DIV; })
+      .Case([](NegOp) { return LOOM_FUSED_NEG; })
+      .Case([](ExpOp) { return LOOM_FUSED_EXP; })
+      .Case([](LogOp) { return LOOM_FUSED_LOG; })
+      .Case([](SqrtOp) { return LOOM_FUSED_SQRT; })
+      .Case([](RsqrtOp) { return LOOM_FUSED_RSQRT; })
+      .Case([](TanhOp) { return LOOM_FUSED_TANH; })
+      .Case([](CastOp) { return LOOM_FUSED_CAST; })
+      .Case([](GeluOp) { return LOOM_FUSED_GELU; })
+      .Case([](GeluGradOp) { return LOOM_FUSED_GELU_GRAD; })
+      .Case([](SiluOp) { return LOOM_FUSED_SILU; })
+      .Case([](SiluGradOp) { return LOOM_FUSED_SILU_GRAD; })
+      .Default([](Operation *) { return -1; });
+}
+
+/// A body the kernels cannot run.
+LogicalResult unsupportedBody(FusedOp fused, const Target &target) {
+  return fused.emitOpError()
+         << "has no " << target.library << " kernel for its body ("
+         << target.flag
+         << " runs a matmul with a bias [and gelu] epilogue, or a chain of "
+            "elementwise ops; see --loom-fuse)";
+}
+
+/// A matmul body: matmul(lhs, rhs), add(product, bias), optionally gelu
+/// of the sum, yielding the sum, the gelu or both (in that order).
+LogicalResult writeMatmulEpilogue(FusedOp fused, MetaWriter &w,
+                                  const Target &target) {
+  Block &body = fused.getBody().front();
+  auto ops = body.without_terminator();
+  SmallVector<Operation *> list;
+  for (Operation &op : ops)
+    list.push_back(&op);
+  auto yield = cast<YieldOp>(body.getTerminator());
+  if (list.size() < 2 || list.size() > 3 || body.getNumArguments() != 3)
+    return unsupportedBody(fused, target);
+  auto matmul = dyn_cast<MatmulOp>(list[0]);
+  auto add = dyn_cast<AddOp>(list[1]);
+  GeluOp gelu = list.size() == 3 ? dyn_cast<GeluOp>(list[2]) : GeluOp();
+  if (!matmul || !add || (list.size() == 3 && !gelu) ||
+      matmul.getLhs() != body.getArgument(0) ||
+      matmul.getRhs() != body.getArgument(1))
+    return unsupportedBody(fused, target);
+  Value bias = body.getArgument(2);
+  bool sumOfProduct =
+      (add.getLhs() == matmul.getResult() && add.getRhs() == bias) ||
+      (add.getRhs() == matmul.getResult() && add.getLhs() == bias);
+  if (!sumOfProduct || (gelu && gelu.getX() != add.getResult()))
+    return unsupportedBody(fused, target);
+  SmallVector<Value> yielded(yield.getValues());
+  loom_matmul_epilogue epilogue;
+  if (!gelu && yielded == SmallVector<Value>{add.getResult()})
+    epilogue = LOOM_EPILOGUE_BIAS;
+  else if (gelu && yielded == SmallVector<Value>{gelu.getResult()})
+    epilogue = LOOM_EPILOGUE_BIAS_GELU;
+  else if (gelu &&
+           yielded == SmallVector<Value>{add.getResult(), gelu.getResult()})
+    epilogue = LOOM_EPILOGUE_BIAS_GELU_AUX;
+  else
+    return unsupportedBody(fused, target);
+  w.integer(matmul->hasAttr("transpose_lhs") ? 1 : 0);
+  w.integer(matmul->hasAttr("transpose_rhs") ? 1 : 0);
+  w.integer(epilogue);
+  return success();
+}
+
+/// An elementwise body: the fused_elementwise program (loom_cpu_kernels.h).
+LogicalResult writeFusedProgram(FusedOp fused, MetaWriter &w,
+                                const Target &target) {
+  Block &body = fused.getBody().front();
+  DenseMap<Value, int64_t> registers;
+  for (BlockArgument arg : body.getArguments())
+    registers[arg] = arg.getArgNumber();
+  SmallVector<int64_t> code;
+  for (Operation &op : body.without_terminator()) {
+    int64_t opcode = fusedOpcode(&op);
+    if (opcode < 0 || op.getNumResults() != 1 || op.getNumOperands() > 2)
+      return unsupportedBody(fused, target);
+    int64_t a = registers.lookup(op.getOperand(0)), b = 0;
+    if (opcode == LOOM_FUSED_CAST) {
+      b = dtypeCode(
+          cast<RankedTensorType>(op.getResult(0).getType()).getElementType());
+      if (b != LOOM_DTYPE_F32 && b != LOOM_DTYPE_BF16)
+        return unsupportedBody(fused, target);
+    } else if (op.getNumOperands() == 2) {
+      b = registers.lookup(op.getOperand(1));
+    }
+    registers[op.getResult(0)] = static_cast<int64_t>(body.getNumArguments()) +
+                                 static_cast<int64_t>(code.size()) / 3;
+    code.append({opcode, a, b});
+  }
+  int64_t count = static_cast<int64_t>(code.size()) / 3;
+  if (count < 1 || count > LOOM_FUSED_MAX_INSTRUCTIONS)
+    return fused.emitOpError()
+           << "has " << count << " ops; fused_elementwise runs 1 to "
+           << LOOM_FUSED_MAX_INSTRUCTIONS;
+  w.integer(count);
+  for (int64_t value : code)
+    w.integer(value);
+  for (Value value : cast<YieldOp>(body.getTerminator()).getValues())
+    w.integer(registers.lookup(value));
+  return success();
+}
+
 } // namespace
 
 FailureOr<KernelCall> encodeKernelCall(Operation *op, GroupTable &groups,
@@ -337,7 +449,15 @@ FailureOr<KernelCall> encodeKernelCall(Operation *op, GroupTable &groups,
     return op->emitOpError()
            << target.flag << " takes ops of 16 operands and results at most";
   KernelCall call;
-  call.symbol = (target.kernelPrefix + op->getName().stripDialect()).str();
+  auto fused = dyn_cast<FusedOp>(op);
+  bool fusedMatmul =
+      fused && !fused.getBody().empty() &&
+      llvm::any_of(fused.getBody().front(),
+                   [](Operation &inner) { return isa<MatmulOp>(inner); });
+  StringRef kernel = !fused        ? op->getName().stripDialect()
+                     : fusedMatmul ? StringRef("matmul")
+                                   : StringRef("fused_elementwise");
+  call.symbol = (target.kernelPrefix + kernel).str();
   MetaWriter w(op, target, call.meta);
   w.integer(op->getNumOperands());
   w.integer(op->getNumResults());
@@ -349,6 +469,10 @@ FailureOr<KernelCall> encodeKernelCall(Operation *op, GroupTable &groups,
       return failure();
   if (isa<shard::ShardDialect>(op->getDialect())) {
     if (failed(writeCollective(op, w, groups)))
+      return failure();
+  } else if (fused) {
+    if (failed(fusedMatmul ? writeMatmulEpilogue(fused, w, target)
+                           : writeFusedProgram(fused, w, target)))
       return failure();
   } else if (failed(writeLoomAttributes(op, w))) {
     return failure();

@@ -12,6 +12,7 @@
 #include "passes/Lowering/MemoryPlan.h"
 
 #include "dialects/Loom/LoomDialect.h"
+#include "dialects/Loom/LoomOps.h"
 
 #include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/Dialect/Func/IR/FuncOps.h"
@@ -94,6 +95,11 @@ LogicalResult FunctionLowering::collectSteps() {
       continue;
     if (auto shardOp = dyn_cast<shard::ShardOp>(op)) {
       aliases[shardOp.getResult()] = resolve(shardOp.getSrc());
+      continue;
+    }
+    // A reshape is its operand's bytes read at another shape: no call.
+    if (auto reshape = dyn_cast<ReshapeOp>(op)) {
+      aliases[reshape.getResult()] = resolve(reshape.getX());
       continue;
     }
     if (auto constant = dyn_cast<arith::ConstantOp>(op)) {

@@ -81,4 +81,39 @@ def LoomLowerCUDA : Pass<"loom-lower-cuda", "mlir::ModuleOp"> {
   let dependentDialects = ["mlir::LLVM::LLVMDialect"];
 }
 
+def LoomFuse : Pass<"loom-fuse", "mlir::ModuleOp"> {
+  let summary = "Group ops that one kernel call can run into loom.fused";
+  let description = [{
+    Run on per-device programs right before `--loom-lower-cpu` /
+    `--loom-lower-cuda` (`loom-compile` does, unless `--no-fuse`). In every
+    function of one block:
+    - **matmul epilogues**: a `loom.matmul` whose only user is a
+      `loom.add` of a bias (rank 1, the result's last dimension, the same
+      element type), and a `loom.gelu` of that sum when there is one (its
+      other users, a `loom.gelu_grad` in a training step, must come after
+      the gelu), become one `loom.fused` with inputs (lhs, rhs, bias): one
+      `matmul` call with a bias or bias-gelu epilogue (cuBLASLt's on the
+      GPU), the sum kept as a second result where it is used elsewhere;
+    - **elementwise chains**: connected ops of one result shape among add,
+      sub, mul, div, neg, exp, log, sqrt, rsqrt, tanh, cast, gelu,
+      gelu_grad, silu and silu_grad on f32 / bf16 tensors become one
+      `loom.fused` run by one `fused_elementwise` call; its results are the
+      values used outside the chain. A chain grows while no other op reads
+      its values in between (the fused op stands where its last op stood),
+      up to 64 ops and 16 tensors.
+    The fused op computes what the ops computed; f32 results are the same
+    bit for bit on the CPU, and on the GPU bf16 values between the ops of a
+    chain are no longer rounded (they stay f32 registers).
+    ```mlir
+    %1 = loom.fused(%x, %y, %b) : (...) -> tensor<8x64xbf16> { ... loom.yield %3 : ... }
+    ```
+  }];
+  let options = [
+    Option<"epilogues", "epilogues", "bool", /*default=*/"true",
+           "fuse a matmul with its bias add and gelu">,
+    Option<"elementwise", "elementwise", "bool", /*default=*/"true",
+           "fuse chains of elementwise ops">,
+  ];
+}
+
 #endif // LOOM_PASSES_LOWERING_PASSES_TD

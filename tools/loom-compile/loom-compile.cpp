@@ -3,11 +3,12 @@
 // Usage:
 //   loom-opt ... --inline | loom-compile -o model.loom
 //   loom-compile step.mlir -o model.loom [--target=cpu|cuda]
-//     [--ld PATH] [--emit-llvm FILE]
+//     [--ld PATH] [--emit-llvm FILE] [--no-fuse]
 //
 // Reads a module holding the per-device training step (`@train_step`,
 // after --inline and optionally --loom-auto-shard/--loom-partition) or its
-// pipeline stage functions (--loom-split-stages), lowers it with
+// pipeline stage functions (--loom-split-stages), fuses what one kernel
+// call can run (--loom-fuse, unless --no-fuse), lowers it with
 // --loom-lower-cpu or --loom-lower-cuda (unless it already is), compiles
 // the LLVM code (host code in both cases: the CUDA kernels are a library
 // it calls) to an object for this machine and links it into a shared
@@ -87,6 +88,10 @@ cl::opt<Backend> backend(
                clEnumValN(Backend::CUDA, "cuda",
                           "loom_cuda_kernels.h (--loom-lower-cuda): device "
                           "buffers, a loom_cuda_context per call")));
+cl::opt<bool> noFuse(
+    "no-fuse", cl::cat(category),
+    cl::desc("Lower every op to its own kernel call: skip --loom-fuse (matmul "
+             "bias/gelu epilogues, elementwise chains)"));
 cl::opt<std::string> emitLLVM("emit-llvm", cl::cat(category),
                               cl::value_desc("file.ll"),
                               cl::desc("Also write the LLVM IR here"));
@@ -377,6 +382,8 @@ int main(int argc, char **argv) {
   }
   if (!lowered) {
     mlir::PassManager pm(&context);
+    if (!noFuse)
+      pm.addPass(loom::createLoomFuse());
     if (backend == Backend::CUDA)
       pm.addPass(loom::createLoomLowerCUDA());
     else

@@ -8,6 +8,7 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "Activation.h"
 #include "KernelArgs.h"
 
 #include <cblas.h>
@@ -192,6 +193,63 @@ bool isFloatType(loom_dtype dtype) {
   return dtype == LOOM_DTYPE_F32 || dtype == LOOM_DTYPE_F64;
 }
 
+/// Fails unless the operands and results suit `epilogue`
+/// (loom_cpu_kernels.h): lhs, rhs (and a bias [n]); one result (two for
+/// bias_gelu_aux, of one shape).
+int32_t checkEpilogue(const KernelArgs &args, loom_matmul_epilogue epilogue) {
+  if (epilogue < LOOM_EPILOGUE_NONE || epilogue > LOOM_EPILOGUE_BIAS_GELU_AUX)
+    return fail("matmul: unknown epilogue %d", static_cast<int>(epilogue));
+  int64_t operands = epilogue == LOOM_EPILOGUE_NONE ? 2 : 3;
+  int64_t results = epilogue == LOOM_EPILOGUE_BIAS_GELU_AUX ? 2 : 1;
+  if (args.numOperands() != operands || args.numResults() != results)
+    return fail("matmul: epilogue %d takes %lld operands and %lld results, "
+                "not %lld and %lld",
+                static_cast<int>(epilogue), static_cast<long long>(operands),
+                static_cast<long long>(results),
+                static_cast<long long>(args.numOperands()),
+                static_cast<long long>(args.numResults()));
+  const View &out = args.out(0);
+  if (results == 2) {
+    const View &second = args.out(1);
+    if (second.rank != out.rank ||
+        !std::equal(out.dims, out.dims + out.rank, second.dims))
+      return fail("matmul: the epilogue's two results differ in shape");
+  }
+  if (operands == 3) {
+    const View &bias = args.in(2);
+    if (bias.rank != 1 || out.rank < 1 ||
+        bias.dims[0] != out.dims[out.rank - 1])
+      return fail(
+          "matmul: the bias has %lld elements in %lld dimensions, "
+          "expected [%lld]",
+          static_cast<long long>(bias.numElements()),
+          static_cast<long long>(bias.rank),
+          static_cast<long long>(out.rank ? out.dims[out.rank - 1] : 0));
+  }
+  return 0;
+}
+
+/// Adds the bias to every row of the product in results[0] and applies
+/// gelu, as `epilogue` says; bias_gelu_aux keeps the sum in results[0] and
+/// writes gelu of it to results[1].
+void applyEpilogue(const KernelArgs &args, loom_matmul_epilogue epilogue) {
+  const View &out = args.out(0);
+  if (epilogue == LOOM_EPILOGUE_NONE || out.numElements() == 0)
+    return;
+  const float *bias = args.in(2).f32();
+  int64_t n = out.dims[out.rank - 1], rows = out.numElements() / n;
+  float *sum = out.f32();
+  float *activation =
+      epilogue == LOOM_EPILOGUE_BIAS_GELU_AUX ? args.out(1).f32() : sum;
+  for (int64_t r = 0; r < rows; ++r)
+    for (int64_t j = 0; j < n; ++j) {
+      float x = sum[r * n + j] + bias[j];
+      sum[r * n + j] = x;
+      if (epilogue != LOOM_EPILOGUE_BIAS)
+        activation[r * n + j] = gelu(x);
+    }
+}
+
 } // namespace
 } // namespace loom::cpu
 
@@ -202,24 +260,31 @@ extern "C" {
 int32_t loom_cpu_matmul(const loom_call_frame *, void *const *buffers,
                         const int64_t *meta) {
   KernelArgs args(buffers, meta);
-  const View &lhs = args.in(0), &rhs = args.in(1), &out = args.out(0);
   bool transposeLhs = args.unit(), transposeRhs = args.unit();
+  auto epilogue = static_cast<loom_matmul_epilogue>(args.integer());
+  if (int32_t status = checkEpilogue(args, epilogue))
+    return status;
+  const View &lhs = args.in(0), &rhs = args.in(1), &out = args.out(0);
   if (lhs.rank < 2 || rhs.rank < 2 || out.rank != lhs.rank)
     return fail("matmul: operands of rank %lld and %lld, result of rank %lld",
                 static_cast<long long>(lhs.rank),
                 static_cast<long long>(rhs.rank),
                 static_cast<long long>(out.rank));
-  if (lhs.dtype != out.dtype || rhs.dtype != out.dtype)
-    return fail("matmul: operands of element types %d and %d, result of %d",
-                static_cast<int>(lhs.dtype), static_cast<int>(rhs.dtype),
-                static_cast<int>(out.dtype));
-  if (out.dtype == LOOM_DTYPE_F32)
+  for (int64_t t = 1; t < args.numOperands() + args.numResults(); ++t)
+    if (args.tensor(t).dtype != lhs.dtype)
+      return fail("matmul: operands and results of element types %d and %d",
+                  static_cast<int>(lhs.dtype),
+                  static_cast<int>(args.tensor(t).dtype));
+  if (out.dtype == LOOM_DTYPE_F32) {
     matmul<float>(lhs, rhs, out, transposeLhs, transposeRhs);
-  else if (out.dtype == LOOM_DTYPE_F64)
+    applyEpilogue(args, epilogue);
+  } else if (out.dtype == LOOM_DTYPE_F64 && epilogue == LOOM_EPILOGUE_NONE) {
     matmul<double>(lhs, rhs, out, transposeLhs, transposeRhs);
-  else
-    return fail("matmul: element type %d is neither f32 nor f64",
+  } else {
+    return fail("matmul: element type %d is neither f32 nor f64 (f32 only "
+                "with an epilogue)",
                 static_cast<int>(out.dtype));
+  }
   return 0;
 }
 

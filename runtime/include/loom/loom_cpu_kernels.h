@@ -29,7 +29,7 @@
  * accumulate reductions in double.
  *
  * Attributes, by op (ops not listed have none):
- *   matmul             transpose_lhs, transpose_rhs
+ *   matmul             transpose_lhs, transpose_rhs, epilogue (see below)
  *   layernorm          epsilon
  *   layernorm_grad     epsilon
  *   rmsnorm            epsilon
@@ -62,6 +62,33 @@
  *                      index of its coordinates on those axes, comes from
  *                      frame->comm->grid_coordinate at run time
  *
+ * matmul's epilogue (the `loom.fused` matmul of `--loom-fuse`): 0 none
+ * (operands lhs, rhs; result lhs.rhs); 1 bias (operands lhs, rhs, bias;
+ * result lhs.rhs + bias); 2 bias_gelu (same operands; result gelu(lhs.rhs +
+ * bias)); 3 bias_gelu_aux (same operands; results pre = lhs.rhs + bias,
+ * then gelu(pre)). bias is [n], n the result's last dimension, of the
+ * result's element type, added to every row; gelu is gelu's (GPT-2's tanh
+ * form). The sum is rounded once, at the store.
+ *
+ * fused_elementwise (a `loom.fused` chain of elementwise ops, one kernel):
+ * every result has one shape, the chain's; each operand broadcasts to it as
+ * the binary ops' operands do. After the tensors, the program:
+ *
+ *   count, then count instructions of 3 values (opcode, a, b), then one
+ *   register per result.
+ *
+ * Registers 0..N-1 hold the operands' elements; instruction i writes
+ * register N + i from registers a and b (a register before its own). All
+ * arithmetic is in float32 (the instructions of one element, with no
+ * rounding between them except a cast's); result r stores register
+ * `results[r]` in its element type. Opcodes (loom_fused_opcode): add sub
+ * mul div (a op b), neg exp log sqrt rsqrt tanh gelu silu (of a), gelu_grad
+ * silu_grad (b's derivative times a: dy = a, x = b, as the ops' operands),
+ * cast (a rounded to the loom_dtype b: bf16 rounds to nearest even, f32
+ * is a no-op). At most LOOM_FUSED_MAX_INSTRUCTIONS instructions. Both
+ * libraries decode and check the program with runtime/common/FusedProgram.h
+ * (decodeFusedProgram: same checks, same messages).
+ *
  * The mask block comes last; attention / attention_grad have it only
  * with has_step (the kernel reads no mask block when the rate is 0).
  * The mask block of a dropout site (dropout, dropout_grad, and attention /
@@ -93,6 +120,35 @@ extern "C" {
 /* The message of the last failed kernel on this thread ("" if none). */
 const char *loom_cpu_last_error(void);
 
+/* The opcodes of a fused_elementwise program (see above). */
+typedef enum loom_fused_opcode {
+  LOOM_FUSED_ADD = 0,
+  LOOM_FUSED_SUB = 1,
+  LOOM_FUSED_MUL = 2,
+  LOOM_FUSED_DIV = 3,
+  LOOM_FUSED_NEG = 4,
+  LOOM_FUSED_EXP = 5,
+  LOOM_FUSED_LOG = 6,
+  LOOM_FUSED_SQRT = 7,
+  LOOM_FUSED_RSQRT = 8,
+  LOOM_FUSED_TANH = 9,
+  LOOM_FUSED_CAST = 10,
+  LOOM_FUSED_GELU = 11,
+  LOOM_FUSED_GELU_GRAD = 12,
+  LOOM_FUSED_SILU = 13,
+  LOOM_FUSED_SILU_GRAD = 14,
+} loom_fused_opcode;
+
+#define LOOM_FUSED_MAX_INSTRUCTIONS 64
+
+/* matmul's epilogues (see above). */
+typedef enum loom_matmul_epilogue {
+  LOOM_EPILOGUE_NONE = 0,
+  LOOM_EPILOGUE_BIAS = 1,
+  LOOM_EPILOGUE_BIAS_GELU = 2,
+  LOOM_EPILOGUE_BIAS_GELU_AUX = 3,
+} loom_matmul_epilogue;
+
 #define LOOM_CPU_KERNEL(name)                                                  \
   int32_t loom_cpu_##name(const loom_call_frame *frame, void *const *buffers,  \
                           const int64_t *meta);
@@ -110,6 +166,7 @@ LOOM_CPU_KERNEL(rsqrt)
 LOOM_CPU_KERNEL(tanh)
 LOOM_CPU_KERNEL(cast)
 LOOM_CPU_KERNEL(copy)
+LOOM_CPU_KERNEL(fused_elementwise)
 /* Layout and reductions. */
 LOOM_CPU_KERNEL(reshape)
 LOOM_CPU_KERNEL(transpose)

@@ -889,3 +889,42 @@ func.func @reduce_max_grad_dy(%dy: tensor<8xf32>, %x: tensor<4x8xf32>) {
   %0 = loom.reduce_max_grad %dy, %x [1] : tensor<8xf32>, tensor<4x8xf32>
   return
 }
+
+// -----
+
+// loom.fused yields values typed as its results.
+func.func @fused_yield_types(%a: tensor<4xf32>) -> tensor<4xbf16> {
+  // expected-error @+1 {{'loom.fused' op yields values of types other than its results'}}
+  %0 = loom.fused(%a) : (tensor<4xf32>) -> tensor<4xbf16> {
+  ^bb0(%x: tensor<4xf32>):
+    %e = loom.exp %x : tensor<4xf32>
+    loom.yield %e : tensor<4xf32>
+  }
+  return %0 : tensor<4xbf16>
+}
+
+// -----
+
+// loom.fused's block arguments are its inputs.
+func.func @fused_arguments(%a: tensor<4xf32>) -> tensor<4xf32> {
+  // expected-error @+1 {{'loom.fused' op has block arguments of types other than its inputs'}}
+  %0 = loom.fused(%a) : (tensor<4xf32>) -> tensor<4xf32> {
+  ^bb0(%x: tensor<8xf32>):
+    %e = loom.exp %x : tensor<8xf32>
+    loom.yield %a : tensor<4xf32>
+  }
+  return %0 : tensor<4xf32>
+}
+
+// -----
+
+// Only loom ops, not nested loom.fused, go inside.
+func.func @fused_body(%a: tensor<4xf32>) -> tensor<4xf32> {
+  %0 = loom.fused(%a) : (tensor<4xf32>) -> tensor<4xf32> {
+  ^bb0(%x: tensor<4xf32>):
+    // expected-error @+1 {{'arith.addf' op cannot be inside loom.fused (loom ops only, not nested)}}
+    %e = arith.addf %x, %x : tensor<4xf32>
+    loom.yield %e : tensor<4xf32>
+  }
+  return %0 : tensor<4xf32>
+}

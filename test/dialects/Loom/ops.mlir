@@ -145,3 +145,18 @@ func.func @optimizers(%p: tensor<64x64xf32>, %g: tensor<64x64xbf16>, %step: tens
   %p3 = loom.sgd_update %p, %g {lr = 1.0e-02 : f64, weight_decay = 0.0 : f64} : tensor<64x64xf32>, tensor<64x64xbf16>
   return %p2, %m2, %v2, %p3 : tensor<64x64xf32>, tensor<64x64xf32>, tensor<64x64xf32>, tensor<64x64xf32>
 }
+
+// CHECK-LABEL: func.func @fused
+func.func @fused(%x: tensor<8x64xbf16>, %w: tensor<64x256xbf16>, %b: tensor<256xbf16>) -> (tensor<8x256xbf16>, tensor<8x256xbf16>) {
+  // CHECK: %[[F:.+]]:2 = loom.fused(%{{.+}}, %{{.+}}, %{{.+}}) : (tensor<8x64xbf16>, tensor<64x256xbf16>, tensor<256xbf16>) -> (tensor<8x256xbf16>, tensor<8x256xbf16>) {
+  // CHECK-NEXT: ^bb0(%{{.+}}: tensor<8x64xbf16>, %{{.+}}: tensor<64x256xbf16>, %{{.+}}: tensor<256xbf16>):
+  // CHECK: loom.yield %{{.+}}, %{{.+}} : tensor<8x256xbf16>, tensor<8x256xbf16>
+  %0:2 = loom.fused(%x, %w, %b) : (tensor<8x64xbf16>, tensor<64x256xbf16>, tensor<256xbf16>) -> (tensor<8x256xbf16>, tensor<8x256xbf16>) {
+  ^bb0(%a: tensor<8x64xbf16>, %v: tensor<64x256xbf16>, %c: tensor<256xbf16>):
+    %p = loom.matmul %a, %v : (tensor<8x64xbf16>, tensor<64x256xbf16>) -> tensor<8x256xbf16>
+    %s = loom.add %p, %c : (tensor<8x256xbf16>, tensor<256xbf16>) -> tensor<8x256xbf16>
+    %g = loom.gelu %s : tensor<8x256xbf16>
+    loom.yield %s, %g : tensor<8x256xbf16>, tensor<8x256xbf16>
+  }
+  return %0#0, %0#1 : tensor<8x256xbf16>, tensor<8x256xbf16>
+}

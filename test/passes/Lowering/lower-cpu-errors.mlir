@@ -36,3 +36,30 @@ func.func @train_step(%a: tensor<4xf32>) -> tensor<4xf32> {
   %r = shard.all_reduce %a on @mesh grid_axes = [0] reduction = product : tensor<4xf32> -> tensor<4xf32>
   return %r : tensor<4xf32>
 }
+
+// -----
+
+// A loom.fused body no kernel runs (a softmax is not elementwise).
+func.func @train_step(%a: tensor<4x4xf32>) -> tensor<4x4xf32> {
+  // expected-error @+1 {{'loom.fused' op has no CPU kernel for its body (--loom-lower-cpu runs a matmul with a bias [and gelu] epilogue, or a chain of elementwise ops; see --loom-fuse)}}
+  %0 = loom.fused(%a) : (tensor<4x4xf32>) -> tensor<4x4xf32> {
+  ^bb0(%x: tensor<4x4xf32>):
+    %s = loom.softmax %x : tensor<4x4xf32>
+    loom.yield %s : tensor<4x4xf32>
+  }
+  return %0 : tensor<4x4xf32>
+}
+
+// -----
+
+// A matmul body must be matmul, bias add[, gelu] over the inputs in order.
+func.func @train_step(%x: tensor<2x3xf32>, %w: tensor<3x4xf32>, %b: tensor<4xf32>) -> tensor<2x4xf32> {
+  // expected-error @+1 {{'loom.fused' op has no CPU kernel for its body}}
+  %0 = loom.fused(%x, %w, %b) : (tensor<2x3xf32>, tensor<3x4xf32>, tensor<4xf32>) -> tensor<2x4xf32> {
+  ^bb0(%a: tensor<2x3xf32>, %v: tensor<3x4xf32>, %c: tensor<4xf32>):
+    %p = loom.matmul %a, %v : (tensor<2x3xf32>, tensor<3x4xf32>) -> tensor<2x4xf32>
+    %s = loom.sub %p, %c : (tensor<2x4xf32>, tensor<4xf32>) -> tensor<2x4xf32>
+    loom.yield %s : tensor<2x4xf32>
+  }
+  return %0 : tensor<2x4xf32>
+}

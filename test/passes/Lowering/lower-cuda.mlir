@@ -1,12 +1,12 @@
 // RUN: loom-opt %s -split-input-file --loom-lower-cuda | FileCheck %s
 
 // A mixed-precision step: the f32 master weight is cast to bf16, a bf16
-// matmul (meta: dtype 4 = bf16, then the transpose flags) and bf16
+// matmul (meta: dtype 4 = bf16, then the transpose flags and epilogue 0) and bf16
 // activations. Each kernel takes the context as a fourth argument, which
 // the function passes through; intermediates sit at 256-byte workspace
 // offsets (4x8 bf16 is 64 bytes); the function records its target.
 // CHECK: llvm.func @loom_cuda_cast(!llvm.ptr, !llvm.ptr, !llvm.ptr, !llvm.ptr) -> i32
-// CHECK: llvm.mlir.global internal constant @__loom_meta_train_step_1(dense<[2, 1, 4, 2, 4, 16, 4, 2, 8, 16, 4, 2, 4, 8, 0, 1]>
+// CHECK: llvm.mlir.global internal constant @__loom_meta_train_step_1(dense<[2, 1, 4, 2, 4, 16, 4, 2, 8, 16, 4, 2, 4, 8, 0, 1, 0]>
 // CHECK: llvm.func @loom_cuda_matmul(!llvm.ptr, !llvm.ptr, !llvm.ptr, !llvm.ptr) -> i32
 // CHECK-LABEL: llvm.func @loom_fn_train_step(%arg0: !llvm.ptr, %arg1: !llvm.ptr) -> i32
 // CHECK-SAME: loom.target = "cuda"

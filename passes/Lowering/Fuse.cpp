@@ -1,0 +1,233 @@
+//===- Fuse.cpp - Ops one kernel call can run, as loom.fused --------------===//
+//
+// --loom-fuse (see Passes.td): matmul epilogues first (a bias add and a
+// gelu become part of the matmul's call), then elementwise chains among
+// what is left. Both outline a set of ops into a loom.fused standing where
+// the last of them stood; the lowerings encode each loom.fused as one
+// kernel call (KernelCall.cpp).
+//
+//===----------------------------------------------------------------------===//
+
+#include "passes/Lowering/Passes.h"
+
+#include "dialects/Loom/LoomDialect.h"
+#include "dialects/Loom/LoomOps.h"
+
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/IR/Builders.h"
+#include "mlir/IR/IRMapping.h"
+#include "llvm/ADT/SetVector.h"
+
+#include <optional>
+
+#define DEBUG_TYPE "loom-fuse"
+
+using namespace mlir;
+
+namespace loom {
+#define GEN_PASS_DEF_LOOMFUSE
+#include "passes/Lowering/Passes.h.inc"
+
+namespace {
+
+/// What the fused_elementwise kernel can hold (loom_cpu_kernels.h).
+constexpr size_t kMaxChainOps = 64;
+constexpr size_t kMaxTensors = 16;
+
+/// A statically shaped f32 or bf16 tensor: what the fused kernels compute
+/// on.
+bool isFusibleTensor(Type type) {
+  auto tensor = dyn_cast<RankedTensorType>(type);
+  return tensor && tensor.hasStaticShape() &&
+         (tensor.getElementType().isF32() || tensor.getElementType().isBF16());
+}
+
+bool allFusibleTensors(Operation *op) {
+  return llvm::all_of(op->getOperandTypes(), isFusibleTensor) &&
+         llvm::all_of(op->getResultTypes(), isFusibleTensor);
+}
+
+/// An op a fused_elementwise program has an instruction for.
+bool isChainOp(Operation *op) {
+  return isa<AddOp, SubOp, MulOp, DivOp, NegOp, ExpOp, LogOp, SqrtOp, RsqrtOp,
+             TanhOp, CastOp, GeluOp, GeluGradOp, SiluOp, SiluGradOp>(op) &&
+         op->getNumResults() == 1 && allFusibleTensors(op);
+}
+
+/// Moves `ops` (in block order) into a loom.fused after the last of them,
+/// yielding `outputs` (results of `ops`), whose other uses it takes over.
+/// Its inputs are the values the ops read from outside, in first-use order.
+FusedOp outline(ArrayRef<Operation *> ops, ArrayRef<Value> outputs) {
+  llvm::SmallPtrSet<Operation *, 16> members(ops.begin(), ops.end());
+  llvm::SetVector<Value> inputs;
+  for (Operation *op : ops)
+    for (Value operand : op->getOperands())
+      if (!members.contains(operand.getDefiningOp()))
+        inputs.insert(operand);
+
+  Operation *last = ops.back();
+  OpBuilder b(last->getContext());
+  b.setInsertionPointAfter(last);
+  SmallVector<Type> resultTypes;
+  for (Value output : outputs)
+    resultTypes.push_back(output.getType());
+  auto fused =
+      FusedOp::create(b, last->getLoc(), resultTypes, inputs.getArrayRef());
+  Block *body = b.createBlock(&fused.getBody());
+  IRMapping map;
+  for (Value input : inputs)
+    map.map(input, body->addArgument(input.getType(), input.getLoc()));
+  for (Operation *op : ops)
+    b.clone(*op, map);
+  SmallVector<Value> yielded;
+  for (Value output : outputs)
+    yielded.push_back(map.lookup(output));
+  YieldOp::create(b, last->getLoc(), yielded);
+
+  for (auto [index, output] : llvm::enumerate(outputs))
+    Value(output).replaceUsesWithIf(
+        fused.getResult(index),
+        [&](OpOperand &use) { return !members.contains(use.getOwner()); });
+  for (Operation *op : llvm::reverse(ops))
+    op->erase();
+  return fused;
+}
+
+/// matmul -> add(bias) [-> gelu] into one loom.fused (see Passes.td).
+void fuseEpilogues(Block &block) {
+  for (MatmulOp matmul : llvm::make_early_inc_range(block.getOps<MatmulOp>())) {
+    Value product = matmul.getResult();
+    if (!product.hasOneUse() || !allFusibleTensors(matmul))
+      continue;
+    auto add = dyn_cast<AddOp>(*product.getUsers().begin());
+    if (!add || add.getLhs() == add.getRhs())
+      continue;
+    Value bias = add.getLhs() == product ? add.getRhs() : add.getLhs();
+    auto productType = cast<RankedTensorType>(product.getType());
+    auto biasType = dyn_cast<RankedTensorType>(bias.getType());
+    if (!biasType || biasType.getRank() != 1 || productType.getRank() < 1 ||
+        biasType.getDimSize(0) != productType.getShape().back() ||
+        biasType.getElementType() != productType.getElementType() ||
+        add.getType() != productType ||
+        cast<RankedTensorType>(matmul.getLhs().getType()).getElementType() !=
+            productType.getElementType())
+      continue;
+
+    SmallVector<Operation *> ops = {matmul, add};
+    SmallVector<Value> outputs = {add.getResult()};
+    // The gelu of the sum, if the sum's other users all come after it.
+    GeluOp gelu;
+    for (Operation *user : add->getUsers())
+      if (auto candidate = dyn_cast<GeluOp>(user))
+        if (!gelu || candidate->isBeforeInBlock(gelu))
+          gelu = candidate;
+    if (gelu && llvm::all_of(add->getUsers(), [&](Operation *user) {
+          return user == gelu || gelu->isBeforeInBlock(user);
+        })) {
+      ops.push_back(gelu);
+      bool sumUsedElsewhere = llvm::any_of(
+          add->getUsers(), [&](Operation *user) { return user != gelu; });
+      if (!sumUsedElsewhere)
+        outputs.clear();
+      outputs.push_back(gelu.getResult());
+    }
+    outline(ops, outputs);
+  }
+}
+
+/// A growing elementwise chain.
+struct Chain {
+  SmallVector<Operation *> ops;
+  ArrayRef<int64_t> shape;
+  /// Whether an op outside it read one of its values: it cannot move past
+  /// that op, so it takes no more ops.
+  bool open = true;
+};
+
+/// The number of tensors (inputs and outputs) of `chain` as it stands.
+size_t tensorCount(const Chain &chain) {
+  llvm::SmallPtrSet<Operation *, 16> members(chain.ops.begin(),
+                                             chain.ops.end());
+  llvm::SetVector<Value> inputs;
+  size_t outputs = 0;
+  for (Operation *op : chain.ops) {
+    for (Value operand : op->getOperands())
+      if (!members.contains(operand.getDefiningOp()))
+        inputs.insert(operand);
+    if (llvm::any_of(op->getUsers(),
+                     [&](Operation *user) { return !members.contains(user); }))
+      ++outputs;
+  }
+  return inputs.size() + outputs;
+}
+
+/// Elementwise chains into loom.fused (see Passes.td).
+void fuseChains(Block &block) {
+  std::vector<Chain> chains;
+  DenseMap<Value, size_t> chainOf;
+  for (Operation &op : block) {
+    std::optional<size_t> joined;
+    if (isChainOp(&op)) {
+      auto shape = cast<RankedTensorType>(op.getResult(0).getType()).getShape();
+      for (Value operand : op.getOperands()) {
+        auto it = chainOf.find(operand);
+        if (it == chainOf.end())
+          continue;
+        Chain &chain = chains[it->second];
+        if (chain.open && chain.shape == shape &&
+            chain.ops.size() < kMaxChainOps) {
+          joined = it->second;
+          break;
+        }
+      }
+    }
+    // A chain whose value this op reads without joining it stops here.
+    for (Value operand : op.getOperands())
+      if (auto it = chainOf.find(operand);
+          it != chainOf.end() && it->second != joined)
+        chains[it->second].open = false;
+    if (!isChainOp(&op))
+      continue;
+    if (!joined) {
+      joined = chains.size();
+      chains.push_back(
+          {{}, cast<RankedTensorType>(op.getResult(0).getType()).getShape()});
+    }
+    chains[*joined].ops.push_back(&op);
+    chainOf[op.getResult(0)] = *joined;
+  }
+
+  for (Chain &chain : chains) {
+    if (chain.ops.size() < 2 || tensorCount(chain) > kMaxTensors)
+      continue;
+    llvm::SmallPtrSet<Operation *, 16> members(chain.ops.begin(),
+                                               chain.ops.end());
+    SmallVector<Value> outputs;
+    for (Operation *op : chain.ops)
+      if (llvm::any_of(op->getUsers(), [&](Operation *user) {
+            return !members.contains(user);
+          }))
+        outputs.push_back(op->getResult(0));
+    if (!outputs.empty())
+      outline(chain.ops, outputs);
+  }
+}
+
+struct FusePass : impl::LoomFuseBase<FusePass> {
+  using LoomFuseBase::LoomFuseBase;
+
+  void runOnOperation() override {
+    for (auto fn : getOperation().getOps<func::FuncOp>()) {
+      if (!fn.getBody().hasOneBlock())
+        continue;
+      Block &block = fn.getBody().front();
+      if (epilogues)
+        fuseEpilogues(block);
+      if (elementwise)
+        fuseChains(block);
+    }
+  }
+};
+
+} // namespace
+} // namespace loom

@@ -1,0 +1,233 @@
+//===- CpuFusedKernelTest.cpp - --loom-fuse and the fused CPU kernels -----===//
+//
+// Each case runs a function through --loom-fuse, checks what was fused,
+// then runs the fused function through the CPU kernels (one call per
+// loom.fused: fused_elementwise or matmul with an epilogue) and compares
+// with (a) the reference interpreter on the unfused function, rtol 1e-5 /
+// atol 1e-6 (float32 against float64), and (b) the unfused function run op
+// by op through the kernels, which must agree bit for bit: the fused
+// kernels compute each f32 element exactly as the unfused ones do.
+//
+//===----------------------------------------------------------------------===//
+
+#include "CpuKernelTestSupport.h"
+
+#include "dialects/Loom/LoomOps.h"
+#include "loom/loom_cpu_kernels.h"
+#include "passes/Lowering/Passes.h"
+
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/Pass/PassManager.h"
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstring>
+#include <string>
+#include <vector>
+
+using loom::interp::Tensor;
+using namespace loom::testing;
+
+namespace {
+
+constexpr double kRtol = 1e-5, kAtol = 1e-6;
+
+/// What --loom-fuse made of @f: the loom.fused ops, and how many of them
+/// hold a matmul.
+struct Fused {
+  int chains = 0, matmuls = 0;
+};
+
+/// Runs --loom-fuse on a copy of @f of `source`, expects `expected` fused
+/// ops, and compares the fused function's kernels with the reference and
+/// with the unfused kernels (see the file comment).
+void expectFusedMatches(llvm::StringRef source, llvm::ArrayRef<Tensor> args,
+                        Fused expected) {
+  auto ctx = makeKernelTestContext();
+  auto module = parseKernelTestModule(*ctx, source);
+  ASSERT_TRUE(module);
+  mlir::OwningOpRef<mlir::ModuleOp> fused = module->clone();
+  mlir::PassManager pm(ctx.get());
+  pm.addPass(loom::createLoomFuse());
+  ASSERT_TRUE(mlir::succeeded(pm.run(*fused)));
+
+  Fused got;
+  fused->walk([&](loom::FusedOp op) {
+    bool matmul = false;
+    op.getBody().walk([&](loom::MatmulOp) { matmul = true; });
+    ++(matmul ? got.matmuls : got.chains);
+  });
+  EXPECT_EQ(got.chains, expected.chains) << "elementwise chains";
+  EXPECT_EQ(got.matmuls, expected.matmuls) << "matmuls with an epilogue";
+
+  auto want = runReference(*module, args);
+  ASSERT_TRUE(static_cast<bool>(want)) << llvm::toString(want.takeError());
+  auto fusedResults = runThroughKernels(*fused, args);
+  ASSERT_TRUE(static_cast<bool>(fusedResults))
+      << llvm::toString(fusedResults.takeError());
+  expectAllClose(*want, *fusedResults, kRtol, kAtol);
+
+  auto unfused = runThroughKernels(*module, args);
+  ASSERT_TRUE(static_cast<bool>(unfused))
+      << llvm::toString(unfused.takeError());
+  ASSERT_EQ(unfused->size(), fusedResults->size());
+  for (size_t r = 0; r < unfused->size(); ++r) {
+    const std::vector<double> &a = (*unfused)[r].f(),
+                              &b = (*fusedResults)[r].f();
+    ASSERT_EQ(a.size(), b.size());
+    size_t differing = 0;
+    for (size_t i = 0; i < a.size(); ++i)
+      differing += std::memcmp(&a[i], &b[i], sizeof(double)) != 0;
+    EXPECT_EQ(differing, 0u) << "result " << r << ": elements of the fused "
+                             << "run that differ from the unfused run";
+  }
+}
+
+/// A transformer MLP in a training step's shape: the first layer's sum is
+/// read again by gelu_grad, so its matmul yields the sum and the gelu
+/// (bias_gelu_aux); the second has a bias epilogue; the residual add and
+/// the gradient's add chain with gelu_grad.
+TEST(CpuFusedKernelTest, LinearLayersWithEpilogues) {
+  expectFusedMatches(
+      R"mlir(
+    func.func @f(%x: tensor<2x5x16xf32>, %w1: tensor<16x24xf32>, %b1: tensor<24xf32>,
+                 %w2: tensor<24x16xf32>, %b2: tensor<16xf32>, %dy: tensor<2x5x24xf32>,
+                 %dz: tensor<2x5x24xf32>)
+        -> (tensor<2x5x16xf32>, tensor<2x5x24xf32>) {
+      %p = loom.matmul %x, %w1 : (tensor<2x5x16xf32>, tensor<16x24xf32>) -> tensor<2x5x24xf32>
+      %s = loom.add %p, %b1 : (tensor<2x5x24xf32>, tensor<24xf32>) -> tensor<2x5x24xf32>
+      %g = loom.gelu %s : tensor<2x5x24xf32>
+      %q = loom.matmul %g, %w2 : (tensor<2x5x24xf32>, tensor<24x16xf32>) -> tensor<2x5x16xf32>
+      %t = loom.add %b2, %q : (tensor<16xf32>, tensor<2x5x16xf32>) -> tensor<2x5x16xf32>
+      %r = loom.add %x, %t : (tensor<2x5x16xf32>, tensor<2x5x16xf32>) -> tensor<2x5x16xf32>
+      %dg = loom.gelu_grad %dy, %s : tensor<2x5x24xf32>
+      %dsum = loom.add %dg, %dz : (tensor<2x5x24xf32>, tensor<2x5x24xf32>) -> tensor<2x5x24xf32>
+      return %r, %dsum : tensor<2x5x16xf32>, tensor<2x5x24xf32>
+    })mlir",
+      {randomFloats({2, 5, 16}, 1), randomFloats({16, 24}, 2),
+       randomFloats({24}, 3), randomFloats({24, 16}, 4), randomFloats({16}, 5),
+       randomFloats({2, 5, 24}, 6), randomFloats({2, 5, 24}, 7)},
+      {/*chains=*/1, /*matmuls=*/2});
+}
+
+/// Transposed and batched operands keep their flags inside the fused
+/// matmul; a bias-gelu epilogue whose sum nobody else reads yields the
+/// gelu only.
+TEST(CpuFusedKernelTest, TransposedAndBatchedMatmulEpilogues) {
+  expectFusedMatches(
+      R"mlir(
+    func.func @f(%a: tensor<3x7x4xf32>, %b: tensor<3x6x7xf32>, %bias: tensor<6xf32>,
+                 %c: tensor<9x5xf32>, %d: tensor<9x5xf32>, %e: tensor<5xf32>)
+        -> (tensor<3x4x6xf32>, tensor<5x5xf32>) {
+      %p = loom.matmul %a, %b {transpose_lhs, transpose_rhs} : (tensor<3x7x4xf32>, tensor<3x6x7xf32>) -> tensor<3x4x6xf32>
+      %s = loom.add %p, %bias : (tensor<3x4x6xf32>, tensor<6xf32>) -> tensor<3x4x6xf32>
+      %g = loom.gelu %s : tensor<3x4x6xf32>
+      %q = loom.matmul %c, %d {transpose_lhs} : (tensor<9x5xf32>, tensor<9x5xf32>) -> tensor<5x5xf32>
+      %t = loom.add %q, %e : (tensor<5x5xf32>, tensor<5xf32>) -> tensor<5x5xf32>
+      return %g, %t : tensor<3x4x6xf32>, tensor<5x5xf32>
+    })mlir",
+      {randomFloats({3, 7, 4}, 11), randomFloats({3, 6, 7}, 12),
+       randomFloats({6}, 13), randomFloats({9, 5}, 14),
+       randomFloats({9, 5}, 15), randomFloats({5}, 16)},
+      {/*chains=*/0, /*matmuls=*/2});
+}
+
+/// SwiGLU with a residual, operands broadcasting as rows, columns and
+/// leading dimensions, over more elements than one block of the kernel
+/// (256) along a run that cannot be coalesced.
+TEST(CpuFusedKernelTest, ChainBroadcastsAcrossBlocks) {
+  expectFusedMatches(
+      R"mlir(
+    func.func @f(%a: tensor<3x2x300xf32>, %b: tensor<300xf32>, %c: tensor<3x1x1xf32>,
+                 %r: tensor<2x1xf32>) -> tensor<3x2x300xf32> {
+      %s = loom.silu %a : tensor<3x2x300xf32>
+      %m = loom.mul %s, %b : (tensor<3x2x300xf32>, tensor<300xf32>) -> tensor<3x2x300xf32>
+      %n = loom.sub %m, %c : (tensor<3x2x300xf32>, tensor<3x1x1xf32>) -> tensor<3x2x300xf32>
+      %y = loom.add %n, %r : (tensor<3x2x300xf32>, tensor<2x1xf32>) -> tensor<3x2x300xf32>
+      return %y : tensor<3x2x300xf32>
+    })mlir",
+      {randomFloats({3, 2, 300}, 21), randomFloats({300}, 22),
+       randomFloats({3, 1, 1}, 23), randomFloats({2, 1}, 24)},
+      {/*chains=*/1, /*matmuls=*/0});
+}
+
+/// Every opcode but cast once, in one chain, with intermediate values
+/// returned too (log, sqrt and rsqrt of positive values).
+TEST(CpuFusedKernelTest, EveryOpcodeInOneChain) {
+  expectFusedMatches(
+      R"mlir(
+    func.func @f(%x: tensor<4x33xf32>, %y: tensor<4x33xf32>)
+        -> (tensor<4x33xf32>, tensor<4x33xf32>, tensor<4x33xf32>) {
+      %0 = loom.exp %x : tensor<4x33xf32>
+      %1 = loom.log %0 : tensor<4x33xf32>
+      %2 = loom.sqrt %0 : tensor<4x33xf32>
+      %3 = loom.rsqrt %2 : tensor<4x33xf32>
+      %4 = loom.div %1, %3 : (tensor<4x33xf32>, tensor<4x33xf32>) -> tensor<4x33xf32>
+      %5 = loom.tanh %4 : tensor<4x33xf32>
+      %6 = loom.neg %5 : tensor<4x33xf32>
+      %7 = loom.gelu %6 : tensor<4x33xf32>
+      %8 = loom.gelu_grad %7, %y : tensor<4x33xf32>
+      %9 = loom.silu %8 : tensor<4x33xf32>
+      %10 = loom.silu_grad %9, %x : tensor<4x33xf32>
+      %11 = loom.mul %10, %y : (tensor<4x33xf32>, tensor<4x33xf32>) -> tensor<4x33xf32>
+      %12 = loom.sub %11, %x : (tensor<4x33xf32>, tensor<4x33xf32>) -> tensor<4x33xf32>
+      %13 = loom.add %12, %5 : (tensor<4x33xf32>, tensor<4x33xf32>) -> tensor<4x33xf32>
+      return %13, %5, %12 : tensor<4x33xf32>, tensor<4x33xf32>, tensor<4x33xf32>
+    })mlir",
+      {randomFloats({4, 33}, 31), randomFloats({4, 33}, 32)},
+      {/*chains=*/1, /*matmuls=*/0});
+}
+
+/// A cast to bf16 inside a chain rounds the register to the nearest bf16,
+/// ties to even (the CPU lowering has no bf16 tensors, so the program is
+/// called directly): x -> cast bf16 -> sub x gives the rounding error.
+TEST(CpuFusedKernelTest, CastRoundsToBf16TiesToEven) {
+  const float ulp = 1.0f / 128.0f; // bf16's spacing in [1, 2)
+  std::vector<float> x = {1.0f + ulp / 2,    1.0f + 3 * ulp / 2,
+                          1.0f + ulp / 4,    1.0f + 3 * ulp / 4,
+                          -(1.0f + ulp / 2), std::nanf("")};
+  std::vector<float> rounded(x.size()), error(x.size());
+  int64_t n = static_cast<int64_t>(x.size());
+  // One operand, two results [n] f32; cast (10) of r0 to bf16 (4), then
+  // sub (1) r1 - r0; results r1 and r2.
+  std::vector<int64_t> meta = {1, 2, 0,  1, n, 0, 1, n, 0, 1,
+                               n, 2, 10, 0, 4, 1, 1, 0, 1, 2};
+  void *buffers[] = {x.data(), rounded.data(), error.data()};
+  ASSERT_EQ(loom_cpu_fused_elementwise(nullptr, buffers, meta.data()), 0)
+      << loom_cpu_last_error();
+  EXPECT_EQ(rounded[0], 1.0f);           // a tie: to the even 1.0
+  EXPECT_EQ(rounded[1], 1.0f + 2 * ulp); // a tie: to the even 1 + 2 ulp
+  EXPECT_EQ(rounded[2], 1.0f);           // below half: down
+  EXPECT_EQ(rounded[3], 1.0f + ulp);     // above half: up
+  EXPECT_EQ(rounded[4], -1.0f);          // ties to even, negative
+  EXPECT_TRUE(std::isnan(rounded[5]));   // NaN stays NaN
+  EXPECT_EQ(error[0], -ulp / 2);
+  EXPECT_EQ(error[3], ulp / 4);
+}
+
+/// A malformed program fails with decodeFusedProgram's message.
+TEST(CpuFusedKernelTest, MalformedProgramsFail) {
+  std::vector<float> x(4), y(4);
+  void *buffers[] = {x.data(), y.data()};
+  auto message = [&](std::vector<int64_t> program) {
+    std::vector<int64_t> meta = {1, 1, 0, 1, 4, 0, 1, 4};
+    meta.insert(meta.end(), program.begin(), program.end());
+    EXPECT_NE(loom_cpu_fused_elementwise(nullptr, buffers, meta.data()), 0);
+    return std::string(loom_cpu_last_error());
+  };
+  EXPECT_EQ(message({1, 99, 0, 0, 1}),
+            "fused_elementwise: instruction 0 has opcode 99");
+  EXPECT_EQ(message({1, 0, 0, 1, 1}),
+            "fused_elementwise: instruction 0 reads registers 0 and 1, not all "
+            "below its own 1");
+  EXPECT_EQ(message({1, 10, 0, 2, 1}),
+            "fused_elementwise: instruction 0 casts to element type 2 (f32 or "
+            "bf16)");
+  EXPECT_EQ(message({1, 4, 0, 0, 2}),
+            "fused_elementwise: result 0 is register 2, of 2");
+  EXPECT_EQ(message({0, 0}), "fused_elementwise: 0 instructions (1 to 64)");
+  EXPECT_EQ(message({65}), "fused_elementwise: 65 instructions (1 to 64)");
+}
+
+} // namespace

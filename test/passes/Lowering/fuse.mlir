@@ -1,0 +1,137 @@
+// RUN: loom-opt %s -split-input-file --loom-fuse | FileCheck %s
+// RUN: loom-opt %s -split-input-file --loom-fuse="epilogues=false elementwise=false" | FileCheck %s --check-prefix=OFF
+
+// A linear layer with gelu: matmul, bias add and gelu in one loom.fused
+// (inputs lhs, rhs, bias); the sum is used only by the gelu, so the gelu
+// alone is yielded. The next layer's bias add fuses too; the residual add
+// after it reads a value from outside, so it stays alone.
+// CHECK-LABEL: func.func @mlp
+// CHECK: %[[H:.+]] = loom.fused(%arg0, %arg1, %arg2)
+// CHECK-NEXT: ^bb0(%[[X:.+]]: tensor<8x16xf32>, %[[W:.+]]: tensor<16x32xf32>, %[[B:.+]]: tensor<32xf32>):
+// CHECK-NEXT: %[[P:.+]] = loom.matmul %[[X]], %[[W]]
+// CHECK-NEXT: %[[S:.+]] = loom.add %[[P]], %[[B]]
+// CHECK-NEXT: %[[G:.+]] = loom.gelu %[[S]]
+// CHECK-NEXT: loom.yield %[[G]] : tensor<8x32xf32>
+// CHECK: %[[Y:.+]] = loom.fused(%[[H]], %arg3, %arg4) : (tensor<8x32xf32>, tensor<32x16xf32>, tensor<16xf32>) -> tensor<8x16xf32>
+// CHECK: loom.add %arg0, %[[Y]]
+// OFF-LABEL: func.func @mlp
+// OFF-NOT: loom.fused
+func.func @mlp(%x: tensor<8x16xf32>, %w1: tensor<16x32xf32>, %b1: tensor<32xf32>,
+               %w2: tensor<32x16xf32>, %b2: tensor<16xf32>) -> tensor<8x16xf32> {
+  %p = loom.matmul %x, %w1 : (tensor<8x16xf32>, tensor<16x32xf32>) -> tensor<8x32xf32>
+  %s = loom.add %p, %b1 : (tensor<8x32xf32>, tensor<32xf32>) -> tensor<8x32xf32>
+  %g = loom.gelu %s : tensor<8x32xf32>
+  %q = loom.matmul %g, %w2 : (tensor<8x32xf32>, tensor<32x16xf32>) -> tensor<8x16xf32>
+  %t = loom.add %b2, %q : (tensor<16xf32>, tensor<8x16xf32>) -> tensor<8x16xf32>
+  %r = loom.add %x, %t : (tensor<8x16xf32>, tensor<8x16xf32>) -> tensor<8x16xf32>
+  return %r : tensor<8x16xf32>
+}
+
+// -----
+
+// The sum before the gelu is read again later (by gelu_grad, as in a
+// training step): the fused op yields it too.
+// CHECK-LABEL: func.func @keeps_the_sum
+// CHECK: %[[F:.+]]:2 = loom.fused(%arg0, %arg1, %arg2)
+// CHECK: loom.yield %{{.+}}, %{{.+}} : tensor<4x8xbf16>, tensor<4x8xbf16>
+// CHECK: loom.gelu_grad %arg3, %[[F]]#0
+// CHECK: return %[[F]]#1
+func.func @keeps_the_sum(%x: tensor<4x6xbf16>, %w: tensor<6x8xbf16>, %b: tensor<8xbf16>,
+                         %dy: tensor<4x8xbf16>) -> (tensor<4x8xbf16>, tensor<4x8xbf16>) {
+  %p = loom.matmul %x, %w : (tensor<4x6xbf16>, tensor<6x8xbf16>) -> tensor<4x8xbf16>
+  %s = loom.add %p, %b : (tensor<4x8xbf16>, tensor<8xbf16>) -> tensor<4x8xbf16>
+  %g = loom.gelu %s : tensor<4x8xbf16>
+  %dx = loom.gelu_grad %dy, %s : tensor<4x8xbf16>
+  return %g, %dx : tensor<4x8xbf16>, tensor<4x8xbf16>
+}
+
+// -----
+
+// No epilogue: a product read twice, a bias that is not over the last
+// dimension, an f16 matmul (the fused kernels take f32 and bf16).
+// CHECK-LABEL: func.func @no_epilogue
+// CHECK: %[[P:.+]] = loom.matmul
+// CHECK: loom.add %[[P]], %arg2
+// CHECK: loom.add %[[P]], %[[P]]
+// CHECK-LABEL: func.func @column_bias
+// CHECK-NOT: loom.fused
+// CHECK-LABEL: func.func @f16_matmul
+// CHECK-NOT: loom.fused
+// CHECK: return
+func.func @no_epilogue(%x: tensor<4x6xf32>, %w: tensor<6x8xf32>, %b: tensor<8xf32>)
+    -> (tensor<4x8xf32>, tensor<4x8xf32>) {
+  %p = loom.matmul %x, %w : (tensor<4x6xf32>, tensor<6x8xf32>) -> tensor<4x8xf32>
+  %s = loom.add %p, %b : (tensor<4x8xf32>, tensor<8xf32>) -> tensor<4x8xf32>
+  %d = loom.add %p, %p : (tensor<4x8xf32>, tensor<4x8xf32>) -> tensor<4x8xf32>
+  return %s, %d : tensor<4x8xf32>, tensor<4x8xf32>
+}
+func.func @column_bias(%x: tensor<4x6xf32>, %w: tensor<6x8xf32>, %b: tensor<4x1xf32>) -> tensor<4x8xf32> {
+  %p = loom.matmul %x, %w : (tensor<4x6xf32>, tensor<6x8xf32>) -> tensor<4x8xf32>
+  %s = loom.add %p, %b : (tensor<4x8xf32>, tensor<4x1xf32>) -> tensor<4x8xf32>
+  return %s : tensor<4x8xf32>
+}
+func.func @f16_matmul(%x: tensor<4x6xf16>, %w: tensor<6x8xf16>, %b: tensor<8xf16>) -> tensor<4x8xf16> {
+  %p = loom.matmul %x, %w : (tensor<4x6xf16>, tensor<6x8xf16>) -> tensor<4x8xf16>
+  %s = loom.add %p, %b : (tensor<4x8xf16>, tensor<8xf16>) -> tensor<4x8xf16>
+  %e = loom.exp %s : tensor<4x8xf16>
+  return %e : tensor<4x8xf16>
+}
+
+// -----
+
+// SwiGLU and a residual: silu(a) * b + r is one chain of three ops; its
+// inputs broadcast (a [1, 8] row, a [4, 1] column); the intermediate
+// values are used nowhere else, so only the last is yielded.
+// CHECK-LABEL: func.func @chain
+// CHECK: %[[C:.+]] = loom.fused(%arg0, %arg1, %arg2) : (tensor<4x8xf32>, tensor<1x8xf32>, tensor<4x1xf32>) -> tensor<4x8xf32>
+// CHECK-NEXT: ^bb0(%[[A:.+]]: tensor<4x8xf32>, %[[B:.+]]: tensor<1x8xf32>, %[[R:.+]]: tensor<4x1xf32>):
+// CHECK-NEXT: %[[S:.+]] = loom.silu %[[A]]
+// CHECK-NEXT: %[[M:.+]] = loom.mul %[[S]], %[[B]]
+// CHECK-NEXT: %[[Y:.+]] = loom.add %[[M]], %[[R]]
+// CHECK-NEXT: loom.yield %[[Y]]
+// CHECK: return %[[C]]
+func.func @chain(%a: tensor<4x8xf32>, %b: tensor<1x8xf32>, %r: tensor<4x1xf32>) -> tensor<4x8xf32> {
+  %s = loom.silu %a : tensor<4x8xf32>
+  %m = loom.mul %s, %b : (tensor<4x8xf32>, tensor<1x8xf32>) -> tensor<4x8xf32>
+  %y = loom.add %m, %r : (tensor<4x8xf32>, tensor<4x1xf32>) -> tensor<4x8xf32>
+  return %y : tensor<4x8xf32>
+}
+
+// -----
+
+// A chain stops where an op outside it reads its value: the softmax reads
+// %e, so %e's chain (exp of a neg) cannot move past it and the add after
+// the softmax starts a chain of its own with the cast.
+// CHECK-LABEL: func.func @interrupted
+// CHECK: %[[E:.+]] = loom.fused(%arg0) : (tensor<4x8xf32>) -> tensor<4x8xf32>
+// CHECK: loom.neg
+// CHECK: loom.exp
+// CHECK: %[[S:.+]] = loom.softmax %[[E]]
+// CHECK: %[[F:.+]]:2 = loom.fused(%[[E]], %[[S]]) : (tensor<4x8xf32>, tensor<4x8xf32>) -> (tensor<4x8xf32>, tensor<4x8xbf16>)
+// CHECK: loom.add
+// CHECK: loom.cast
+// CHECK: loom.yield
+// CHECK: return %[[F]]#0, %[[F]]#1
+func.func @interrupted(%x: tensor<4x8xf32>) -> (tensor<4x8xf32>, tensor<4x8xbf16>) {
+  %n = loom.neg %x : tensor<4x8xf32>
+  %e = loom.exp %n : tensor<4x8xf32>
+  %s = loom.softmax %e : tensor<4x8xf32>
+  %a = loom.add %e, %s : (tensor<4x8xf32>, tensor<4x8xf32>) -> tensor<4x8xf32>
+  %c = loom.cast %a : tensor<4x8xf32> -> tensor<4x8xbf16>
+  return %a, %c : tensor<4x8xf32>, tensor<4x8xbf16>
+}
+
+// -----
+
+// Ops of another shape do not join a chain (a broadcast result is a new
+// chain's input), and a lone op is left as it is.
+// CHECK-LABEL: func.func @shapes
+// CHECK: loom.fused(%arg0, %arg1) : (tensor<8xf32>, tensor<8xf32>) -> tensor<8xf32>
+// CHECK: loom.fused(%{{.+}}, %arg2) : (tensor<8xf32>, tensor<4x8xf32>) -> tensor<4x8xf32>
+func.func @shapes(%a: tensor<8xf32>, %b: tensor<8xf32>, %c: tensor<4x8xf32>) -> tensor<4x8xf32> {
+  %s = loom.add %a, %b : (tensor<8xf32>, tensor<8xf32>) -> tensor<8xf32>
+  %t = loom.tanh %s : tensor<8xf32>
+  %u = loom.mul %t, %c : (tensor<8xf32>, tensor<4x8xf32>) -> tensor<4x8xf32>
+  %v = loom.sqrt %u : tensor<4x8xf32>
+  return %v : tensor<4x8xf32>
+}
