@@ -957,6 +957,30 @@ void lookupAndLossCases(loom_cuda_context *context) {
       context);
 }
 
+/// AdamW's attributes: lr, beta1, beta2, eps, weight_decay.
+std::vector<int64_t> adamwAttrs() {
+  return {real(1e-3), real(0.9), real(0.999), real(1e-8), real(0.01)};
+}
+
+/// adamw_update_multi over parameters of `sizes` elements at step `step`
+/// (i64): param, grad and param' bf16 in the bf16 run, the moments f32.
+Case adamwMulti(std::string name, const std::vector<int64_t> &sizes,
+                int64_t step) {
+  Case c =
+      make(std::move(name), KERNELS(adamw_update_multi), {}, {}, adamwAttrs());
+  for (int64_t n : sizes) {
+    c.ins.push_back(uniform({n}));
+    c.ins.push_back(uniform({n}, -0.1, 0.1));
+    c.ins.push_back(f32(uniform({n}, -0.01, 0.01)));
+    c.ins.push_back(f32(uniform({n}, 0, 1e-4)));
+    c.outs.push_back(result({n}));
+    c.outs.push_back(result({n}, false));
+    c.outs.push_back(result({n}, false));
+  }
+  c.ins.push_back(scalarInt(step));
+  return c;
+}
+
 void optimizerCases(loom_cuda_context *context) {
   // param and grad bf16 in the bf16 run; the moments stay f32.
   run(make("adamw_update", KERNELS(adamw_update),
@@ -964,12 +988,166 @@ void optimizerCases(loom_cuda_context *context) {
             f32(uniform({1000}, -0.01, 0.01)), f32(uniform({1000}, 0, 1e-4)),
             scalarInt(3)},
            {result({1000}), result({1000}, false), result({1000}, false)},
-           {real(1e-3), real(0.9), real(0.999), real(1e-8), real(0.01)}),
+           adamwAttrs()),
       context);
+  // adamw_update_multi: a parameter of one element, one of less than a
+  // block's chunk, one of several chunks.
+  run(adamwMulti("adamw_update_multi 3 parameters", {1, 1000, 70000}, 3),
+      context);
+  // More parameters than one launch takes, of mixed sizes (a few empty).
+  std::vector<int64_t> sizes;
+  std::uniform_int_distribution<int64_t> size(1, 3000);
+  for (int i = 0; i < 100; ++i)
+    sizes.push_back(i % 25 == 7 ? 0 : size(generator()));
+  run(adamwMulti("adamw_update_multi 100 parameters", sizes, 1000), context);
+  // In the bf16 run each parameter mixes types its own way: a bf16 param
+  // with an f32 grad, an f32 param with a bf16 grad into an f32 param', an
+  // f32 param into a bf16 param' (and a [10, 100] param with [1000] state);
+  // an i32 step.
+  Case mixed =
+      adamwMulti("adamw_update_multi mixed types", {500, 1000, 1000, 7}, 2);
+  mixed.ins[1].lowPrecision = false;
+  mixed.ins[4].lowPrecision = false;
+  mixed.outs[3].lowPrecision = false;
+  mixed.ins[8].lowPrecision = false;
+  mixed.ins[8].shape = {10, 100};
+  mixed.ins.back() = scalarInt(2, LOOM_DTYPE_I32);
+  run(mixed, context);
   run(make("sgd_update", KERNELS(sgd_update),
            {uniform({1000}), uniform({1000}, -0.1, 0.1)}, {result({1000})},
            {real(0.05), real(0.01)}),
       context);
+}
+
+/// A device buffer (owned by `device`) holding `values` as `dtype`, or
+/// null.
+void *deviceCopy(DeviceBuffers &device, const std::vector<double> &values,
+                 loom_dtype dtype) {
+  std::vector<uint8_t> host = encode(values, dtype);
+  void *pointer = nullptr;
+  if (cudaMalloc(&pointer, host.size()) != cudaSuccess)
+    return nullptr;
+  device.pointers.push_back(pointer);
+  if (cudaMemcpy(pointer, host.data(), host.size(), cudaMemcpyHostToDevice) !=
+      cudaSuccess)
+    return nullptr;
+  return pointer;
+}
+
+/// A tensor's description in a meta: element type, rank 1, `n`.
+void describe(std::vector<int64_t> &meta, loom_dtype dtype, int64_t n) {
+  meta.insert(meta.end(), {dtype, 1, n});
+}
+
+/// Runs adamw_update_multi over parameters of `sizes` elements and
+/// adamw_update on each parameter alone, on the same device operands;
+/// compares the results byte for byte. Parameter i's param (and param')
+/// is bf16 when i is odd, its grad when i / 2 is odd.
+bool adamwMultiMatchesSingles(const std::vector<int64_t> &sizes,
+                              loom_cuda_context *context) {
+  int64_t params = static_cast<int64_t>(sizes.size());
+  std::vector<int64_t> attrs = adamwAttrs();
+  DeviceBuffers device;
+  void *step = deviceCopy(device, {7.0}, LOOM_DTYPE_I32);
+  if (!step)
+    return false;
+  std::vector<int64_t> multiMeta = {4 * params + 1, 3 * params}, resultMeta;
+  std::vector<void *> operands, results;
+  // Per parameter: its adamw_update call's meta and buffers (the operands
+  // shared with the multi call, results of its own), its results' types.
+  std::vector<std::vector<int64_t>> singleMeta(params);
+  std::vector<std::array<void *, 8>> singleBuffers(params);
+  std::vector<std::array<loom_dtype, 3>> resultTypes(params);
+  for (int64_t i = 0; i < params; ++i) {
+    int64_t n = sizes[i];
+    loom_dtype paramType = i % 2 ? LOOM_DTYPE_BF16 : LOOM_DTYPE_F32;
+    loom_dtype gradType = i / 2 % 2 ? LOOM_DTYPE_BF16 : LOOM_DTYPE_F32;
+    const loom_dtype inTypes[4] = {paramType, gradType, LOOM_DTYPE_F32,
+                                   LOOM_DTYPE_F32};
+    resultTypes[i] = {paramType, LOOM_DTYPE_F32, LOOM_DTYPE_F32};
+    const Tensor ins[4] = {uniform({n}), uniform({n}, -0.1, 0.1),
+                           uniform({n}, -0.01, 0.01), uniform({n}, 0, 1e-4)};
+    singleMeta[i] = {5, 3};
+    for (int k = 0; k < 4; ++k) {
+      void *pointer = deviceCopy(device, ins[k].values, inTypes[k]);
+      if (!pointer)
+        return false;
+      operands.push_back(pointer);
+      singleBuffers[i][k] = pointer;
+      describe(multiMeta, inTypes[k], n);
+      describe(singleMeta[i], inTypes[k], n);
+    }
+    singleBuffers[i][4] = step;
+    singleMeta[i].insert(singleMeta[i].end(), {LOOM_DTYPE_I32, 0});
+    for (int k = 0; k < 3; ++k) {
+      describe(resultMeta, resultTypes[i][k], n);
+      describe(singleMeta[i], resultTypes[i][k], n);
+      // NaN-filled, as runCuda's.
+      std::vector<double> fill(n, NAN);
+      void *multi = deviceCopy(device, fill, resultTypes[i][k]);
+      void *single = deviceCopy(device, fill, resultTypes[i][k]);
+      if (!multi || !single)
+        return false;
+      results.push_back(multi);
+      singleBuffers[i][5 + k] = single;
+    }
+    singleMeta[i].insert(singleMeta[i].end(), attrs.begin(), attrs.end());
+  }
+  operands.push_back(step);
+  multiMeta.insert(multiMeta.end(), {LOOM_DTYPE_I32, 0});
+  multiMeta.insert(multiMeta.end(), resultMeta.begin(), resultMeta.end());
+  multiMeta.insert(multiMeta.end(), attrs.begin(), attrs.end());
+  operands.insert(operands.end(), results.begin(), results.end());
+
+  int32_t status = loom_cuda_adamw_update_multi(nullptr, operands.data(),
+                                                multiMeta.data(), context);
+  for (int64_t i = 0; i < params && status == 0; ++i)
+    status = loom_cuda_adamw_update(nullptr, singleBuffers[i].data(),
+                                    singleMeta[i].data(), context);
+  if (status == 0)
+    status = loom_cuda_context_synchronize(context);
+  if (status != 0) {
+    std::printf("  a kernel failed (%d): %s\n", status, loom_cuda_last_error());
+    return false;
+  }
+  for (int64_t i = 0; i < params; ++i)
+    for (int k = 0; k < 3; ++k) {
+      loom_dtype dtype = resultTypes[i][k];
+      int64_t bytes = sizes[i] * loom_dtype_bytes(dtype);
+      std::vector<uint8_t> multi(bytes + 8), single(bytes + 8);
+      CHECK_CUDA(cudaMemcpy(multi.data(), results[3 * i + k], bytes,
+                            cudaMemcpyDeviceToHost));
+      CHECK_CUDA(cudaMemcpy(single.data(), singleBuffers[i][5 + k], bytes,
+                            cudaMemcpyDeviceToHost));
+      std::vector<double> values = decode(single.data(), sizes[i], dtype);
+      bool written =
+          std::none_of(values.begin(), values.end(),
+                       [](double value) { return std::isnan(value); });
+      if (!written || std::memcmp(multi.data(), single.data(), bytes) != 0) {
+        std::printf("  parameter %lld (%lld elements), result %d: %s\n",
+                    static_cast<long long>(i), static_cast<long long>(sizes[i]),
+                    k,
+                    written ? "the results differ" : "adamw_update left a NaN");
+        return false;
+      }
+    }
+  return true;
+}
+
+/// adamw_update_multi gives each parameter exactly adamw_update's results:
+/// parameters from one element to several chunks, two large enough to fill
+/// a launch's blocks (one continues in the next launch), more parameters
+/// than a launch holds, every mix of f32 and bf16 param and grad.
+void adamwMultiIdentityCases(loom_cuda_context *context) {
+  std::string name = "adamw_update_multi = adamw_update per parameter";
+  if (filter && name.find(filter) == std::string::npos)
+    return;
+  std::vector<int64_t> sizes = {1, 1000, 70000, 5000000, 5000000};
+  for (int64_t i = 0; i < 30; ++i)
+    sizes.push_back(1 + i * 677 % 5000);
+  bool ok = adamwMultiMatchesSingles(sizes, context);
+  std::printf("%s %s\n", ok ? "PASS" : "FAIL", name.c_str());
+  (ok ? passes : failures) += 1;
 }
 
 //===----------------------------------------------------------------------===//
@@ -1037,6 +1215,48 @@ void failureCases(loom_cuda_context *context) {
   synced = loom_cuda_context_synchronize(context);
   expectFailure("errors: adamw step 0", launched == 0 && synced != 0,
                 loom_cuda_last_error(), "adamw_update: step 0 is not 1-based");
+
+  // adamw_update_multi on two parameters of 8 elements (step 0 again).
+  std::vector<Tensor> multiIns, multiOuts;
+  for (int i = 0; i < 2; ++i) {
+    for (int k = 0; k < 4; ++k)
+      multiIns.push_back(f32(uniform({8})));
+    for (int k = 0; k < 3; ++k)
+      multiOuts.push_back(result({8}, false));
+  }
+  multiIns.push_back(scalarInt(0));
+  void *multiBuffers[15] = {data, data, data, data, data, data, data, data,
+                            data, out,  out,  out,  out,  out,  out};
+  auto multiCall = [&](std::vector<Tensor> ins) {
+    std::vector<int64_t> meta =
+        metaFor(std::move(ins), multiOuts,
+                {real(1e-3), real(0.9), real(0.999), real(1e-8), real(0.0)});
+    return loom_cuda_adamw_update_multi(nullptr, multiBuffers, meta.data(),
+                                        context);
+  };
+  launched = multiCall(multiIns);
+  synced = loom_cuda_context_synchronize(context);
+  expectFailure("errors: adamw_update_multi step 0",
+                launched == 0 && synced != 0, loom_cuda_last_error(),
+                "adamw_update_multi: step 0 is not 1-based");
+  expectFailure(
+      "errors: adamw_update_multi with 4N operands",
+      multiCall(std::vector<Tensor>(multiIns.begin() + 1, multiIns.end())) != 0,
+      loom_cuda_last_error(),
+      "loom_cuda_adamw_update_multi: 8 operands and 6 results, "
+      "expected 4N + 1 and 3N");
+  std::vector<Tensor> ragged = multiIns;
+  ragged[7] = f32(uniform({7})); // parameter 1's v
+  expectFailure("errors: adamw_update_multi sizes differ",
+                multiCall(ragged) != 0, loom_cuda_last_error(),
+                "loom_cuda_adamw_update_multi: parameter 1: the operands and "
+                "results differ in size (8 and 7 elements)");
+  std::vector<Tensor> bf16Moment = multiIns;
+  bf16Moment[2] = uniform({8}); // bf16 in metaFor's types
+  expectFailure("errors: adamw_update_multi bf16 moment",
+                multiCall(bf16Moment) != 0, loom_cuda_last_error(),
+                "loom_cuda_adamw_update_multi: parameter 0: the moments must "
+                "be f32");
 
   void *product[3] = {data, data, out};
   std::vector<int64_t> mixed = metaFor({f32(uniform({4, 4})), uniform({4, 4})},
@@ -1513,6 +1733,7 @@ int main(int argc, char **argv) {
   attentionCases(context);
   lookupAndLossCases(context);
   optimizerCases(context);
+  adamwMultiIdentityCases(context);
   uploadCases(context);
   collectiveCases(context, stream);
   failureCases(context);

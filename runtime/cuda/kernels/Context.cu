@@ -39,6 +39,8 @@ int32_t failDevice(const long long *word) {
     break;
   case kAdamWStep:
     return fail("adamw_update: step %lld is not 1-based", word[2]);
+  case kAdamWMultiStep:
+    return fail("adamw_update_multi: step %lld is not 1-based", word[2]);
   default:
     return fail("a CUDA kernel recorded device error %lld", word[0]);
   }

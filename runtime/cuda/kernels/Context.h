@@ -36,6 +36,7 @@ enum DeviceError : long long {
   kCrossEntropyLabel = 3,
   kCrossEntropyGradLabel = 4,
   kAdamWStep = 5,
+  kAdamWMultiStep = 6,
 };
 
 /// Fails with the launch error of `op`'s last kernel launch, if any.

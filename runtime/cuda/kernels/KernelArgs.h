@@ -21,6 +21,7 @@ namespace loom::cuda {
 using kernels::kMaxRank;
 using kernels::kMaxTensors;
 using kernels::stridesOf;
+using kernels::TensorList;
 using kernels::View;
 
 /// The decoded meta (device buffers), and the check every kernel starts

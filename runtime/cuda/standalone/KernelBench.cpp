@@ -208,6 +208,25 @@ int main() {
               {f32({kParams}), f32({kParams}), f32({kParams})},
               {real(6e-4), real(0.9), real(0.95), real(1e-8), real(0.1)}, 0.0,
               context, stream);
+  // The same update over GPT-2's 148 parameters (wte, wpe, 12 layers of 12,
+  // ln_f's 2) in one multi call.
+  const std::vector<std::vector<int64_t>> layer = {
+      {c}, {c}, {c, 3 * c}, {3 * c}, {c, c},     {c}, //
+      {c}, {c}, {c, 4 * c}, {4 * c}, {4 * c, c}, {c}};
+  std::vector<std::vector<int64_t>> shapes = {{kVocab, c}, {1024, c}};
+  for (int64_t l = 0; l < 12; ++l)
+    shapes.insert(shapes.end(), layer.begin(), layer.end());
+  shapes.insert(shapes.end(), 2, {c});
+  std::vector<TensorType> multiIns, multiOuts;
+  for (const std::vector<int64_t> &shape : shapes) {
+    multiIns.insert(multiIns.end(), 4, f32(shape));
+    multiOuts.insert(multiOuts.end(), 3, f32(shape));
+  }
+  multiIns.push_back({LOOM_DTYPE_I64, {}});
+  ok &= bench("adamw_update_multi (148)", loom_cuda_adamw_update_multi,
+              multiIns, multiOuts,
+              {real(6e-4), real(0.9), real(0.95), real(1e-8), real(0.1)}, 0.0,
+              context, stream);
   loom_cuda_context_destroy(context);
   cudaStreamDestroy(stream);
   return ok ? 0 : 1;

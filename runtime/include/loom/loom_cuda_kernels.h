@@ -39,7 +39,8 @@
  *                     f32 accumulation); an epilogue's bias has the
  *                     result's type, bias_gelu_aux's two results one type
  *   adamw_update      m, v, m', v' f32 (optimizer state stays f32); param,
- *                     grad, param' f32 or bf16
+ *                     grad, param' f32 or bf16 (adamw_update_multi: the
+ *                     same for each parameter)
  *   cross_entropy     the loss is f32 (or bf16); dloss likewise
  *   layout ops        copy, reshape, transpose, broadcast, slice, pad and
  *                     concat move elements of any type (f64 and integers
@@ -61,10 +62,11 @@
  * Errors. A kernel returns 0 or a non-zero status after recording the
  * message loom_cuda_last_error() returns (an unsupported element type, a
  * shape the kernel does not take, a launch or cuBLASLt failure). What only
- * the device can see — an id or label outside the vocabulary — is recorded
- * in the context's device error word (the first one wins; the offending
- * rows read as zeros) and returned by loom_cuda_context_synchronize() with
- * the CPU kernel's message.
+ * the device can see — an id or label outside the vocabulary, an AdamW
+ * step below 1 — is recorded in the context's device error word (the first
+ * one wins; the offending rows read as zeros, an AdamW update writes
+ * nothing) and returned by loom_cuda_context_synchronize() with the CPU
+ * kernel's message.
  *
  * Collectives. all_reduce, reduce_scatter, all_gather, all_to_all and
  * all_slice take the CPU collectives' meta and give the CPU kernels'
@@ -187,6 +189,11 @@ LOOM_CUDA_KERNEL(dropout_grad)
 /* Optimizer updates. */
 LOOM_CUDA_KERNEL(adamw_update)
 LOOM_CUDA_KERNEL(sgd_update)
+/* adamw_update over N parameters in one call (loom_cpu_kernels.h's
+ * operands and results), each parameter's types as adamw_update takes them:
+ * a few multi-tensor launches, each parameter's results bit-identical to
+ * its own adamw_update call's. */
+LOOM_CUDA_KERNEL(adamw_update_multi)
 /* Collectives over frame->comm (see Collectives). */
 LOOM_CUDA_KERNEL(all_reduce)
 LOOM_CUDA_KERNEL(reduce_scatter)
