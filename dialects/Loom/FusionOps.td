@@ -27,7 +27,11 @@ def Loom_FusedOp : Op<Loom_Dialect, "fused",
       div, neg, exp, log, sqrt, rsqrt, tanh, cast, gelu, gelu_grad, silu,
       silu_grad, the inputs broadcasting to that shape: one
       `fused_elementwise` call, every element computed in f32 registers and
-      rounded once, at the store.
+      rounded once, at the store;
+    - AdamW updates of several parameters sharing their step and
+      hyperparameters (inputs param, grad, m, v of each, then the step;
+      results param', m', v' of each; a gradient's widening cast may stand
+      before its update): one multi-tensor `adamw_update_multi` call.
 
     ```mlir
     %1:2 = loom.fused(%x, %w, %b) : (tensor<8x64xbf16>, tensor<64x256xbf16>, tensor<256xbf16>)

@@ -213,6 +213,99 @@ void fuseChains(Block &block) {
   }
 }
 
+/// Whether two updates share their step and hyperparameters.
+bool sameUpdate(AdamWUpdateOp a, AdamWUpdateOp b) {
+  return a.getStep() == b.getStep() && a.getLrAttr() == b.getLrAttr() &&
+         a.getBeta1Attr() == b.getBeta1Attr() &&
+         a.getBeta2Attr() == b.getBeta2Attr() &&
+         a.getEpsAttr() == b.getEpsAttr() &&
+         a.getWeightDecayAttr() == b.getWeightDecayAttr();
+}
+
+/// A run of updates into one loom.fused after the last: inputs param,
+/// grad, m, v of each, then the step (adamw_update_multi's order); a grad
+/// that is a cast read by this update alone comes in uncast, the cast
+/// moving inside (the kernels widen a bf16 gradient as they load it).
+void outlineUpdates(MutableArrayRef<AdamWUpdateOp> run) {
+  SmallVector<Operation *> members;
+  SmallVector<Value> inputs, outputs;
+  SmallVector<CastOp> casts;
+  for (AdamWUpdateOp update : run) {
+    auto cast = update.getGrad().getDefiningOp<CastOp>();
+    if (cast && (!cast->hasOneUse() || !isFusibleTensor(cast.getX().getType())))
+      cast = CastOp();
+    if (cast)
+      members.push_back(cast);
+    members.push_back(update);
+    casts.push_back(cast);
+    inputs.append({update.getParam(), cast ? cast.getX() : update.getGrad(),
+                   update.getM(), update.getV()});
+    outputs.append(update->result_begin(), update->result_end());
+  }
+  inputs.push_back(run.front().getStep());
+
+  AdamWUpdateOp last = run.back();
+  OpBuilder b(last);
+  b.setInsertionPointAfter(last);
+  SmallVector<Type> resultTypes;
+  for (Value output : outputs)
+    resultTypes.push_back(output.getType());
+  auto fused = FusedOp::create(b, last.getLoc(), resultTypes, inputs);
+  Block *body = b.createBlock(&fused.getBody());
+  for (Value input : inputs)
+    body->addArgument(input.getType(), input.getLoc());
+  SmallVector<Value> yielded;
+  Value step = body->getArguments().back();
+  for (auto [i, update] : llvm::enumerate(run)) {
+    // Each update reads its own four arguments, even where two updates
+    // share a value.
+    IRMapping map;
+    map.map(update.getParam(), body->getArgument(4 * i));
+    map.map(update.getM(), body->getArgument(4 * i + 2));
+    map.map(update.getV(), body->getArgument(4 * i + 3));
+    map.map(update.getStep(), step);
+    if (CastOp cast = casts[i]) {
+      IRMapping castMap;
+      castMap.map(cast.getX(), body->getArgument(4 * i + 1));
+      map.map(cast.getResult(), b.clone(*cast, castMap)->getResult(0));
+    } else {
+      map.map(update.getGrad(), body->getArgument(4 * i + 1));
+    }
+    Operation *clone = b.clone(*update, map);
+    yielded.append(clone->result_begin(), clone->result_end());
+  }
+  YieldOp::create(b, last.getLoc(), yielded);
+
+  for (auto [index, output] : llvm::enumerate(outputs))
+    Value(output).replaceAllUsesWith(fused.getResult(index));
+  for (Operation *op : llvm::reverse(members))
+    op->erase();
+}
+
+/// Consecutive adamw_update ops sharing their step and hyperparameters
+/// into one loom.fused each (see Passes.td).
+void fuseUpdates(Block &block) {
+  SmallVector<AdamWUpdateOp> run;
+  auto flush = [&] {
+    if (run.size() >= 2)
+      outlineUpdates(run);
+    run.clear();
+  };
+  for (Operation &op : llvm::make_early_inc_range(block)) {
+    auto update = dyn_cast<AdamWUpdateOp>(op);
+    if (!update ||
+        !llvm::all_of(update->getOperands().take_front(4),
+                      [](Value v) { return isFusibleTensor(v.getType()); })) {
+      flush();
+      continue;
+    }
+    if (!run.empty() && !sameUpdate(run.front(), update))
+      flush();
+    run.push_back(update);
+  }
+  flush();
+}
+
 struct FusePass : impl::LoomFuseBase<FusePass> {
   using LoomFuseBase::LoomFuseBase;
 
@@ -225,6 +318,8 @@ struct FusePass : impl::LoomFuseBase<FusePass> {
         fuseEpilogues(block);
       if (elementwise)
         fuseChains(block);
+      if (optimizer)
+        fuseUpdates(block);
     }
   }
 };

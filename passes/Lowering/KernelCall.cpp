@@ -356,8 +356,8 @@ LogicalResult unsupportedBody(FusedOp fused, const Target &target) {
   return fused.emitOpError()
          << "has no " << target.library << " kernel for its body ("
          << target.flag
-         << " runs a matmul with a bias [and gelu] epilogue, or a chain of "
-            "elementwise ops; see --loom-fuse)";
+         << " runs a matmul with a bias [and gelu] epilogue, AdamW updates "
+            "or a chain of elementwise ops; see --loom-fuse)";
 }
 
 /// A matmul body: matmul(lhs, rhs), add(product, bias), optionally gelu
@@ -399,6 +399,47 @@ LogicalResult writeMatmulEpilogue(FusedOp fused, MetaWriter &w,
   w.integer(matmul->hasAttr("transpose_lhs") ? 1 : 0);
   w.integer(matmul->hasAttr("transpose_rhs") ? 1 : 0);
   w.integer(epilogue);
+  return success();
+}
+
+/// An optimizer body: adamw_update ops over the inputs param, grad, m, v of
+/// each (a grad possibly through a cast), then the step, yielding param',
+/// m', v' of each in order; writes the shared hyperparameters.
+LogicalResult writeUpdates(FusedOp fused, MetaWriter &w, const Target &target) {
+  Block &body = fused.getBody().front();
+  SmallVector<AdamWUpdateOp> updates(body.getOps<AdamWUpdateOp>());
+  int64_t params = static_cast<int64_t>(updates.size());
+  auto yield = cast<YieldOp>(body.getTerminator());
+  if (params < 1 || body.getNumArguments() != 4 * params + 1 ||
+      yield.getNumOperands() != 3 * params)
+    return unsupportedBody(fused, target);
+  Value step = body.getArguments().back();
+  AdamWUpdateOp first = updates.front();
+  for (auto [i, update] : llvm::enumerate(updates)) {
+    unsigned base = 4 * static_cast<unsigned>(i);
+    Value grad = update.getGrad();
+    if (auto cast = grad.getDefiningOp<CastOp>())
+      grad = cast.getX();
+    bool inOrder = update.getParam() == body.getArgument(base) &&
+                   grad == body.getArgument(base + 1) &&
+                   update.getM() == body.getArgument(base + 2) &&
+                   update.getV() == body.getArgument(base + 3) &&
+                   update.getStep() == step;
+    for (unsigned r = 0; r < 3; ++r)
+      inOrder = inOrder && yield.getOperand(3 * i + r) == update->getResult(r);
+    if (!inOrder || update.getLrAttr() != first.getLrAttr() ||
+        update.getBeta1Attr() != first.getBeta1Attr() ||
+        update.getBeta2Attr() != first.getBeta2Attr() ||
+        update.getEpsAttr() != first.getEpsAttr() ||
+        update.getWeightDecayAttr() != first.getWeightDecayAttr())
+      return unsupportedBody(fused, target);
+  }
+  for (Operation &op : body.without_terminator())
+    if (!isa<AdamWUpdateOp, CastOp>(op))
+      return unsupportedBody(fused, target);
+  for (APFloat value : {first.getLr(), first.getBeta1(), first.getBeta2(),
+                        first.getEps(), first.getWeightDecay()})
+    w.real(value.convertToDouble());
   return success();
 }
 
@@ -444,19 +485,28 @@ LogicalResult writeFusedProgram(FusedOp fused, MetaWriter &w,
 
 FailureOr<KernelCall> encodeKernelCall(Operation *op, GroupTable &groups,
                                        const Target &target) {
-  // KernelArgs decodes 16 tensors (concat reads its own meta).
-  if (op->getNumOperands() + op->getNumResults() > 16 && !isa<ConcatOp>(op))
+  // What a loom.fused runs: a matmul with an epilogue, AdamW updates or an
+  // elementwise chain.
+  auto fused = dyn_cast<FusedOp>(op);
+  auto holds = [&](auto isKind) {
+    return fused && !fused.getBody().empty() &&
+           llvm::any_of(fused.getBody().front(), isKind);
+  };
+  bool fusedMatmul =
+      holds([](Operation &inner) { return isa<MatmulOp>(inner); });
+  bool fusedUpdates =
+      holds([](Operation &inner) { return isa<AdamWUpdateOp>(inner); });
+  // KernelArgs decodes 16 tensors (concat reads its own meta, the
+  // multi-tensor update a TensorList).
+  if (op->getNumOperands() + op->getNumResults() > 16 && !isa<ConcatOp>(op) &&
+      !fusedUpdates)
     return op->emitOpError()
            << target.flag << " takes ops of 16 operands and results at most";
   KernelCall call;
-  auto fused = dyn_cast<FusedOp>(op);
-  bool fusedMatmul =
-      fused && !fused.getBody().empty() &&
-      llvm::any_of(fused.getBody().front(),
-                   [](Operation &inner) { return isa<MatmulOp>(inner); });
-  StringRef kernel = !fused        ? op->getName().stripDialect()
-                     : fusedMatmul ? StringRef("matmul")
-                                   : StringRef("fused_elementwise");
+  StringRef kernel = !fused         ? op->getName().stripDialect()
+                     : fusedMatmul  ? StringRef("matmul")
+                     : fusedUpdates ? StringRef("adamw_update_multi")
+                                    : StringRef("fused_elementwise");
   call.symbol = (target.kernelPrefix + kernel).str();
   MetaWriter w(op, target, call.meta);
   w.integer(op->getNumOperands());
@@ -471,8 +521,9 @@ FailureOr<KernelCall> encodeKernelCall(Operation *op, GroupTable &groups,
     if (failed(writeCollective(op, w, groups)))
       return failure();
   } else if (fused) {
-    if (failed(fusedMatmul ? writeMatmulEpilogue(fused, w, target)
-                           : writeFusedProgram(fused, w, target)))
+    if (failed(fusedMatmul    ? writeMatmulEpilogue(fused, w, target)
+               : fusedUpdates ? writeUpdates(fused, w, target)
+                              : writeFusedProgram(fused, w, target)))
       return failure();
   } else if (failed(writeLoomAttributes(op, w))) {
     return failure();

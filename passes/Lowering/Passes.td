@@ -100,7 +100,13 @@ def LoomFuse : Pass<"loom-fuse", "mlir::ModuleOp"> {
       `loom.fused` run by one `fused_elementwise` call; its results are the
       values used outside the chain. A chain grows while no other op reads
       its values in between (the fused op stands where its last op stood),
-      up to 64 ops and 16 tensors.
+      up to 64 ops and 16 tensors;
+    - **optimizer updates**: consecutive `loom.adamw_update` ops sharing
+      their step and hyperparameters become one `loom.fused` run by one
+      multi-tensor `adamw_update_multi` call (inputs param, grad, m, v of
+      each, then the step); a gradient's widening `loom.cast` read by its
+      update alone moves inside (the kernels widen a bf16 gradient as they
+      load it).
     The fused op computes what the ops computed; f32 results are the same
     bit for bit on the CPU, and on the GPU bf16 values between the ops of a
     chain are no longer rounded (they stay f32 registers).
@@ -113,6 +119,8 @@ def LoomFuse : Pass<"loom-fuse", "mlir::ModuleOp"> {
            "fuse a matmul with its bias add and gelu">,
     Option<"elementwise", "elementwise", "bool", /*default=*/"true",
            "fuse chains of elementwise ops">,
+    Option<"optimizer", "optimizer", "bool", /*default=*/"true",
+           "fuse runs of AdamW updates into one multi-tensor call">,
   ];
 }
 

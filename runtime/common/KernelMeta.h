@@ -62,31 +62,25 @@ struct View {
   }
 };
 
-class KernelArgs {
-public:
-  KernelArgs(void *const *buffers, const int64_t *meta) {
-    operands = meta[0];
-    results = meta[1];
-    cursor = meta + 2;
-    for (int64_t t = 0; t < operands + results && t < kMaxTensors; ++t) {
-      View &view = views[t];
-      view.data = buffers[t];
-      view.dtype = static_cast<loom_dtype>(*cursor++);
-      view.rank = *cursor++;
-      for (int64_t d = 0; d < view.rank; ++d) {
-        int64_t extent = *cursor++;
-        if (d < kMaxRank)
-          view.dims[d] = extent;
-      }
-    }
+/// Reads the description of the tensor at `cursor` (dtype, rank, dims) into
+/// `view` with its buffer; returns the cursor after it. Dimensions past
+/// kMaxRank are skipped (the kernels refuse such ranks).
+inline const int64_t *readView(const int64_t *cursor, void *buffer,
+                               View &view) {
+  view.data = buffer;
+  view.dtype = static_cast<loom_dtype>(*cursor++);
+  view.rank = *cursor++;
+  for (int64_t d = 0; d < view.rank; ++d) {
+    int64_t extent = *cursor++;
+    if (d < kMaxRank)
+      view.dims[d] = extent;
   }
+  return cursor;
+}
 
-  int64_t numOperands() const { return operands; }
-  int64_t numResults() const { return results; }
-  const View &in(int64_t i) const { return views[i]; }
-  const View &out(int64_t i) const { return views[operands + i]; }
-  const View &tensor(int64_t t) const { return views[t]; }
-
+/// The attributes after the tensors.
+class AttributeReader {
+public:
   /// The next attribute.
   int64_t integer() { return *cursor++; }
   double real() {
@@ -103,10 +97,54 @@ public:
     return elements;
   }
 
+protected:
+  const int64_t *cursor = nullptr;
+};
+
+/// A call of at most kMaxTensors tensors: every kernel but the
+/// multi-tensor ones (TensorList).
+class KernelArgs : public AttributeReader {
+public:
+  KernelArgs(void *const *buffers, const int64_t *meta) {
+    operands = meta[0];
+    results = meta[1];
+    cursor = meta + 2;
+    for (int64_t t = 0; t < operands + results && t < kMaxTensors; ++t)
+      cursor = readView(cursor, buffers[t], views[t]);
+  }
+
+  int64_t numOperands() const { return operands; }
+  int64_t numResults() const { return results; }
+  const View &in(int64_t i) const { return views[i]; }
+  const View &out(int64_t i) const { return views[operands + i]; }
+  const View &tensor(int64_t t) const { return views[t]; }
+
 private:
   int64_t operands = 0, results = 0;
   View views[kMaxTensors];
-  const int64_t *cursor = nullptr;
+};
+
+/// A call of any number of tensors (adamw_update_multi), decoded into a
+/// vector.
+class TensorList : public AttributeReader {
+public:
+  TensorList(void *const *buffers, const int64_t *meta) {
+    operands = meta[0];
+    results = meta[1];
+    cursor = meta + 2;
+    views.resize(static_cast<size_t>(operands + results));
+    for (int64_t t = 0; t < operands + results; ++t)
+      cursor = readView(cursor, buffers[t], views[t]);
+  }
+
+  int64_t numOperands() const { return operands; }
+  int64_t numResults() const { return results; }
+  const View &in(int64_t i) const { return views[i]; }
+  const View &out(int64_t i) const { return views[operands + i]; }
+
+private:
+  int64_t operands = 0, results = 0;
+  std::vector<View> views;
 };
 
 /// Row-major strides of `view`'s shape, in elements.

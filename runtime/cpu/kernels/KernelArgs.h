@@ -23,6 +23,7 @@ using kernels::KernelArgs;
 using kernels::kMaxRank;
 using kernels::kMaxTensors;
 using kernels::stridesOf;
+using kernels::TensorList;
 using kernels::View;
 
 /// Records `format` (printf-style) as this thread's last error; returns 1.

@@ -55,6 +55,54 @@ void sgd(double lrValue, double weightDecayValue, int64_t n, const T *p,
     newP[e] = p[e] - lr * (g[e] + weightDecay * p[e]);
 }
 
+/// The hyperparameters after the tensors (lr, beta1, beta2, eps,
+/// weight_decay); the step comes from its tensor (readStep).
+template <typename Reader> AdamW readAdamW(Reader &args) {
+  AdamW h;
+  h.lr = args.real();
+  h.beta1 = args.real();
+  h.beta2 = args.real();
+  h.eps = args.real();
+  h.weightDecay = args.real();
+  h.step = 0;
+  return h;
+}
+
+/// The 1-based step of a 0-d i32 / i64 tensor into `h`.
+int32_t readStep(const char *op, const View &step, AdamW &h) {
+  if (step.dtype != LOOM_DTYPE_I32 && step.dtype != LOOM_DTYPE_I64)
+    return fail("%s: a step of element type %d", op,
+                static_cast<int>(step.dtype));
+  h.step = step.index(0);
+  if (h.step < 1)
+    return fail("%s: step %lld is not 1-based", op,
+                static_cast<long long>(h.step));
+  return 0;
+}
+
+/// One parameter's update, in its element type (f32 or f64).
+int32_t updateOne(const char *op, const AdamW &h, const View &p, const View &g,
+                  const View &m, const View &v, const View &newP,
+                  const View &newM, const View &newV) {
+  loom_dtype dtype = p.dtype;
+  for (const View *view : {&g, &m, &v, &newP, &newM, &newV})
+    if (view->dtype != dtype)
+      return fail("%s: param of element type %d, another operand or result "
+                  "of %d",
+                  op, static_cast<int>(dtype), static_cast<int>(view->dtype));
+  int64_t n = p.numElements();
+  if (dtype == LOOM_DTYPE_F32)
+    adamW<float>(h, n, p.f32(), g.f32(), m.f32(), v.f32(), newP.f32(),
+                 newM.f32(), newV.f32());
+  else if (dtype == LOOM_DTYPE_F64)
+    adamW<double>(h, n, p.f64(), g.f64(), m.f64(), v.f64(), newP.f64(),
+                  newM.f64(), newV.f64());
+  else
+    return fail("%s: element type %d is neither f32 nor f64", op,
+                static_cast<int>(dtype));
+  return 0;
+}
+
 } // namespace
 } // namespace loom::cpu
 
@@ -66,38 +114,45 @@ extern "C" {
 int32_t loom_cpu_adamw_update(const loom_call_frame *, void *const *buffers,
                               const int64_t *meta) {
   KernelArgs args(buffers, meta);
-  const View &p = args.in(0), &g = args.in(1), &m = args.in(2), &v = args.in(3),
-             &step = args.in(4);
-  AdamW h;
-  h.lr = args.real();
-  h.beta1 = args.real();
-  h.beta2 = args.real();
-  h.eps = args.real();
-  h.weightDecay = args.real();
-  if (step.dtype != LOOM_DTYPE_I32 && step.dtype != LOOM_DTYPE_I64)
-    return fail("adamw_update: a step of element type %d",
-                static_cast<int>(step.dtype));
-  h.step = step.index(0);
-  if (h.step < 1)
-    return fail("adamw_update: step %lld is not 1-based",
-                static_cast<long long>(h.step));
-  loom_dtype dtype = p.dtype;
-  for (const View *view :
-       {&g, &m, &v, &args.out(0), &args.out(1), &args.out(2)})
-    if (view->dtype != dtype)
-      return fail("adamw_update: param of element type %d, another operand "
-                  "or result of %d",
-                  static_cast<int>(dtype), static_cast<int>(view->dtype));
-  int64_t n = p.numElements();
-  if (dtype == LOOM_DTYPE_F32)
-    adamW<float>(h, n, p.f32(), g.f32(), m.f32(), v.f32(), args.out(0).f32(),
-                 args.out(1).f32(), args.out(2).f32());
-  else if (dtype == LOOM_DTYPE_F64)
-    adamW<double>(h, n, p.f64(), g.f64(), m.f64(), v.f64(), args.out(0).f64(),
-                  args.out(1).f64(), args.out(2).f64());
-  else
-    return fail("adamw_update: element type %d is neither f32 nor f64",
-                static_cast<int>(dtype));
+  AdamW h = readAdamW(args);
+  if (int32_t status = readStep("adamw_update", args.in(4), h))
+    return status;
+  return updateOne("adamw_update", h, args.in(0), args.in(1), args.in(2),
+                   args.in(3), args.out(0), args.out(1), args.out(2));
+}
+
+/// Operands param_i, grad_i, m_i, v_i for each parameter, then the step;
+/// results param'_i, m'_i, v'_i for each.
+int32_t loom_cpu_adamw_update_multi(const loom_call_frame *,
+                                    void *const *buffers, const int64_t *meta) {
+  TensorList args(buffers, meta);
+  int64_t params = args.numResults() / 3;
+  if (params < 1 || args.numResults() != 3 * params ||
+      args.numOperands() != 4 * params + 1)
+    return fail("adamw_update_multi: %lld operands and %lld results, not 4N + "
+                "1 and 3N",
+                static_cast<long long>(args.numOperands()),
+                static_cast<long long>(args.numResults()));
+  AdamW h = readAdamW(args);
+  if (int32_t status = readStep("adamw_update_multi", args.in(4 * params), h))
+    return status;
+  for (int64_t i = 0; i < params; ++i) {
+    const View &p = args.in(4 * i);
+    for (const View *view :
+         {&args.in(4 * i + 1), &args.in(4 * i + 2), &args.in(4 * i + 3),
+          &args.out(3 * i), &args.out(3 * i + 1), &args.out(3 * i + 2)})
+      if (view->numElements() != p.numElements())
+        return fail("adamw_update_multi: parameter %lld has tensors of %lld "
+                    "and %lld elements",
+                    static_cast<long long>(i),
+                    static_cast<long long>(p.numElements()),
+                    static_cast<long long>(view->numElements()));
+    if (int32_t status =
+            updateOne("adamw_update_multi", h, p, args.in(4 * i + 1),
+                      args.in(4 * i + 2), args.in(4 * i + 3), args.out(3 * i),
+                      args.out(3 * i + 1), args.out(3 * i + 2)))
+      return status;
+  }
   return 0;
 }
 

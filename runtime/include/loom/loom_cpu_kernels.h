@@ -53,6 +53,7 @@
  *                      rate, seed, key, then the mask block
  *   adamw_update       lr, beta1, beta2, eps, weight_decay
  *   sgd_update         lr, weight_decay
+ *   adamw_update_multi lr, beta1, beta2, eps, weight_decay (see below)
  *   all_reduce         group, reduction (loom_reduction)
  *   reduce_scatter     group, reduction, members, scatter_axis
  *   all_gather         group, members, gather_axis
@@ -88,6 +89,15 @@
  * is a no-op). At most LOOM_FUSED_MAX_INSTRUCTIONS instructions. Both
  * libraries decode and check the program with runtime/common/FusedProgram.h
  * (decodeFusedProgram: same checks, same messages).
+ *
+ * adamw_update_multi (a `loom.fused` group of adamw_update ops sharing
+ * their step and hyperparameters, one call for every parameter): N
+ * parameters; operands param_0, grad_0, m_0, v_0, param_1, ..., v_{N-1},
+ * then the step (4N + 1); results param'_0, m'_0, v'_0, param'_1, ...
+ * (3N). Each parameter's four operands and three results have one element
+ * count and the element types adamw_update takes. The call has more than
+ * the 16 tensors KernelArgs holds: both libraries decode it with
+ * runtime/common/KernelMeta.h's TensorList.
  *
  * The mask block comes last; attention / attention_grad have it only
  * with has_step (the kernel reads no mask block when the rate is 0).
@@ -203,6 +213,7 @@ LOOM_CPU_KERNEL(dropout_grad)
 /* Optimizer updates. */
 LOOM_CPU_KERNEL(adamw_update)
 LOOM_CPU_KERNEL(sgd_update)
+LOOM_CPU_KERNEL(adamw_update_multi)
 /* Collectives over frame->comm. */
 LOOM_CPU_KERNEL(all_reduce)
 LOOM_CPU_KERNEL(reduce_scatter)

@@ -1,5 +1,5 @@
 // RUN: loom-opt %s -split-input-file --loom-fuse | FileCheck %s
-// RUN: loom-opt %s -split-input-file --loom-fuse="epilogues=false elementwise=false" | FileCheck %s --check-prefix=OFF
+// RUN: loom-opt %s -split-input-file --loom-fuse="epilogues=false elementwise=false optimizer=false" | FileCheck %s --check-prefix=OFF
 
 // A linear layer with gelu: matmul, bias add and gelu in one loom.fused
 // (inputs lhs, rhs, bias); the sum is used only by the gelu, so the gelu
@@ -134,4 +134,31 @@ func.func @shapes(%a: tensor<8xf32>, %b: tensor<8xf32>, %c: tensor<4x8xf32>) -> 
   %u = loom.mul %t, %c : (tensor<8xf32>, tensor<4x8xf32>) -> tensor<4x8xf32>
   %v = loom.sqrt %u : tensor<4x8xf32>
   return %v : tensor<4x8xf32>
+}
+
+// -----
+
+// Consecutive AdamW updates sharing their step and hyperparameters are one
+// loom.fused (param, grad, m, v of each, then the step); a bf16 gradient's
+// widening cast read only by its update moves inside. An update with
+// another learning rate starts a new run; a lone one stays as it is.
+// CHECK-LABEL: func.func @updates
+// CHECK: %[[U:.+]]:6 = loom.fused(%arg0, %arg1, %arg2, %arg3, %arg4, %arg5, %arg6, %arg7, %arg12)
+// CHECK-NEXT: ^bb0
+// CHECK-NEXT: loom.adamw_update
+// CHECK-NEXT: loom.cast %{{.+}} : tensor<8xbf16> -> tensor<8xf32>
+// CHECK-NEXT: loom.adamw_update
+// CHECK-NEXT: loom.yield
+// CHECK: loom.adamw_update %arg8
+// CHECK-NOT: loom.fused
+// CHECK: return %[[U]]#0, %[[U]]#3
+func.func @updates(%p0: tensor<4x8xf32>, %g0: tensor<4x8xf32>, %m0: tensor<4x8xf32>, %v0: tensor<4x8xf32>,
+                   %p1: tensor<8xf32>, %g1: tensor<8xbf16>, %m1: tensor<8xf32>, %v1: tensor<8xf32>,
+                   %p2: tensor<8xf32>, %g2: tensor<8xf32>, %m2: tensor<8xf32>, %v2: tensor<8xf32>,
+                   %step: tensor<i64>) -> (tensor<4x8xf32>, tensor<8xf32>, tensor<8xf32>) {
+  %g1w = loom.cast %g1 : tensor<8xbf16> -> tensor<8xf32>
+  %a0, %b0, %c0 = loom.adamw_update %p0, %g0, %m0, %v0, %step {beta1 = 0.9 : f64, beta2 = 0.95 : f64, eps = 1.0e-08 : f64, lr = 3.0e-04 : f64, weight_decay = 0.1 : f64} : tensor<4x8xf32>, tensor<4x8xf32>, tensor<i64>
+  %a1, %b1, %c1 = loom.adamw_update %p1, %g1w, %m1, %v1, %step {beta1 = 0.9 : f64, beta2 = 0.95 : f64, eps = 1.0e-08 : f64, lr = 3.0e-04 : f64, weight_decay = 0.1 : f64} : tensor<8xf32>, tensor<8xf32>, tensor<i64>
+  %a2, %b2, %c2 = loom.adamw_update %p2, %g2, %m2, %v2, %step {beta1 = 0.9 : f64, beta2 = 0.95 : f64, eps = 1.0e-08 : f64, lr = 1.0e-03 : f64, weight_decay = 0.1 : f64} : tensor<8xf32>, tensor<8xf32>, tensor<i64>
+  return %a0, %a1, %a2 : tensor<4x8xf32>, tensor<8xf32>, tensor<8xf32>
 }

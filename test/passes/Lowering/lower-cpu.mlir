@@ -102,3 +102,25 @@ func.func @train_step(%x: tensor<2x3xf32>, %w: tensor<4x3xf32>, %b: tensor<4xf32
   }
   return %0#0, %0#1 : tensor<2x4xf32>, tensor<2x4xf32>
 }
+
+// -----
+
+// Two AdamW updates in one loom.fused are one adamw_update_multi call: 9
+// operands (param, grad, m, v of each, the step), 6 results, then lr,
+// beta1, beta2, eps and weight_decay once.
+// CHECK: dense<[9, 6, 0, 1, 4, 0, 1, 4, 0, 1, 4, 0, 1, 4, 0, 1, 2, 0, 1, 2, 0, 1, 2, 0, 1, 2, 3, 0, 0, 1, 4, 0, 1, 4, 0, 1, 4, 0, 1, 2, 0, 1, 2, 0, 1, 2,
+// CHECK: llvm.func @loom_cpu_adamw_update_multi
+func.func @train_step(%p0: tensor<4xf32>, %g0: tensor<4xf32>, %m0: tensor<4xf32>, %v0: tensor<4xf32>,
+                      %p1: tensor<2xf32>, %g1: tensor<2xf32>, %m1: tensor<2xf32>, %v1: tensor<2xf32>,
+                      %step: tensor<i64>) -> (tensor<4xf32>, tensor<2xf32>) {
+  %0:6 = loom.fused(%p0, %g0, %m0, %v0, %p1, %g1, %m1, %v1, %step)
+      : (tensor<4xf32>, tensor<4xf32>, tensor<4xf32>, tensor<4xf32>, tensor<2xf32>, tensor<2xf32>, tensor<2xf32>, tensor<2xf32>, tensor<i64>)
+      -> (tensor<4xf32>, tensor<4xf32>, tensor<4xf32>, tensor<2xf32>, tensor<2xf32>, tensor<2xf32>) {
+  ^bb0(%a: tensor<4xf32>, %b: tensor<4xf32>, %c: tensor<4xf32>, %d: tensor<4xf32>,
+       %e: tensor<2xf32>, %f: tensor<2xf32>, %g: tensor<2xf32>, %h: tensor<2xf32>, %s: tensor<i64>):
+    %x:3 = loom.adamw_update %a, %b, %c, %d, %s {beta1 = 0.9 : f64, beta2 = 0.95 : f64, eps = 1.0e-08 : f64, lr = 3.0e-04 : f64, weight_decay = 0.1 : f64} : tensor<4xf32>, tensor<4xf32>, tensor<i64>
+    %y:3 = loom.adamw_update %e, %f, %g, %h, %s {beta1 = 0.9 : f64, beta2 = 0.95 : f64, eps = 1.0e-08 : f64, lr = 3.0e-04 : f64, weight_decay = 0.1 : f64} : tensor<2xf32>, tensor<2xf32>, tensor<i64>
+    loom.yield %x#0, %x#1, %x#2, %y#0, %y#1, %y#2 : tensor<4xf32>, tensor<4xf32>, tensor<4xf32>, tensor<2xf32>, tensor<2xf32>, tensor<2xf32>
+  }
+  return %0#0, %0#3 : tensor<4xf32>, tensor<2xf32>
+}
