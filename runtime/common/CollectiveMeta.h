@@ -55,16 +55,7 @@ struct Collective {
 
 namespace collective {
 
-/// Writes `format` (printf-style) to `error`; returns false.
-inline bool failWith(char *error, size_t errorSize, const char *format, ...)
-    __attribute__((format(printf, 3, 4)));
-inline bool failWith(char *error, size_t errorSize, const char *format, ...) {
-  va_list list;
-  va_start(list, format);
-  std::vsnprintf(error, errorSize, format, list);
-  va_end(list);
-  return false;
-}
+using kernels::failWith;
 
 /// The product of `view`'s dimensions before `axis`.
 inline int64_t elementsBefore(const View &view, int64_t axis) {

@@ -18,7 +18,6 @@
 
 #include "KernelMeta.h"
 
-#include <cstdarg>
 #include <cstdint>
 #include <cstdio>
 
@@ -67,21 +66,6 @@ inline bool fusedReadsB(int32_t opcode) {
   }
 }
 
-namespace fused {
-
-inline bool failWith(char *error, size_t errorSize, const char *format, ...)
-    __attribute__((format(printf, 3, 4)));
-
-inline bool failWith(char *error, size_t errorSize, const char *format, ...) {
-  va_list args;
-  va_start(args, format);
-  std::vsnprintf(error, errorSize, format, args);
-  va_end(args);
-  return false;
-}
-
-} // namespace fused
-
 /// Decodes the program after the tensors of `args` (whose cursor stands at
 /// the attributes) and checks it: the results of one shape, every operand
 /// broadcastable to it, element types `floatType` accepts, the opcodes,
@@ -90,7 +74,6 @@ template <typename FloatType>
 bool decodeFusedProgram(KernelArgs &args, const char *kernel,
                         FloatType floatType, FusedProgram &program, char *error,
                         size_t errorSize) {
-  using fused::failWith;
   program.operands = static_cast<int32_t>(args.numOperands());
   program.results = static_cast<int32_t>(args.numResults());
   if (program.results < 1 || program.operands < 1 ||

@@ -18,6 +18,7 @@
 
 #include "loom/loom_program.h"
 
+#include <cstdarg>
 #include <cstdint>
 #include <cstdio>
 #include <cstring>
@@ -146,6 +147,18 @@ private:
   int64_t operands = 0, results = 0;
   std::vector<View> views;
 };
+
+/// Writes `format` (printf-style) to `error`; returns false. The shared
+/// decoders' way of failing (see the file comment).
+inline bool failWith(char *error, size_t errorSize, const char *format, ...)
+    __attribute__((format(printf, 3, 4)));
+inline bool failWith(char *error, size_t errorSize, const char *format, ...) {
+  va_list list;
+  va_start(list, format);
+  std::vsnprintf(error, errorSize, format, list);
+  va_end(list);
+  return false;
+}
 
 /// Row-major strides of `view`'s shape, in elements.
 inline void stridesOf(const View &view, int64_t *strides) {

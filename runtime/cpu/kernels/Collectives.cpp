@@ -60,17 +60,9 @@ void writeElement(void *data, loom_dtype dtype, int64_t i, double value) {
   case LOOM_DTYPE_I64:
     static_cast<int64_t *>(data)[i] = static_cast<int64_t>(value);
     return;
-  case LOOM_DTYPE_BF16: {
-    float f = static_cast<float>(value);
-    uint32_t bits;
-    std::memcpy(&bits, &f, sizeof bits);
-    if ((bits & 0x7fffffffu) > 0x7f800000u) // NaN stays a quiet NaN
-      bits |= 0x00400000u;
-    else
-      bits += 0x7fffu + ((bits >> 16) & 1u);
-    static_cast<uint16_t *>(data)[i] = static_cast<uint16_t>(bits >> 16);
+  case LOOM_DTYPE_BF16:
+    static_cast<uint16_t *>(data)[i] = toBf16Bits(static_cast<float>(value));
     return;
-  }
   default:
     static_cast<float *>(data)[i] = static_cast<float>(value);
     return;

@@ -28,13 +28,7 @@ constexpr int64_t kBlock = 256;
 
 /// `x` rounded to the nearest bf16 (ties to even), as a float.
 float roundToBf16(float x) {
-  uint32_t bits;
-  std::memcpy(&bits, &x, sizeof bits);
-  if ((bits & 0x7fffffffu) > 0x7f800000u) // NaN stays a quiet NaN
-    bits |= 0x00400000u;
-  else
-    bits += 0x7fffu + ((bits >> 16) & 1u);
-  bits &= 0xffff0000u;
+  uint32_t bits = static_cast<uint32_t>(toBf16Bits(x)) << 16;
   float rounded;
   std::memcpy(&rounded, &bits, sizeof rounded);
   return rounded;

@@ -16,6 +16,7 @@
 #include "KernelMeta.h"
 
 #include <cstdint>
+#include <cstring>
 
 namespace loom::cpu {
 
@@ -25,6 +26,18 @@ using kernels::kMaxTensors;
 using kernels::stridesOf;
 using kernels::TensorList;
 using kernels::View;
+
+/// The bits of the bf16 nearest to `value` (ties to even; a NaN stays a
+/// quiet NaN).
+inline uint16_t toBf16Bits(float value) {
+  uint32_t bits;
+  std::memcpy(&bits, &value, sizeof bits);
+  if ((bits & 0x7fffffffu) > 0x7f800000u)
+    bits |= 0x00400000u;
+  else
+    bits += 0x7fffu + ((bits >> 16) & 1u);
+  return static_cast<uint16_t>(bits >> 16);
+}
 
 /// Records `format` (printf-style) as this thread's last error; returns 1.
 int32_t fail(const char *format, ...) __attribute__((format(printf, 1, 2)));
