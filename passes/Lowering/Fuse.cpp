@@ -54,36 +54,53 @@ bool isChainOp(Operation *op) {
          op->getNumResults() == 1 && allFusibleTensors(op);
 }
 
-/// Moves `ops` (in block order) into a loom.fused after the last of them,
-/// yielding `outputs` (results of `ops`), whose other uses it takes over.
-/// Its inputs are the values the ops read from outside, in first-use order.
-FusedOp outline(ArrayRef<Operation *> ops, ArrayRef<Value> outputs) {
+/// The values `ops` read from outside them, in first-use order.
+SmallVector<Value> externalInputs(ArrayRef<Operation *> ops) {
   llvm::SmallPtrSet<Operation *, 16> members(ops.begin(), ops.end());
   llvm::SetVector<Value> inputs;
   for (Operation *op : ops)
     for (Value operand : op->getOperands())
       if (!members.contains(operand.getDefiningOp()))
         inputs.insert(operand);
+  return SmallVector<Value>(inputs.getArrayRef());
+}
 
+/// The results of `ops` that an op outside them reads (the function's
+/// return included), in op order.
+SmallVector<Value> usedOutside(ArrayRef<Operation *> ops) {
+  llvm::SmallPtrSet<Operation *, 16> members(ops.begin(), ops.end());
+  SmallVector<Value> outputs;
+  for (Operation *op : ops)
+    for (Value result : op->getResults())
+      if (llvm::any_of(result.getUsers(), [&](Operation *user) {
+            return !members.contains(user);
+          }))
+        outputs.push_back(result);
+  return outputs;
+}
+
+/// Replaces `ops` (ending with the last of them in block order; each
+/// erased after the ops that read it) by a loom.fused after that last op,
+/// with `inputs` as its block arguments. `fillBody` builds the body from
+/// them (at `b`, in the new block) and returns the values it yields for
+/// `outputs`, whose uses outside `ops` move to the fused op's results.
+FusedOp
+outline(ArrayRef<Operation *> ops, ArrayRef<Value> inputs,
+        ArrayRef<Value> outputs,
+        llvm::function_ref<SmallVector<Value>(OpBuilder &, Block &)> fillBody) {
   Operation *last = ops.back();
   OpBuilder b(last->getContext());
   b.setInsertionPointAfter(last);
   SmallVector<Type> resultTypes;
   for (Value output : outputs)
     resultTypes.push_back(output.getType());
-  auto fused =
-      FusedOp::create(b, last->getLoc(), resultTypes, inputs.getArrayRef());
+  auto fused = FusedOp::create(b, last->getLoc(), resultTypes, inputs);
   Block *body = b.createBlock(&fused.getBody());
-  IRMapping map;
   for (Value input : inputs)
-    map.map(input, body->addArgument(input.getType(), input.getLoc()));
-  for (Operation *op : ops)
-    b.clone(*op, map);
-  SmallVector<Value> yielded;
-  for (Value output : outputs)
-    yielded.push_back(map.lookup(output));
-  YieldOp::create(b, last->getLoc(), yielded);
+    body->addArgument(input.getType(), input.getLoc());
+  YieldOp::create(b, last->getLoc(), fillBody(b, *body));
 
+  llvm::SmallPtrSet<Operation *, 16> members(ops.begin(), ops.end());
   for (auto [index, output] : llvm::enumerate(outputs))
     Value(output).replaceUsesWithIf(
         fused.getResult(index),
@@ -91,6 +108,20 @@ FusedOp outline(ArrayRef<Operation *> ops, ArrayRef<Value> outputs) {
   for (Operation *op : llvm::reverse(ops))
     op->erase();
   return fused;
+}
+
+/// outline() with the ops cloned as they are, reading the block arguments
+/// for the values they read from outside.
+FusedOp outlineAsIs(ArrayRef<Operation *> ops, ArrayRef<Value> outputs) {
+  SmallVector<Value> inputs = externalInputs(ops);
+  return outline(ops, inputs, outputs, [&](OpBuilder &b, Block &body) {
+    IRMapping map;
+    map.map(inputs, body.getArguments());
+    for (Operation *op : ops)
+      b.clone(*op, map);
+    return llvm::map_to_vector(
+        outputs, [&](Value output) { return map.lookup(output); });
+  });
 }
 
 /// matmul -> add(bias) [-> gelu] into one loom.fused (see Passes.td).
@@ -131,7 +162,7 @@ void fuseEpilogues(Block &block) {
         outputs.clear();
       outputs.push_back(gelu.getResult());
     }
-    outline(ops, outputs);
+    outlineAsIs(ops, outputs);
   }
 }
 
@@ -143,23 +174,6 @@ struct Chain {
   /// that op, so it takes no more ops.
   bool open = true;
 };
-
-/// The number of tensors (inputs and outputs) of `chain` as it stands.
-size_t tensorCount(const Chain &chain) {
-  llvm::SmallPtrSet<Operation *, 16> members(chain.ops.begin(),
-                                             chain.ops.end());
-  llvm::SetVector<Value> inputs;
-  size_t outputs = 0;
-  for (Operation *op : chain.ops) {
-    for (Value operand : op->getOperands())
-      if (!members.contains(operand.getDefiningOp()))
-        inputs.insert(operand);
-    if (llvm::any_of(op->getUsers(),
-                     [&](Operation *user) { return !members.contains(user); }))
-      ++outputs;
-  }
-  return inputs.size() + outputs;
-}
 
 /// Elementwise chains into loom.fused (see Passes.td).
 void fuseChains(Block &block) {
@@ -198,28 +212,20 @@ void fuseChains(Block &block) {
   }
 
   for (Chain &chain : chains) {
-    if (chain.ops.size() < 2 || tensorCount(chain) > kMaxTensors)
+    if (chain.ops.size() < 2)
       continue;
-    llvm::SmallPtrSet<Operation *, 16> members(chain.ops.begin(),
-                                               chain.ops.end());
-    SmallVector<Value> outputs;
-    for (Operation *op : chain.ops)
-      if (llvm::any_of(op->getUsers(), [&](Operation *user) {
-            return !members.contains(user);
-          }))
-        outputs.push_back(op->getResult(0));
-    if (!outputs.empty())
-      outline(chain.ops, outputs);
+    SmallVector<Value> outputs = usedOutside(chain.ops);
+    size_t tensors = externalInputs(chain.ops).size() + outputs.size();
+    if (!outputs.empty() && tensors <= kMaxTensors)
+      outlineAsIs(chain.ops, outputs);
   }
 }
 
-/// Whether two updates share their step and hyperparameters.
+/// Whether two updates share their step and hyperparameters (their only
+/// attributes).
 bool sameUpdate(AdamWUpdateOp a, AdamWUpdateOp b) {
-  return a.getStep() == b.getStep() && a.getLrAttr() == b.getLrAttr() &&
-         a.getBeta1Attr() == b.getBeta1Attr() &&
-         a.getBeta2Attr() == b.getBeta2Attr() &&
-         a.getEpsAttr() == b.getEpsAttr() &&
-         a.getWeightDecayAttr() == b.getWeightDecayAttr();
+  return a.getStep() == b.getStep() &&
+         a->getAttrDictionary() == b->getAttrDictionary();
 }
 
 /// A run of updates into one loom.fused after the last: inputs param,
@@ -244,42 +250,29 @@ void outlineUpdates(MutableArrayRef<AdamWUpdateOp> run) {
   }
   inputs.push_back(run.front().getStep());
 
-  AdamWUpdateOp last = run.back();
-  OpBuilder b(last);
-  b.setInsertionPointAfter(last);
-  SmallVector<Type> resultTypes;
-  for (Value output : outputs)
-    resultTypes.push_back(output.getType());
-  auto fused = FusedOp::create(b, last.getLoc(), resultTypes, inputs);
-  Block *body = b.createBlock(&fused.getBody());
-  for (Value input : inputs)
-    body->addArgument(input.getType(), input.getLoc());
-  SmallVector<Value> yielded;
-  Value step = body->getArguments().back();
-  for (auto [i, update] : llvm::enumerate(run)) {
-    // Each update reads its own four arguments, even where two updates
-    // share a value.
-    IRMapping map;
-    map.map(update.getParam(), body->getArgument(4 * i));
-    map.map(update.getM(), body->getArgument(4 * i + 2));
-    map.map(update.getV(), body->getArgument(4 * i + 3));
-    map.map(update.getStep(), step);
-    if (CastOp cast = casts[i]) {
-      IRMapping castMap;
-      castMap.map(cast.getX(), body->getArgument(4 * i + 1));
-      map.map(cast.getResult(), b.clone(*cast, castMap)->getResult(0));
-    } else {
-      map.map(update.getGrad(), body->getArgument(4 * i + 1));
+  outline(members, inputs, outputs, [&](OpBuilder &b, Block &body) {
+    SmallVector<Value> yielded;
+    Value step = body.getArguments().back();
+    for (auto [i, update] : llvm::enumerate(run)) {
+      // Each update reads its own four arguments, even where two updates
+      // share a value.
+      IRMapping map;
+      map.map(update.getParam(), body.getArgument(4 * i));
+      map.map(update.getM(), body.getArgument(4 * i + 2));
+      map.map(update.getV(), body.getArgument(4 * i + 3));
+      map.map(update.getStep(), step);
+      if (CastOp cast = casts[i]) {
+        IRMapping castMap;
+        castMap.map(cast.getX(), body.getArgument(4 * i + 1));
+        map.map(cast.getResult(), b.clone(*cast, castMap)->getResult(0));
+      } else {
+        map.map(update.getGrad(), body.getArgument(4 * i + 1));
+      }
+      Operation *clone = b.clone(*update, map);
+      yielded.append(clone->result_begin(), clone->result_end());
     }
-    Operation *clone = b.clone(*update, map);
-    yielded.append(clone->result_begin(), clone->result_end());
-  }
-  YieldOp::create(b, last.getLoc(), yielded);
-
-  for (auto [index, output] : llvm::enumerate(outputs))
-    Value(output).replaceAllUsesWith(fused.getResult(index));
-  for (Operation *op : llvm::reverse(members))
-    op->erase();
+    return yielded;
+  });
 }
 
 /// Consecutive adamw_update ops sharing their step and hyperparameters

@@ -203,6 +203,14 @@ LogicalResult writeCollective(Operation *op, MetaWriter &w,
     w.integer(code);
     return success();
   };
+  // The number of members of the collective's group.
+  auto members = [&](auto o) -> LogicalResult {
+    auto count = groupMembers(op, target, o.getGridAttr(), o.getGridAxes());
+    if (failed(count))
+      return failure();
+    w.integer(*count);
+    return success();
+  };
   return llvm::TypeSwitch<Operation *, LogicalResult>(op)
       .Case([&](shard::AllReduceOp o) {
         w.integer(groups.indexOf(o.getGridAxes()));
@@ -210,33 +218,22 @@ LogicalResult writeCollective(Operation *op, MetaWriter &w,
       })
       .Case([&](shard::ReduceScatterOp o) -> LogicalResult {
         w.integer(groups.indexOf(o.getGridAxes()));
-        if (failed(reduction(o.getReduction())))
+        if (failed(reduction(o.getReduction())) || failed(members(o)))
           return failure();
-        auto members =
-            groupMembers(op, target, o.getGridAttr(), o.getGridAxes());
-        if (failed(members))
-          return failure();
-        w.integer(*members);
         w.integer(o.getScatterAxis().getSExtValue());
         return success();
       })
       .Case([&](shard::AllGatherOp o) -> LogicalResult {
         w.integer(groups.indexOf(o.getGridAxes()));
-        auto members =
-            groupMembers(op, target, o.getGridAttr(), o.getGridAxes());
-        if (failed(members))
+        if (failed(members(o)))
           return failure();
-        w.integer(*members);
         w.integer(o.getGatherAxis().getSExtValue());
         return success();
       })
       .Case([&](shard::AllToAllOp o) -> LogicalResult {
         w.integer(groups.indexOf(o.getGridAxes()));
-        auto members =
-            groupMembers(op, target, o.getGridAttr(), o.getGridAxes());
-        if (failed(members))
+        if (failed(members(o)))
           return failure();
-        w.integer(*members);
         w.integer(o.getSplitAxis().getSExtValue());
         w.integer(o.getConcatAxis().getSExtValue());
         return success();
@@ -427,11 +424,8 @@ LogicalResult writeUpdates(FusedOp fused, MetaWriter &w, const Target &target) {
                    update.getStep() == step;
     for (unsigned r = 0; r < 3; ++r)
       inOrder = inOrder && yield.getOperand(3 * i + r) == update->getResult(r);
-    if (!inOrder || update.getLrAttr() != first.getLrAttr() ||
-        update.getBeta1Attr() != first.getBeta1Attr() ||
-        update.getBeta2Attr() != first.getBeta2Attr() ||
-        update.getEpsAttr() != first.getEpsAttr() ||
-        update.getWeightDecayAttr() != first.getWeightDecayAttr())
+    // One set of hyperparameters (an update's only attributes).
+    if (!inOrder || update->getAttrDictionary() != first->getAttrDictionary())
       return unsupportedBody(fused, target);
   }
   for (Operation &op : body.without_terminator())

@@ -323,6 +323,32 @@ inline int32_t communicate(const loom_call_frame *frame, const Collective &op,
   return status;
 }
 
+/// A library's fail(): records a printf-style message as the library's
+/// last error and returns 1.
+using FailFn = int32_t (*)(const char *format, ...);
+
+/// A collective's decoding and communication with failures recorded by
+/// the library's `Fail`, as its kernels report them: each returns 0, or a
+/// non-zero status after `Fail` recorded the message.
+template <FailFn Fail> struct ReportedCollective {
+  /// Decodes and checks the meta with `reader`: 0 or 1.
+  static int32_t read(CollectiveReader reader, KernelArgs &args,
+                      const loom_call_frame *frame, Collective &op) {
+    char error[256];
+    return reader(args, frame, op, error, sizeof error) ? 0 : Fail("%s", error);
+  }
+  /// Runs the callback (kernels::communicate): its status.
+  static int32_t communicate(const loom_call_frame *frame, const Collective &op,
+                             const void *send, void *recv, loom_dtype dtype) {
+    char error[256];
+    int32_t status =
+        kernels::communicate(frame, op, send, recv, dtype, error, sizeof error);
+    if (status != 0)
+      Fail("%s", error);
+    return status;
+  }
+};
+
 } // namespace loom::kernels
 
 #endif // LOOM_RUNTIME_COMMON_COLLECTIVEMETA_H

@@ -130,27 +130,8 @@ public:
 
 using kernels::Collective;
 
-/// Decodes and checks a collective's meta with `read` (CollectiveMeta.h),
-/// its error recorded by fail(): 0 or 1.
-int32_t readCollective(kernels::CollectiveReader read, KernelArgs &args,
-                       const loom_call_frame *frame, Collective &op) {
-  char error[256];
-  if (read(args, frame, op, error, sizeof error))
-    return 0;
-  return fail("%s", error);
-}
-
-/// Runs `op`'s callback (kernels::communicate), its failure recorded by
-/// fail(): the callback's status.
-int32_t communicate(const loom_call_frame *frame, const Collective &op,
-                    const void *send, void *recv, loom_dtype dtype) {
-  char error[256];
-  int32_t status =
-      kernels::communicate(frame, op, send, recv, dtype, error, sizeof error);
-  if (status != 0)
-    fail("%s", error);
-  return status;
-}
+/// Decoding and communication, failures recorded by fail().
+using Reported = kernels::ReportedCollective<fail>;
 
 } // namespace
 } // namespace loom::cpu
@@ -163,12 +144,13 @@ extern "C" int32_t loom_cpu_all_reduce(const loom_call_frame *frame,
   KernelArgs args(buffers, meta);
   Collective op;
   if (int32_t status =
-          readCollective(loom::kernels::readAllReduce, args, frame, op))
+          Reported::read(loom::kernels::readAllReduce, args, frame, op))
     return status;
   const View &in = args.in(0), &out = args.out(0);
   copyElements(in.data, in.dtype, out.data, out.dtype, 0, 0, op.count,
                in.elementBytes(), out.elementBytes());
-  if (int32_t status = communicate(frame, op, nullptr, out.data, out.dtype))
+  if (int32_t status =
+          Reported::communicate(frame, op, nullptr, out.data, out.dtype))
     return status;
   return 0;
 }
@@ -179,7 +161,7 @@ extern "C" int32_t loom_cpu_reduce_scatter(const loom_call_frame *frame,
   KernelArgs args(buffers, meta);
   Collective op;
   if (int32_t status =
-          readCollective(loom::kernels::readReduceScatter, args, frame, op))
+          Reported::read(loom::kernels::readReduceScatter, args, frame, op))
     return status;
   // Member block i holds piece i of the operand, in the result's type.
   const View &in = args.in(0), &out = args.out(0);
@@ -193,7 +175,8 @@ extern "C" int32_t loom_cpu_reduce_scatter(const loom_call_frame *frame,
                 op.piece(op.outer));
     send = packed.data;
   }
-  if (int32_t status = communicate(frame, op, send, out.data, out.dtype))
+  if (int32_t status =
+          Reported::communicate(frame, op, send, out.data, out.dtype))
     return status;
   return 0;
 }
@@ -204,7 +187,7 @@ extern "C" int32_t loom_cpu_all_gather(const loom_call_frame *frame,
   KernelArgs args(buffers, meta);
   Collective op;
   if (int32_t status =
-          readCollective(loom::kernels::readAllGather, args, frame, op))
+          Reported::read(loom::kernels::readAllGather, args, frame, op))
     return status;
   // The callback returns member blocks; the result interleaves them as
   // [outer, members, piece].
@@ -217,7 +200,8 @@ extern "C" int32_t loom_cpu_all_gather(const loom_call_frame *frame,
                   static_cast<long long>(op.count * op.members));
     received.data = blocks.data;
   }
-  if (int32_t status = communicate(frame, op, in.data, received.data, in.dtype))
+  if (int32_t status =
+          Reported::communicate(frame, op, in.data, received.data, in.dtype))
     return status;
   if (op.outer != 1)
     swapLeading(received, out.data, out.dtype, op.members, op.outer,
@@ -231,7 +215,7 @@ extern "C" int32_t loom_cpu_all_to_all(const loom_call_frame *frame,
   KernelArgs args(buffers, meta);
   Collective op;
   if (int32_t status =
-          readCollective(loom::kernels::readAllToAll, args, frame, op))
+          Reported::read(loom::kernels::readAllToAll, args, frame, op))
     return status;
   // Piece i (along split_axis) goes to member i; the received pieces
   // concatenate along concat_axis.
@@ -253,7 +237,8 @@ extern "C" int32_t loom_cpu_all_to_all(const loom_call_frame *frame,
   if (op.recvOuter != 1)
     received.data =
         static_cast<char *>(scratch.data) + blockElements * elementBytes;
-  if (int32_t status = communicate(frame, op, send, received.data, in.dtype))
+  if (int32_t status =
+          Reported::communicate(frame, op, send, received.data, in.dtype))
     return status;
   if (op.recvOuter != 1)
     swapLeading(received, out.data, out.dtype, op.members, op.recvOuter,
@@ -267,7 +252,7 @@ extern "C" int32_t loom_cpu_all_slice(const loom_call_frame *frame,
   KernelArgs args(buffers, meta);
   Collective op;
   if (int32_t status =
-          readCollective(loom::kernels::readAllSlice, args, frame, op))
+          Reported::read(loom::kernels::readAllSlice, args, frame, op))
     return status;
   // Outer block o of the result is block (o, index) of the operand.
   const View &in = args.in(0), &out = args.out(0);

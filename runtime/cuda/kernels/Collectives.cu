@@ -217,27 +217,8 @@ private:
 
 using kernels::Collective;
 
-/// Decodes and checks a collective's meta with `read`, its error recorded
-/// by fail(): 0 or 1.
-int32_t readCollective(kernels::CollectiveReader read, KernelArgs &args,
-                       const loom_call_frame *frame, Collective &op) {
-  char error[256];
-  if (read(args, frame, op, error, sizeof error))
-    return 0;
-  return fail("%s", error);
-}
-
-/// Runs `op`'s callback (kernels::communicate), its failure recorded by
-/// fail(): the callback's status.
-int32_t communicate(const loom_call_frame *frame, const Collective &op,
-                    const void *send, void *recv, loom_dtype dtype) {
-  char error[256];
-  int32_t status =
-      kernels::communicate(frame, op, send, recv, dtype, error, sizeof error);
-  if (status != 0)
-    fail("%s", error);
-  return status;
-}
+/// Decoding and communication, failures recorded by fail().
+using Reported = kernels::ReportedCollective<fail>;
 
 } // namespace
 } // namespace loom::cuda
@@ -251,7 +232,7 @@ int32_t loom_cuda_all_reduce(const loom_call_frame *frame, void *const *buffers,
   KernelArgs args(buffers, meta);
   Collective op;
   if (int32_t status =
-          readCollective(loom::kernels::readAllReduce, args, frame, op))
+          Reported::read(loom::kernels::readAllReduce, args, frame, op))
     return status;
   // The operand into the result (converted to its type), reduced in place.
   const View &in = args.in(0), &out = args.out(0);
@@ -260,7 +241,8 @@ int32_t loom_cuda_all_reduce(const loom_call_frame *frame, void *const *buffers,
   if (int32_t status =
           moveBlocks(in, out.data, out.dtype, all, context, op.name))
     return status;
-  if (int32_t status = communicate(frame, op, nullptr, out.data, out.dtype))
+  if (int32_t status =
+          Reported::communicate(frame, op, nullptr, out.data, out.dtype))
     return status;
   return 0;
 }
@@ -271,7 +253,7 @@ int32_t loom_cuda_reduce_scatter(const loom_call_frame *frame,
   KernelArgs args(buffers, meta);
   Collective op;
   if (int32_t status =
-          readCollective(loom::kernels::readReduceScatter, args, frame, op))
+          Reported::read(loom::kernels::readReduceScatter, args, frame, op))
     return status;
   // Member block i holds piece i of the operand, in the result's type.
   const View &in = args.in(0), &out = args.out(0);
@@ -288,7 +270,8 @@ int32_t loom_cuda_reduce_scatter(const loom_call_frame *frame,
       return status;
     send = packed.data;
   }
-  if (int32_t status = communicate(frame, op, send, out.data, out.dtype))
+  if (int32_t status =
+          Reported::communicate(frame, op, send, out.data, out.dtype))
     return status;
   return 0;
 }
@@ -298,7 +281,7 @@ int32_t loom_cuda_all_gather(const loom_call_frame *frame, void *const *buffers,
   KernelArgs args(buffers, meta);
   Collective op;
   if (int32_t status =
-          readCollective(loom::kernels::readAllGather, args, frame, op))
+          Reported::read(loom::kernels::readAllGather, args, frame, op))
     return status;
   // The callback returns member blocks; the result interleaves them as
   // [outer, members, piece].
@@ -311,7 +294,8 @@ int32_t loom_cuda_all_gather(const loom_call_frame *frame, void *const *buffers,
       return status;
     received.data = blocks.data;
   }
-  if (int32_t status = communicate(frame, op, in.data, received.data, in.dtype))
+  if (int32_t status =
+          Reported::communicate(frame, op, in.data, received.data, in.dtype))
     return status;
   if (op.outer != 1)
     return moveBlocks(received, out.data, out.dtype,
@@ -325,7 +309,7 @@ int32_t loom_cuda_all_to_all(const loom_call_frame *frame, void *const *buffers,
   KernelArgs args(buffers, meta);
   Collective op;
   if (int32_t status =
-          readCollective(loom::kernels::readAllToAll, args, frame, op))
+          Reported::read(loom::kernels::readAllToAll, args, frame, op))
     return status;
   // Piece i (along split_axis) goes to member i; the received pieces
   // concatenate along concat_axis.
@@ -350,7 +334,8 @@ int32_t loom_cuda_all_to_all(const loom_call_frame *frame, void *const *buffers,
       return status;
     received.data = unpacked.data;
   }
-  if (int32_t status = communicate(frame, op, send, received.data, in.dtype))
+  if (int32_t status =
+          Reported::communicate(frame, op, send, received.data, in.dtype))
     return status;
   if (op.recvOuter != 1)
     return moveBlocks(
@@ -366,7 +351,7 @@ int32_t loom_cuda_all_slice(const loom_call_frame *frame, void *const *buffers,
   KernelArgs args(buffers, meta);
   Collective op;
   if (int32_t status =
-          readCollective(loom::kernels::readAllSlice, args, frame, op))
+          Reported::read(loom::kernels::readAllSlice, args, frame, op))
     return status;
   const View &in = args.in(0), &out = args.out(0);
   Blocks mine;
