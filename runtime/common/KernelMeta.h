@@ -148,6 +148,19 @@ private:
   std::vector<View> views;
 };
 
+/// The row-wise kernels' view of a tensor: rows of length `size` (its last
+/// dimension), `count` of them.
+struct Rows {
+  int64_t size = 0, count = 0;
+};
+
+inline Rows rowsOf(const View &x) {
+  Rows rows;
+  rows.size = x.rank > 0 ? x.dims[x.rank - 1] : 1;
+  rows.count = rows.size > 0 ? x.numElements() / rows.size : 0;
+  return rows;
+}
+
 /// Writes `format` (printf-style) to `error`; returns false. The shared
 /// decoders' way of failing (see the file comment).
 inline bool failWith(char *error, size_t errorSize, const char *format, ...)

@@ -23,6 +23,8 @@ namespace loom::cpu {
 using kernels::KernelArgs;
 using kernels::kMaxRank;
 using kernels::kMaxTensors;
+using kernels::Rows;
+using kernels::rowsOf;
 using kernels::stridesOf;
 using kernels::TensorList;
 using kernels::View;

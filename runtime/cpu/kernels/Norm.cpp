@@ -42,18 +42,6 @@ int32_t requireF32(const KernelArgs &args, const char *op,
   return 0;
 }
 
-/// The length D of the rows of `x` (its last dimension) and their number.
-struct Rows {
-  int64_t size = 0, count = 0;
-};
-
-Rows rowsOf(const View &x) {
-  Rows rows;
-  rows.size = x.rank > 0 ? x.dims[x.rank - 1] : 1;
-  rows.count = rows.size > 0 ? x.numElements() / rows.size : 0;
-  return rows;
-}
-
 /// Checks the operand count and that `gamma` (operand `gammaIndex`) is [D].
 int32_t checkNormShapes(const KernelArgs &args, const char *op,
                         int64_t operands, int64_t gammaIndex) {

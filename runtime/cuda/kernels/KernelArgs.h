@@ -20,6 +20,8 @@ namespace loom::cuda {
 
 using kernels::kMaxRank;
 using kernels::kMaxTensors;
+using kernels::Rows;
+using kernels::rowsOf;
 using kernels::stridesOf;
 using kernels::TensorList;
 using kernels::View;

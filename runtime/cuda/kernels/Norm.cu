@@ -25,18 +25,6 @@
 namespace loom::cuda {
 namespace {
 
-/// The length D of the rows of `x` (its last dimension) and their number.
-struct Rows {
-  int64_t size = 0, count = 0;
-};
-
-Rows rowsOf(const View &x) {
-  Rows rows;
-  rows.size = x.rank > 0 ? x.dims[x.rank - 1] : 1;
-  rows.count = rows.size > 0 ? x.numElements() / rows.size : 0;
-  return rows;
-}
-
 unsigned rowBlocks(const Rows &rows) {
   return static_cast<unsigned>(
       std::max<int64_t>(1, std::min<int64_t>(rows.count, 1 << 16)));
