@@ -212,15 +212,19 @@ LogicalResult writeCollective(Operation *op, MetaWriter &w,
     return success();
   };
   return llvm::TypeSwitch<Operation *, LogicalResult>(op)
-      .Case([&](shard::AllReduceOp o) {
+      .Case([&](shard::AllReduceOp o) -> LogicalResult {
         w.integer(groups.indexOf(o.getGridAxes()));
-        return reduction(o.getReduction());
+        if (failed(reduction(o.getReduction())))
+          return failure();
+        w.integer(kBlockingSlot);
+        return success();
       })
       .Case([&](shard::ReduceScatterOp o) -> LogicalResult {
         w.integer(groups.indexOf(o.getGridAxes()));
         if (failed(reduction(o.getReduction())) || failed(members(o)))
           return failure();
         w.integer(o.getScatterAxis().getSExtValue());
+        w.integer(kBlockingSlot);
         return success();
       })
       .Case([&](shard::AllGatherOp o) -> LogicalResult {
@@ -228,6 +232,7 @@ LogicalResult writeCollective(Operation *op, MetaWriter &w,
         if (failed(members(o)))
           return failure();
         w.integer(o.getGatherAxis().getSExtValue());
+        w.integer(kBlockingSlot);
         return success();
       })
       .Case([&](shard::AllToAllOp o) -> LogicalResult {
@@ -522,6 +527,45 @@ FailureOr<KernelCall> encodeKernelCall(Operation *op, GroupTable &groups,
   } else if (failed(writeLoomAttributes(op, w))) {
     return failure();
   }
+  return call;
+}
+
+bool splittable(Operation *op) {
+  // The moved dimension's elements before it: 1 when the operand already
+  // holds contiguous member blocks.
+  auto contiguous = [](Value operand, Value result, int64_t axis) {
+    auto in = cast<RankedTensorType>(operand.getType());
+    auto out = cast<RankedTensorType>(result.getType());
+    if (in.getElementType() != out.getElementType())
+      return false;
+    return llvm::all_of(in.getShape().take_front(axis),
+                        [](int64_t extent) { return extent == 1; });
+  };
+  return llvm::TypeSwitch<Operation *, bool>(op)
+      .Case([](shard::AllReduceOp) { return true; })
+      .Case([&](shard::ReduceScatterOp o) {
+        return contiguous(o.getInput(), o.getResult(),
+                          o.getScatterAxis().getSExtValue());
+      })
+      .Case([&](shard::AllGatherOp o) {
+        return contiguous(o.getInput(), o.getResult(),
+                          o.getGatherAxis().getSExtValue());
+      })
+      .Default([](Operation *) { return false; });
+}
+
+void setSlot(KernelCall &call, int64_t slot) { call.meta.back() = slot; }
+
+KernelCall waitCall(TypeRange tensors, int64_t slot, const Target &target) {
+  KernelCall call{(target.kernelPrefix + "collective_wait").str(),
+                  {static_cast<int64_t>(tensors.size()), 0}};
+  for (Type type : tensors) {
+    auto ranked = cast<RankedTensorType>(type);
+    call.meta.push_back(dtypeCode(ranked.getElementType()));
+    call.meta.push_back(ranked.getRank());
+    call.meta.append(ranked.getShape().begin(), ranked.getShape().end());
+  }
+  call.meta.push_back(slot);
   return call;
 }
 

@@ -52,6 +52,28 @@ mlir::FailureOr<KernelCall>
 encodeKernelCall(mlir::Operation *op, GroupTable &groups,
                  const Target &target = cpuTarget());
 
+/// The last meta value of all_reduce, reduce_scatter and all_gather: the
+/// slot of a split collective (loom_comm's *_start / wait), or this for
+/// one that communicates and waits in its own call.
+constexpr int64_t kBlockingSlot = -1;
+
+/// Whether collective `op` may be split into a start and a wait: an
+/// all_reduce, or a reduce_scatter / all_gather whose operand already holds
+/// contiguous member blocks of the result's element type (no dimension
+/// before the moved one is larger than 1), so that the transfer works on
+/// the kernel's own buffers and nothing is left to unpack at the wait.
+bool splittable(mlir::Operation *op);
+
+/// Makes the collective `call` (encodeKernelCall of a splittable op) start
+/// its transfer under `slot` and return.
+void setSlot(KernelCall &call, int64_t slot);
+
+/// The call of `collective_wait` for the transfer started under `slot`.
+/// `tensors` are the types of the buffers the transfer uses (listed so
+/// that the memory plan keeps them until the wait); the kernel reads none.
+KernelCall waitCall(mlir::TypeRange tensors, int64_t slot,
+                    const Target &target = cpuTarget());
+
 /// The call of the `copy` kernel (or another with copy's meta, `upload`)
 /// from a tensor of `type` to another.
 KernelCall copyCall(mlir::Type type, const Target &target = cpuTarget(),

@@ -17,8 +17,11 @@ namespace loom {
 namespace {
 
 struct LowerCPUPass : impl::LoomLowerCPUBase<LowerCPUPass> {
+  using LoomLowerCPUBase::LoomLowerCPUBase;
+
   void runOnOperation() override {
-    if (failed(lowering::lowerToKernels(getOperation(), lowering::cpuTarget())))
+    if (failed(lowering::lowerToKernels(getOperation(), lowering::cpuTarget(),
+                                        {overlap})))
       signalPassFailure();
   }
 };

@@ -17,9 +17,11 @@ namespace loom {
 namespace {
 
 struct LowerCUDAPass : impl::LoomLowerCUDABase<LowerCUDAPass> {
+  using LoomLowerCUDABase::LoomLowerCUDABase;
+
   void runOnOperation() override {
-    if (failed(
-            lowering::lowerToKernels(getOperation(), lowering::cudaTarget())))
+    if (failed(lowering::lowerToKernels(getOperation(), lowering::cudaTarget(),
+                                        {overlap})))
       signalPassFailure();
   }
 };

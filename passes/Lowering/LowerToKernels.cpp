@@ -13,6 +13,7 @@
 
 #include "dialects/Loom/LoomDialect.h"
 #include "dialects/Loom/LoomOps.h"
+#include "loom/loom_program.h"
 
 #include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/Dialect/Func/IR/FuncOps.h"
@@ -41,6 +42,15 @@ struct Step {
   /// An upload of constant `uploads` (a device target): its operand is the
   /// constant's host global, its result the device copy (both buffers[0]).
   int64_t upload = -1;
+  /// A collective that may start here and be waited for later
+  /// (KernelCall.h's splittable): the buffers its transfer uses, which the
+  /// wait lists so that the memory plan keeps them (all_reduce's result,
+  /// which it reduces in place after copying its operand; else the operand
+  /// it sends from and the result). Empty for other calls.
+  SmallVector<Value, 2> transferBuffers;
+  /// The splittable collective is an all_gather (prefetched ahead of its
+  /// use; the reductions start as soon as their operand exists).
+  bool gathers = false;
 };
 
 int64_t bytesOf(Type type) {
@@ -52,14 +62,18 @@ int64_t bytesOf(Type type) {
 /// Lowers one function: plans its buffers, then emits the LLVM function.
 class FunctionLowering {
 public:
-  FunctionLowering(func::FuncOp fn, const Target &target, GroupTable &groups,
+  FunctionLowering(func::FuncOp fn, const Target &target,
+                   const LoweringOptions &options, GroupTable &groups,
                    llvm::StringMap<LLVM::LLVMFuncOp> &kernels)
-      : fn(fn), target(target), groups(groups), kernels(kernels) {}
+      : fn(fn), target(target), options(options), groups(groups),
+        kernels(kernels) {}
 
   LogicalResult run();
 
 private:
   LogicalResult collectSteps();
+  void hoistStarts();
+  void splitCollectives();
   void planBuffers();
   void emit();
   Value resolve(Value value) const {
@@ -72,6 +86,7 @@ private:
 
   func::FuncOp fn;
   const Target &target;
+  const LoweringOptions &options;
   GroupTable &groups;
   llvm::StringMap<LLVM::LLVMFuncOp> &kernels;
   SmallVector<Step> steps;
@@ -113,7 +128,9 @@ LogicalResult FunctionLowering::collectSteps() {
       if (target.deviceBuffers)
         steps.push_back({copyCall(value.getType(), target, "upload"),
                          {constant.getResult(), constant.getResult()},
-                         static_cast<int64_t>(constants.size()) - 1});
+                         static_cast<int64_t>(constants.size()) - 1,
+                         {},
+                         false});
       continue;
     }
     if (isa<func::CallOp>(op))
@@ -122,13 +139,105 @@ LogicalResult FunctionLowering::collectSteps() {
     auto call = encodeKernelCall(&op, groups, target);
     if (failed(call))
       return failure();
-    Step step{std::move(*call), {}};
+    Step step{std::move(*call), {}, -1, {}, isa<shard::AllGatherOp>(op)};
     for (Value operand : op.getOperands())
       step.buffers.push_back(resolve(operand));
     step.buffers.append(op.result_begin(), op.result_end());
+    if (splittable(&op)) {
+      if (!isa<shard::AllReduceOp>(op))
+        step.transferBuffers.push_back(step.buffers[0]);
+      step.transferBuffers.push_back(step.buffers[1]);
+    }
     steps.push_back(std::move(step));
   }
   return success();
+}
+
+void FunctionLowering::hoistStarts() {
+  // Where each value is computed.
+  DenseMap<Value, int64_t> producer;
+  for (auto [index, step] : llvm::enumerate(steps))
+    for (Value result :
+         ArrayRef<Value>(step.buffers).drop_front(step.call.meta[0]))
+      producer[result] = static_cast<int64_t>(index);
+  // Sorting by (anchor, moved first, index) puts each moved start right
+  // before the step it is anchored to and keeps every other order.
+  SmallVector<std::tuple<int64_t, int, int64_t>> order;
+  int64_t lastGather = -1;
+  for (auto [index, step] : llvm::enumerate(steps)) {
+    auto at = static_cast<int64_t>(index);
+    if (step.transferBuffers.empty()) {
+      order.push_back({at, 1, at});
+      continue;
+    }
+    // Right after the operand's producer (the start waits for a transfer
+    // that computes it: splitCollectives), an all_gather no earlier than
+    // where the previous one stood: one gather ahead, so that prefetching
+    // a ZeRO step's parameters keeps one more of them live, not all.
+    auto it = producer.find(step.buffers[0]);
+    int64_t anchor = it == producer.end() ? 0 : it->second + 1;
+    if (step.gathers) {
+      anchor = std::max(anchor, lastGather + 1);
+      lastGather = at;
+    }
+    order.push_back({anchor, 0, at});
+  }
+  llvm::sort(order);
+  SmallVector<Step> hoisted;
+  for (auto [anchor, kind, index] : order)
+    hoisted.push_back(std::move(steps[index]));
+  steps = std::move(hoisted);
+}
+
+void FunctionLowering::splitCollectives() {
+  // A transfer in flight: the values its wait lists and its slot.
+  struct InFlight {
+    SmallVector<Value, 2> buffers;
+    int64_t slot;
+  };
+  SmallVector<InFlight> inFlight;
+  SmallVector<bool> busy; // by slot
+  SmallVector<Step> split;
+  auto wait = [&](const InFlight &transfer) {
+    split.push_back(
+        {waitCall(ValueRange(transfer.buffers).getTypes(), transfer.slot,
+                  target),
+         SmallVector<Value>(transfer.buffers.begin(), transfer.buffers.end()),
+         -1,
+         {},
+         false});
+    busy[transfer.slot] = false;
+  };
+  for (Step &step : steps) {
+    // Wait for the transfers whose results this call reads, in the order
+    // they started.
+    unsigned numOperands = step.call.meta[0];
+    ArrayRef<Value> operands =
+        ArrayRef<Value>(step.buffers).take_front(numOperands);
+    auto reads = [&](const InFlight &transfer) {
+      return llvm::is_contained(operands, transfer.buffers.back());
+    };
+    for (const InFlight &transfer : inFlight)
+      if (reads(transfer))
+        wait(transfer);
+    llvm::erase_if(inFlight, reads);
+    if (step.transferBuffers.empty()) {
+      split.push_back(std::move(step));
+      continue;
+    }
+    // The lowest free slot.
+    int64_t slot = llvm::find(busy, false) - busy.begin();
+    if (slot == static_cast<int64_t>(busy.size()))
+      busy.push_back(false);
+    busy[slot] = true;
+    setSlot(step.call, slot);
+    inFlight.push_back({step.transferBuffers, slot});
+    split.push_back(std::move(step));
+  }
+  // The rest before the function copies its results and returns.
+  for (const InFlight &transfer : inFlight)
+    wait(transfer);
+  steps = std::move(split);
 }
 
 void FunctionLowering::planBuffers() {
@@ -370,6 +479,10 @@ void FunctionLowering::emit() {
 LogicalResult FunctionLowering::run() {
   if (failed(collectSteps()))
     return failure();
+  if (options.overlap) {
+    hoistStarts();
+    splitCollectives();
+  }
   // The runtime gathers a result split differently from the argument it
   // feeds next step (ZeRO's updated parameters) over these groups.
   for (unsigned j = 0; j < fn.getNumResults(); ++j)
@@ -389,7 +502,10 @@ LogicalResult FunctionLowering::run() {
 
 } // namespace
 
-LogicalResult lowerToKernels(ModuleOp module, const Target &target) {
+int programAbiVersion() { return LOOM_PROGRAM_ABI_VERSION; }
+
+LogicalResult lowerToKernels(ModuleOp module, const Target &target,
+                             const LoweringOptions &options) {
   // The stage functions of a split step, else @train_step.
   bool pipelined = llvm::any_of(module.getOps<func::FuncOp>(), [](auto fn) {
     return fn->hasAttr(kStageFunctionAttr);
@@ -407,7 +523,7 @@ LogicalResult lowerToKernels(ModuleOp module, const Target &target) {
   GroupTable groups;
   llvm::StringMap<LLVM::LLVMFuncOp> kernels;
   for (func::FuncOp fn : toLower) {
-    FunctionLowering lowering(fn, target, groups, kernels);
+    FunctionLowering lowering(fn, target, options, groups, kernels);
     if (failed(lowering.run()))
       return failure();
   }
@@ -430,9 +546,9 @@ LogicalResult lowerToKernels(ModuleOp module, const Target &target) {
       LLVM::LLVMFuncOp::create(b, loc, "loom_program_abi_version",
                                LLVM::LLVMFunctionType::get(b.getI32Type(), {}));
   b.setInsertionPointToStart(version.addEntryBlock(b));
-  Value one =
-      LLVM::ConstantOp::create(b, loc, b.getI32Type(), b.getI32IntegerAttr(1));
-  LLVM::ReturnOp::create(b, loc, one);
+  Value abi = LLVM::ConstantOp::create(
+      b, loc, b.getI32Type(), b.getI32IntegerAttr(programAbiVersion()));
+  LLVM::ReturnOp::create(b, loc, abi);
   return success();
 }
 

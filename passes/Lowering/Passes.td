@@ -24,7 +24,20 @@ def LoomLowerCPU : Pass<"loom-lower-cpu", "mlir::ModuleOp"> {
       static memory plan (buffers reused by liveness, MemoryPlan.h); a
       result computed by an op is written straight into its result buffer,
       other results (arguments, constants, a value returned twice) are
-      copied there.
+      copied there;
+    - with `overlap` (the default), a collective that allows it (every
+      `all_reduce`; a `reduce_scatter` / `all_gather` whose operand already
+      holds contiguous member blocks of the result's element type: the
+      dimensions before the moved one are 1) is split: its call starts the
+      transfer under a slot (the last meta value; -1 for a collective that
+      waits in its own call) and returns, and a `collective_wait` call for
+      that slot stands just before the first call that reads the result (or
+      before the function returns). The calls between overlap the transfer
+      (loom_program.h's split collectives: gradient all-reduces and
+      reduce-scatters under the rest of the backward, ZeRO's all-gathers
+      ahead of their use). The wait lists the transfer's buffers, so the
+      memory plan keeps them until then. Slots are reused once waited for,
+      lowest first.
     The lowered function keeps what the runtime needs as attributes:
     `loom.args` / `loom.results` (each argument's tensor type and original
     attributes: role, name, value key, split axes), `loom.workspace_bytes`,
@@ -45,6 +58,11 @@ def LoomLowerCPU : Pass<"loom-lower-cpu", "mlir::ModuleOp"> {
     llvm.func @loom_fn_train_step(%arg0: !llvm.ptr) -> i32 attributes {loom.workspace_bytes = 1048576 : i64, ...}
     ```
   }];
+  let options = [
+    Option<"overlap", "overlap", "bool", /*default=*/"true",
+           "Split all-reduces and contiguous reduce-scatters / all-gathers "
+           "into a start and a wait before the first reader">,
+  ];
   let dependentDialects = ["mlir::LLVM::LLVMDialect"];
 }
 
@@ -68,9 +86,10 @@ def LoomLowerCUDA : Pass<"loom-lower-cuda", "mlir::ModuleOp"> {
       (or its result buffer) by a `loom_cuda_upload` call (copy's meta,
       buffers: host source, device destination) where it stands;
     - `shard` collectives become `loom_cuda_<collective>` calls with the CPU
-      meta. Neither they nor `loom_cuda_upload` exist in the kernel library
-      yet (the NCCL backend and the CUDA runtime add them); the calls
-      resolve when the runtime loads the program.
+      meta (and, with `overlap`, the same starts and
+      `loom_cuda_collective_wait` calls: the CUDA runtime runs the
+      transfers on a communication stream, with events between it and the
+      compute stream).
     The lowered functions get `loom.target = "cuda"`.
     Errors: those of `--loom-lower-cpu`, bf16 excepted (f16 is refused by
     both).
@@ -78,6 +97,11 @@ def LoomLowerCUDA : Pass<"loom-lower-cuda", "mlir::ModuleOp"> {
     llvm.func @loom_fn_train_step(%arg0: !llvm.ptr, %arg1: !llvm.ptr) -> i32 attributes {loom.workspace_bytes = 1048576 : i64, ...}
     ```
   }];
+  let options = [
+    Option<"overlap", "overlap", "bool", /*default=*/"true",
+           "Split all-reduces and contiguous reduce-scatters / all-gathers "
+           "into a start and a wait before the first reader">,
+  ];
   let dependentDialects = ["mlir::LLVM::LLVMDialect"];
 }
 

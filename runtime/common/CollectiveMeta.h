@@ -46,6 +46,10 @@ struct Collective {
   /// (all_to_all).
   int64_t count = 0;
   int64_t index = 0; ///< all_slice: this rank's member
+  /// all_reduce, reduce_scatter, all_gather: the slot a split collective
+  /// starts its transfer under (loom_comm's *_start; collective_wait ends
+  /// it), or -1 when the call communicates and waits.
+  int64_t slot = -1;
 
   /// The elements of a block per index of `outerCount` (0 when it is 0).
   int64_t piece(int64_t outerCount) const {
@@ -80,6 +84,31 @@ inline bool checkCall(const char *name, const loom_call_frame *frame,
                     "%s: the call frame has no communication callback for it",
                     name);
   return true;
+}
+
+/// Whether `frame` has the callback a collective calls: `blocking`, or
+/// with a slot `start` and loom_comm's wait.
+template <typename Blocking, typename Start>
+bool hasCallback(const loom_call_frame *frame, int64_t slot,
+                 Blocking loom_comm::*blocking, Start loom_comm::*start) {
+  if (!frame || !frame->comm)
+    return false;
+  const loom_comm &comm = *frame->comm;
+  return slot < 0 ? comm.*blocking != nullptr
+                  : comm.*start != nullptr && comm.wait != nullptr;
+}
+
+/// Checks that a split collective (a slot) works on contiguous member
+/// blocks of one element type, as the lowering splits only those: the
+/// transfer runs on the kernel's buffers and nothing is left to unpack.
+inline bool checkSplitBlocks(const Collective &op, const View &in,
+                             const View &out, char *error, size_t errorSize) {
+  if (op.slot < 0 || (op.outer == 1 && in.dtype == out.dtype))
+    return true;
+  return failWith(error, errorSize,
+                  "%s: a split collective (slot %lld) needs an operand of "
+                  "contiguous member blocks of the result's element type",
+                  op.name, static_cast<long long>(op.slot));
 }
 
 /// Checks that dimension `axis` of `view` splits into `pieces` pieces.
@@ -132,9 +161,12 @@ inline bool readAllReduce(KernelArgs &args, const loom_call_frame *frame,
   op.name = "all_reduce";
   op.group = args.integer();
   op.reduction = static_cast<loom_reduction>(args.integer());
-  if (!collective::checkCall(op.name, frame, args,
-                             frame && frame->comm && frame->comm->all_reduce,
-                             error, errorSize))
+  op.slot = args.integer();
+  if (!collective::checkCall(
+          op.name, frame, args,
+          collective::hasCallback(frame, op.slot, &loom_comm::all_reduce,
+                                  &loom_comm::all_reduce_start),
+          error, errorSize))
     return false;
   op.count = args.out(0).numElements();
   if (args.in(0).numElements() != op.count)
@@ -154,10 +186,12 @@ inline bool readReduceScatter(KernelArgs &args, const loom_call_frame *frame,
   op.reduction = static_cast<loom_reduction>(args.integer());
   op.members = args.integer();
   int64_t axis = args.integer();
-  if (!collective::checkCall(op.name, frame, args,
-                             frame && frame->comm &&
-                                 frame->comm->reduce_scatter,
-                             error, errorSize))
+  op.slot = args.integer();
+  if (!collective::checkCall(
+          op.name, frame, args,
+          collective::hasCallback(frame, op.slot, &loom_comm::reduce_scatter,
+                                  &loom_comm::reduce_scatter_start),
+          error, errorSize))
     return false;
   const View &in = args.in(0), &out = args.out(0);
   if (!collective::checkSplit(op.name, in, axis, op.members, error,
@@ -167,7 +201,7 @@ inline bool readReduceScatter(KernelArgs &args, const loom_call_frame *frame,
     return false;
   op.outer = collective::elementsBefore(in, axis);
   op.count = out.numElements();
-  return true;
+  return collective::checkSplitBlocks(op, in, out, error, errorSize);
 }
 
 /// all_gather: group, members, gather_axis. The result is the members'
@@ -179,9 +213,12 @@ inline bool readAllGather(KernelArgs &args, const loom_call_frame *frame,
   op.group = args.integer();
   op.members = args.integer();
   int64_t axis = args.integer();
-  if (!collective::checkCall(op.name, frame, args,
-                             frame && frame->comm && frame->comm->all_gather,
-                             error, errorSize))
+  op.slot = args.integer();
+  if (!collective::checkCall(
+          op.name, frame, args,
+          collective::hasCallback(frame, op.slot, &loom_comm::all_gather,
+                                  &loom_comm::all_gather_start),
+          error, errorSize))
     return false;
   const View &in = args.in(0), &out = args.out(0);
   if (axis < 0 || axis >= in.rank || op.members <= 0 || in.dtype != out.dtype)
@@ -196,7 +233,7 @@ inline bool readAllGather(KernelArgs &args, const loom_call_frame *frame,
     return false;
   op.outer = collective::elementsBefore(in, axis);
   op.count = in.numElements();
-  return true;
+  return collective::checkSplitBlocks(op, in, out, error, errorSize);
 }
 
 /// all_to_all: group, members, split_axis, concat_axis. One piece is the
@@ -297,18 +334,28 @@ inline int32_t communicate(const loom_call_frame *frame, const Collective &op,
                            char *error, size_t errorSize) {
   const loom_comm *comm = frame->comm;
   auto group = static_cast<int32_t>(op.group);
+  auto slot = static_cast<int32_t>(op.slot);
+  bool split = op.slot >= 0;
   int32_t status = 0;
   switch (op.kind) {
   case Collective::AllReduce:
-    status =
-        comm->all_reduce(comm->ctx, group, recv, op.count, dtype, op.reduction);
+    status = split ? comm->all_reduce_start(comm->ctx, slot, group, recv,
+                                            op.count, dtype, op.reduction)
+                   : comm->all_reduce(comm->ctx, group, recv, op.count, dtype,
+                                      op.reduction);
     break;
   case Collective::ReduceScatter:
-    status = comm->reduce_scatter(comm->ctx, group, send, recv, op.count, dtype,
-                                  op.reduction);
+    status =
+        split ? comm->reduce_scatter_start(comm->ctx, slot, group, send, recv,
+                                           op.count, dtype, op.reduction)
+              : comm->reduce_scatter(comm->ctx, group, send, recv, op.count,
+                                     dtype, op.reduction);
     break;
   case Collective::AllGather:
-    status = comm->all_gather(comm->ctx, group, send, recv, op.count, dtype);
+    status =
+        split ? comm->all_gather_start(comm->ctx, slot, group, send, recv,
+                                       op.count, dtype)
+              : comm->all_gather(comm->ctx, group, send, recv, op.count, dtype);
     break;
   case Collective::AllToAll:
     status = comm->all_to_all(comm->ctx, group, send, recv, op.count, dtype);
@@ -320,6 +367,33 @@ inline int32_t communicate(const loom_call_frame *frame, const Collective &op,
     std::snprintf(error, errorSize,
                   "%s on group %lld: the communication callback returned %d",
                   op.name, static_cast<long long>(op.group), status);
+  return status;
+}
+
+/// collective_wait: its tensors (the transfer's buffers, which it does not
+/// touch), then the slot. Waits for the transfer started under the slot:
+/// 0, or the callback's status with a message in `error`.
+inline int32_t waitForTransfer(KernelArgs &args, const loom_call_frame *frame,
+                               char *error, size_t errorSize) {
+  int64_t slot = args.integer();
+  if (!frame || !frame->comm || !frame->comm->wait) {
+    collective::failWith(
+        error, errorSize,
+        "collective_wait: the call frame has no communication callback for it");
+    return 1;
+  }
+  if (slot < 0) {
+    collective::failWith(error, errorSize, "collective_wait: slot %lld",
+                         static_cast<long long>(slot));
+    return 1;
+  }
+  const loom_comm *comm = frame->comm;
+  int32_t status = comm->wait(comm->ctx, static_cast<int32_t>(slot));
+  if (status != 0)
+    std::snprintf(error, errorSize,
+                  "collective_wait for slot %lld: the communication callback "
+                  "returned %d",
+                  static_cast<long long>(slot), status);
   return status;
 }
 
@@ -343,6 +417,14 @@ template <FailFn Fail> struct ReportedCollective {
     char error[256];
     int32_t status =
         kernels::communicate(frame, op, send, recv, dtype, error, sizeof error);
+    if (status != 0)
+      Fail("%s", error);
+    return status;
+  }
+  /// Waits for a split collective (kernels::waitForTransfer): its status.
+  static int32_t wait(KernelArgs &args, const loom_call_frame *frame) {
+    char error[256];
+    int32_t status = waitForTransfer(args, frame, error, sizeof error);
     if (status != 0)
       Fail("%s", error);
     return status;

@@ -325,7 +325,8 @@ std::string Session::reshard(StateEntry &entry) {
       if (group < 0)
         return "the plan has no communicator group for its layout "
                "(recompile with this loom-compile)";
-      meta.insert(meta.end(), {group, members, d});
+      // Slot -1: the gather waits in its own call.
+      meta.insert(meta.end(), {group, members, d, -1});
     } else {
       meta.insert(meta.end(), {0, d, int64_t(axes.size())});
       meta.insert(meta.end(), axes.begin(), axes.end());

@@ -13,6 +13,7 @@
 #include "mlir/Dialect/Shard/IR/ShardDialect.h"
 #include "mlir/Parser/Parser.h"
 #include "llvm/ADT/DenseMap.h"
+#include "llvm/ADT/MapVector.h"
 #include "llvm/Support/FormatVariadic.h"
 
 #include <gtest/gtest.h>
@@ -95,10 +96,9 @@ OwningOpRef<ModuleOp> parseKernelTestModule(MLIRContext &ctx,
   return module;
 }
 
-llvm::Expected<std::vector<Tensor>> runThroughKernels(ModuleOp module,
-                                                      ArrayRef<Tensor> args,
-                                                      const loom_comm *comm,
-                                                      int64_t microBatch) {
+llvm::Expected<std::vector<Tensor>>
+runThroughKernels(ModuleOp module, ArrayRef<Tensor> args, const loom_comm *comm,
+                  int64_t microBatch, bool split) {
   auto fn = module.lookupSymbol<func::FuncOp>("f");
   if (!fn)
     return llvm::createStringError("no @f");
@@ -111,21 +111,48 @@ llvm::Expected<std::vector<Tensor>> runThroughKernels(ModuleOp module,
   }
   loom_call_frame frame{nullptr, nullptr, nullptr, comm, microBatch};
   lowering::GroupTable groups;
+  auto call = [&](const lowering::KernelCall &call,
+                  std::vector<void *> &pointers) -> llvm::Error {
+    auto kernel =
+        reinterpret_cast<KernelFn>(dlsym(RTLD_DEFAULT, call.symbol.c_str()));
+    if (!kernel)
+      return llvm::createStringError("no kernel " + call.symbol);
+    if (int32_t status = kernel(&frame, pointers.data(), call.meta.data()))
+      return llvm::createStringError(llvm::formatv(
+          "{0} returned {1}: {2}", call.symbol, status, loom_cpu_last_error()));
+    return llvm::Error::success();
+  };
+  // Split collectives in flight, by the value they compute: its slot. The
+  // wait comes just before the first op that reads the value, as
+  // --loom-lower-cpu places it (its buffers are not listed: the kernel
+  // does not read them).
+  llvm::MapVector<Value, int32_t> inFlight;
+  int32_t nextSlot = 0;
+  auto waitFor = [&](Value value) -> llvm::Error {
+    auto wait = lowering::waitCall({}, inFlight.lookup(value));
+    std::vector<void *> none(1, nullptr);
+    inFlight.erase(value);
+    return call(wait, none);
+  };
   std::vector<Tensor> results;
   for (Operation &op : fn.getBody().front()) {
+    for (Value operand : op.getOperands())
+      if (inFlight.count(operand))
+        if (llvm::Error error = waitFor(operand))
+          return std::move(error);
     if (auto ret = dyn_cast<func::ReturnOp>(op)) {
       for (Value value : ret.getOperands())
         results.push_back(
             load(cast<RankedTensorType>(value.getType()), buffers[value]));
       break;
     }
-    auto call = lowering::encodeKernelCall(&op, groups);
-    if (failed(call))
+    auto encoded = lowering::encodeKernelCall(&op, groups);
+    if (failed(encoded))
       return llvm::createStringError("no kernel call for an op of @f");
-    auto kernel =
-        reinterpret_cast<KernelFn>(dlsym(RTLD_DEFAULT, call->symbol.c_str()));
-    if (!kernel)
-      return llvm::createStringError("no kernel " + call->symbol);
+    if (split && lowering::splittable(&op)) {
+      lowering::setSlot(*encoded, nextSlot);
+      inFlight[op.getResult(0)] = nextSlot++;
+    }
     std::vector<void *> pointers;
     for (Value operand : op.getOperands())
       pointers.push_back(buffers[operand].data());
@@ -133,10 +160,8 @@ llvm::Expected<std::vector<Tensor>> runThroughKernels(ModuleOp module,
       buffers[result] = bufferFor(cast<RankedTensorType>(result.getType()));
       pointers.push_back(buffers[result].data());
     }
-    if (int32_t status = kernel(&frame, pointers.data(), call->meta.data()))
-      return llvm::createStringError(llvm::formatv("{0} returned {1}: {2}",
-                                                   call->symbol, status,
-                                                   loom_cpu_last_error()));
+    if (llvm::Error error = call(*encoded, pointers))
+      return std::move(error);
   }
   return results;
 }

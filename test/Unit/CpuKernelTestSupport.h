@@ -34,10 +34,14 @@ mlir::OwningOpRef<mlir::ModuleOp> parseKernelTestModule(mlir::MLIRContext &ctx,
 /// Runs @f of `module` op by op through the CPU kernels on `args` (f32 /
 /// i32 / i64 buffers of the argument types), with `comm` (may be null when
 /// @f has no collectives) and `microBatch` in the call frame; returns @f's
-/// results. A kernel's non-zero status is an error with its message.
+/// results. A kernel's non-zero status is an error with its message. With
+/// `split`, the collectives the lowering splits start under slots 0, 1, ...
+/// and collective_wait ends each just before the first op that reads its
+/// result.
 llvm::Expected<std::vector<interp::Tensor>>
 runThroughKernels(mlir::ModuleOp module, llvm::ArrayRef<interp::Tensor> args,
-                  const loom_comm *comm = nullptr, int64_t microBatch = 0);
+                  const loom_comm *comm = nullptr, int64_t microBatch = 0,
+                  bool split = false);
 
 /// Runs @f of `module` in the reference interpreter in float64.
 llvm::Expected<std::vector<interp::Tensor>>

@@ -3,15 +3,17 @@
 // Run as `mpirun -np 2 LoomCudaCommTest` (ctest: unit/CudaCommTest); both
 // ranks share CUDA device 0. First StagedComm over an MpiComm on a 2-device
 // grid whose devices sit on swapped world ranks: every collective in every
-// dtype for the group of the grid's axis and the group of no axes, then
-// send / recv where both ranks send (a large and a small message) before
-// either receives, then errors. Then, when NCCL is built in, an NcclComm
-// per rank (NCCL refuses two ranks of one communicator on one device, so
-// each rank has a world of its own): the same collectives on its 1-device
+// dtype for the group of the grid's axis and the group of no axes, split
+// all_reduces on two slots and the slots' errors, then send / recv where
+// both ranks send (a large and a small message) before either receives,
+// then errors. Then, when NCCL is built in, an NcclComm per rank (NCCL
+// refuses two ranks of one communicator on one device, so each rank has a
+// world of its own): the same collectives and split ones on its 1-device
 // grid, sends to itself, errors and synchronize(). Buffers are uploaded
 // and downloaded on the comm's stream without waiting in between, so the
-// callbacks must keep stream order. Expected values are computed by brute
-// force; elements are small integers, exact in every dtype (bf16 too).
+// callbacks (a split one's wait included) must keep stream order. Expected
+// values are computed by brute force; elements are small integers, exact in
+// every dtype (bf16 too).
 //
 // Exits 77 (skipped) on every rank when there is no CUDA device, 0 when
 // every rank passes; otherwise each failing rank prints its mismatches and
@@ -178,6 +180,69 @@ void checkCollectives(const loom_comm *comm,
              "'");
 }
 
+/// The split collectives on `group` (this rank member `me` of `n`): two
+/// all_reduces (f32 sums) started under slots 0 and 1 before either is
+/// waited for, waited for in the other order; then the slot errors, none
+/// of which communicates (so every rank fails alike): a start on a slot in
+/// flight, a negative slot, a wait on a slot with nothing in flight.
+void checkSplit(const loom_comm *comm,
+                const std::function<std::string()> &lastError,
+                cudaStream_t stream, int32_t group, int64_t me, int64_t n,
+                const std::string &label) {
+  const Typed &f32 = kDtypes[0];
+  const int64_t count = 5;
+  std::string where = " (" + label + ", group " + std::to_string(group) + ")";
+  std::vector<std::vector<unsigned char>> hosts;
+  std::vector<std::unique_ptr<DeviceBytes>> bufs;
+  std::vector<std::vector<double>> want(2, std::vector<double>(count, 0.0));
+  for (int32_t slot = 0; slot < 2; ++slot) {
+    std::vector<double> mine(count);
+    for (int64_t e = 0; e < count; ++e) {
+      mine[e] = valueOf(me, e) + 100 * slot;
+      for (int64_t m = 0; m < n; ++m)
+        want[slot][e] += valueOf(m, e) + 100 * slot;
+    }
+    hosts.push_back(encode(f32, mine));
+    bufs.push_back(upload(hosts.back(), stream));
+    int32_t status =
+        comm->all_reduce_start(comm->ctx, slot, group, bufs.back()->get(),
+                               count, LOOM_DTYPE_F32, LOOM_REDUCE_SUM);
+    expect(status == 0, "all_reduce_start under slot " + std::to_string(slot) +
+                            where + ": " + lastError());
+  }
+  for (int32_t slot : {1, 0}) {
+    int32_t status = comm->wait(comm->ctx, slot);
+    expect(status == 0, "wait for slot " + std::to_string(slot) + where + ": " +
+                            lastError());
+  }
+  for (int32_t slot = 0; slot < 2; ++slot)
+    expectValues(decode(f32, download(*bufs[slot], count * 4, stream)),
+                 want[slot],
+                 "all_reduce under slot " + std::to_string(slot) + where);
+
+  DeviceBytes x(16), y(16 * n);
+  expect(comm->all_gather_start(comm->ctx, 0, group, x.get(), y.get(), 1,
+                                LOOM_DTYPE_F32) == 0,
+         "all_gather_start under slot 0" + where + ": " + lastError());
+  expect(comm->reduce_scatter_start(comm->ctx, 0, group, y.get(), x.get(), 1,
+                                    LOOM_DTYPE_F32, LOOM_REDUCE_SUM) != 0 &&
+             lastError().find("slot 0 still has") != std::string::npos,
+         "a start on a slot in flight" + where + ": '" + lastError() + "'");
+  expect(comm->wait(comm->ctx, 0) == 0,
+         "wait for slot 0 after the refused start" + where + ": " +
+             lastError());
+  expect(comm->all_reduce_start(comm->ctx, -1, group, x.get(), 1,
+                                LOOM_DTYPE_F32, LOOM_REDUCE_SUM) != 0 &&
+             lastError().find("negative slot -1") != std::string::npos,
+         "a start on slot -1" + where + ": '" + lastError() + "'");
+  expect(comm->wait(comm->ctx, 5) != 0 &&
+             lastError() == "wait: nothing is in flight under slot 5",
+         "a wait on slot 5" + where + ": '" + lastError() + "'");
+  expect(comm->wait(comm->ctx, 0) != 0 &&
+             lastError() == "wait: nothing is in flight under slot 0",
+         "a second wait on slot 0" + where + ": '" + lastError() + "'");
+}
+
 /// Sends `messages` (f32 values, one tag each) to `peer`, overwrites the
 /// sent buffers (the sends must hold copies), then receives as many from
 /// `peer` in the same order, expecting `peer`'s values.
@@ -244,6 +309,8 @@ void checkStaged(cudaStream_t stream) {
          "grid_coordinate (staged)");
   checkCollectives(table, lastError, stream, 0, device, 2, "staged");
   checkCollectives(table, lastError, stream, 1, 0, 1, "staged");
+  checkSplit(table, lastError, stream, 0, device, 2, "staged");
+  checkSplit(table, lastError, stream, 1, 0, 1, "staged");
 
   // Both ranks send before either receives: a message past MPI's eager
   // limit, then a small one.
@@ -284,6 +351,8 @@ void checkNccl(cudaStream_t stream) {
     expect(table->grid_coordinate(table->ctx, 0) == 0, "grid_coordinate");
     checkCollectives(table, lastError, stream, 0, 0, 1, "nccl");
     checkCollectives(table, lastError, stream, 1, 0, 1, "nccl");
+    checkSplit(table, lastError, stream, 0, 0, 1, "nccl");
+    checkSplit(table, lastError, stream, 1, 0, 1, "nccl");
     // To itself, one message at a time: a queued send goes out with the
     // recv after it (two queued sends to itself would wait for a recv the
     // stream only reaches after them).

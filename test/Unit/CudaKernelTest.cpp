@@ -5,7 +5,9 @@
 // case builds one op's meta exactly as passes/Lowering/KernelCall.cpp
 // writes it, runs loom_cpu_<op> on host buffers and loom_cuda_<op> on
 // device buffers holding the same random inputs, and compares every result.
-// The collectives run on a loopback communicator group (see Collectives).
+// The collectives run on a loopback communicator group (see Collectives);
+// the split ones (a start, then collective_wait) must give the blocking
+// calls' bytes.
 //
 // Each case runs twice. In the f32 run every float tensor is f32 on both
 // sides. In the bf16 run the tensors a mixed-precision step would keep in
@@ -38,6 +40,7 @@
 #include <cstdio>
 #include <cstring>
 #include <functional>
+#include <map>
 #include <random>
 #include <string>
 #include <vector>
@@ -329,10 +332,12 @@ struct DeviceBuffers {
   }
 };
 
-/// Runs the CUDA kernel; returns the results as doubles.
-bool runCuda(const Case &c, const std::vector<Tensor> &ins, Precision precision,
-             loom_cuda_context *context,
-             std::vector<std::vector<double>> &results) {
+/// Runs the CUDA kernel, then `after` (when given: more calls on the same
+/// device buffers, operands then results); returns the results' bytes.
+bool runCudaBytes(
+    const Case &c, const std::vector<Tensor> &ins, Precision precision,
+    loom_cuda_context *context, std::vector<std::vector<uint8_t>> &results,
+    const std::function<bool(void *const *buffers)> &after = nullptr) {
   std::vector<int64_t> meta = metaOf(c, precision);
   DeviceBuffers device;
   for (size_t t = 0; t < ins.size() + c.outs.size(); ++t) {
@@ -360,6 +365,8 @@ bool runCuda(const Case &c, const std::vector<Tensor> &ins, Precision precision,
                 loom_cuda_last_error());
     return false;
   }
+  if (after && !after(device.pointers.data()))
+    return false;
   if (int32_t status = loom_cuda_context_synchronize(context)) {
     std::printf("  the CUDA kernel failed on the device (%d): %s\n", status,
                 loom_cuda_last_error());
@@ -367,13 +374,25 @@ bool runCuda(const Case &c, const std::vector<Tensor> &ins, Precision precision,
   }
   for (size_t r = 0; r < c.outs.size(); ++r) {
     const Tensor &out = c.outs[r];
-    loom_dtype dtype = out.dtypeIn(precision);
-    std::vector<uint8_t> host(out.size() * loom_dtype_bytes(dtype) + 8);
-    CHECK_CUDA(cudaMemcpy(host.data(), device.pointers[ins.size() + r],
-                          out.size() * loom_dtype_bytes(dtype),
+    int64_t bytes = out.size() * loom_dtype_bytes(out.dtypeIn(precision));
+    std::vector<uint8_t> host(bytes + 8);
+    CHECK_CUDA(cudaMemcpy(host.data(), device.pointers[ins.size() + r], bytes,
                           cudaMemcpyDeviceToHost));
-    results.push_back(decode(host.data(), out.size(), dtype));
+    results.push_back(std::move(host));
   }
+  return true;
+}
+
+/// Runs the CUDA kernel; returns the results as doubles.
+bool runCuda(const Case &c, const std::vector<Tensor> &ins, Precision precision,
+             loom_cuda_context *context,
+             std::vector<std::vector<double>> &results) {
+  std::vector<std::vector<uint8_t>> bytes;
+  if (!runCudaBytes(c, ins, precision, context, bytes))
+    return false;
+  for (size_t r = 0; r < c.outs.size(); ++r)
+    results.push_back(decode(bytes[r].data(), c.outs[r].size(),
+                             c.outs[r].dtypeIn(precision)));
   return true;
 }
 
@@ -1385,13 +1404,18 @@ void uploadCases(loom_cuda_context *context) {
 /// CUDA kernels get device callbacks that synchronize `stream` (the
 /// context's), copy their device buffers to the host, run the host
 /// callback and copy the result back before returning: the host-staged
-/// path of loom_cuda_kernels.h's contract.
+/// path of loom_cuda_kernels.h's contract. A split collective's start only
+/// records the transfer and its wait runs it, the latest a backend may: a
+/// kernel that read or wrote the transfer's buffers after the start would
+/// give other bytes than the blocking call.
 struct Loopback {
   int64_t members = 1;
   int64_t index = 0;
   int64_t coordinates[2] = {0, 0};
   int32_t status = 0;
   cudaStream_t stream = nullptr;
+  /// The split collectives started and not yet waited for, by slot.
+  std::map<int32_t, std::function<int32_t()>> started;
 };
 
 Loopback &loopbackOf(void *ctx) { return *static_cast<Loopback *>(ctx); }
@@ -1534,6 +1558,56 @@ int32_t deviceAllToAll(void *ctx, int32_t g, const void *send, void *recv,
   return stageOut(group, recv, out, bytes) ? 0 : kStagingFailed;
 }
 
+/// The status of a start on a slot already in flight, and of a wait on a
+/// slot with nothing in flight.
+constexpr int32_t kSlotBusy = 97;
+constexpr int32_t kNothingInFlight = 98;
+
+/// Records `transfer` under `slot` of the group `ctx` (after its `status`).
+int32_t start(void *ctx, int32_t slot, std::function<int32_t()> transfer) {
+  Loopback &group = loopbackOf(ctx);
+  if (group.status)
+    return group.status;
+  return group.started.emplace(slot, std::move(transfer)).second ? 0
+                                                                 : kSlotBusy;
+}
+
+/// Runs the transfer started under `slot`.
+int32_t waitFor(void *ctx, int32_t slot) {
+  auto &started = loopbackOf(ctx).started;
+  auto it = started.find(slot);
+  if (it == started.end())
+    return kNothingInFlight;
+  std::function<int32_t()> transfer = std::move(it->second);
+  started.erase(it);
+  return transfer();
+}
+
+/// The device callbacks' starts: the CUDA kernels' split collectives (the
+/// CPU kernels here only run blocking ones).
+int32_t deviceAllReduceStart(void *ctx, int32_t slot, int32_t g, void *buf,
+                             int64_t count, loom_dtype dtype,
+                             loom_reduction op) {
+  return start(ctx, slot,
+               [=] { return deviceAllReduce(ctx, g, buf, count, dtype, op); });
+}
+
+int32_t deviceAllGatherStart(void *ctx, int32_t slot, int32_t g,
+                             const void *send, void *recv, int64_t count,
+                             loom_dtype dtype) {
+  return start(ctx, slot, [=] {
+    return deviceAllGather(ctx, g, send, recv, count, dtype);
+  });
+}
+
+int32_t deviceReduceScatterStart(void *ctx, int32_t slot, int32_t g,
+                                 const void *send, void *recv, int64_t count,
+                                 loom_dtype dtype, loom_reduction op) {
+  return start(ctx, slot, [=] {
+    return deviceReduceScatter(ctx, g, send, recv, count, dtype, op);
+  });
+}
+
 /// A loopback group with its two comms and frames (host callbacks for the
 /// CPU kernel, device callbacks for the CUDA kernel).
 struct LoopbackGroup {
@@ -1554,6 +1628,10 @@ struct LoopbackGroup {
     deviceComm.all_gather = deviceAllGather;
     deviceComm.reduce_scatter = deviceReduceScatter;
     deviceComm.all_to_all = deviceAllToAll;
+    deviceComm.all_reduce_start = deviceAllReduceStart;
+    deviceComm.all_gather_start = deviceAllGatherStart;
+    deviceComm.reduce_scatter_start = deviceReduceScatterStart;
+    deviceComm.wait = waitFor;
     hostComm.grid_coordinate = deviceComm.grid_coordinate = loopbackCoordinate;
     hostFrame.comm = &hostComm;
     deviceFrame.comm = &deviceComm;
@@ -1575,59 +1653,68 @@ std::vector<int64_t> collective(std::vector<int64_t> rest) {
   return rest;
 }
 
+/// The attributes of all_reduce, reduce_scatter or all_gather: group 0,
+/// `rest`, then the slot (-1: the call communicates and waits).
+std::vector<int64_t> transfer(std::vector<int64_t> rest, int64_t slot = -1) {
+  std::vector<int64_t> attrs = collective(std::move(rest));
+  attrs.push_back(slot);
+  return attrs;
+}
+
 /// Each collective against the CPU kernel on a loopback group, with the
 /// moved dimension leading (outer 1: the callback works on the kernel's
 /// buffers) and inside (outer > 1: packed and unpacked around it).
 void collectiveCases(loom_cuda_context *context, cudaStream_t stream) {
   LoopbackGroup four(4, 1, stream), three(3, 2, stream);
+  // all_reduce: group, reduction, slot.
   run(four.on(make("all_reduce sum", KERNELS(all_reduce), {uniform({4, 6})},
-                   {result({4, 6})}, collective({LOOM_REDUCE_SUM}))),
+                   {result({4, 6})}, transfer({LOOM_REDUCE_SUM}))),
       context);
   run(three.on(make("all_reduce sum of 3", KERNELS(all_reduce), {uniform({37})},
-                    {result({37})}, collective({LOOM_REDUCE_SUM}))),
+                    {result({37})}, transfer({LOOM_REDUCE_SUM}))),
       context);
   run(four.on(make("all_reduce max", KERNELS(all_reduce), {uniform({4, 6})},
-                   {result({4, 6})}, collective({LOOM_REDUCE_MAX}))),
+                   {result({4, 6})}, transfer({LOOM_REDUCE_MAX}))),
       context);
   // In the bf16 run an f32 operand into a bf16 result: converted first.
   run(four.on(make("all_reduce f32 -> bf16", KERNELS(all_reduce),
                    {f32(uniform({4, 6}))}, {result({4, 6})},
-                   collective({LOOM_REDUCE_MIN}))),
+                   transfer({LOOM_REDUCE_MIN}))),
       context);
 
-  // reduce_scatter: group, reduction, members, scatter_axis.
+  // reduce_scatter: group, reduction, members, scatter_axis, slot.
   run(four.on(make("reduce_scatter leading", KERNELS(reduce_scatter),
                    {uniform({8, 5})}, {result({2, 5})},
-                   collective({LOOM_REDUCE_SUM, 4, 0}))),
+                   transfer({LOOM_REDUCE_SUM, 4, 0}))),
       context);
   run(four.on(make("reduce_scatter packed", KERNELS(reduce_scatter),
                    {uniform({3, 8, 5})}, {result({3, 2, 5})},
-                   collective({LOOM_REDUCE_SUM, 4, 1}))),
+                   transfer({LOOM_REDUCE_SUM, 4, 1}))),
       context);
   run(three.on(make("reduce_scatter packed last axis", KERNELS(reduce_scatter),
                     {uniform({2, 3, 9})}, {result({2, 3, 3})},
-                    collective({LOOM_REDUCE_MAX, 3, 2}))),
+                    transfer({LOOM_REDUCE_MAX, 3, 2}))),
       context);
   // In the bf16 run the f32 operand is packed into bf16 blocks.
   run(four.on(make("reduce_scatter f32 -> bf16 leading",
                    KERNELS(reduce_scatter), {f32(uniform({8, 5}))},
-                   {result({2, 5})}, collective({LOOM_REDUCE_SUM, 4, 0}))),
+                   {result({2, 5})}, transfer({LOOM_REDUCE_SUM, 4, 0}))),
       context);
   run(four.on(make("reduce_scatter f32 -> bf16 packed", KERNELS(reduce_scatter),
                    {f32(uniform({3, 8, 5}))}, {result({3, 2, 5})},
-                   collective({LOOM_REDUCE_SUM, 4, 1}))),
+                   transfer({LOOM_REDUCE_SUM, 4, 1}))),
       context);
 
-  // all_gather: group, members, gather_axis.
+  // all_gather: group, members, gather_axis, slot.
   run(three.on(make("all_gather leading", KERNELS(all_gather),
-                    {uniform({2, 5})}, {result({6, 5})}, collective({3, 0}))),
+                    {uniform({2, 5})}, {result({6, 5})}, transfer({3, 0}))),
       context);
   run(four.on(make("all_gather packed", KERNELS(all_gather),
                    {uniform({3, 2, 5})}, {result({3, 8, 5})},
-                   collective({4, 1}))),
+                   transfer({4, 1}))),
       context);
   run(four.on(make("all_gather last axis", KERNELS(all_gather),
-                   {uniform({4, 3})}, {result({4, 12})}, collective({4, 1}))),
+                   {uniform({4, 3})}, {result({4, 12})}, transfer({4, 1}))),
       context);
 
   // all_to_all: group, members, split_axis, concat_axis.
@@ -1667,6 +1754,89 @@ void collectiveCases(loom_cuda_context *context, cudaStream_t stream) {
       context);
 }
 
+/// Runs `c` (all_reduce, reduce_scatter or all_gather on a loopback
+/// group, its attributes ending with the slot) blocking, then split: the
+/// start under slot 0 and the collective_wait call that ends it, which
+/// lists the transfer's buffers as the lowering does (all_reduce's result,
+/// else the operand and the result). Both must give the same bytes, in
+/// both runs, and leave nothing in flight.
+void runSplit(const Case &c, loom_cuda_context *context) {
+  if (filter && c.name.find(filter) == std::string::npos)
+    return;
+  Case split = c;
+  split.attrs.back() = 0;
+  bool reduces = c.cuda == loom_cuda_all_reduce;
+  Loopback &group = loopbackOf(c.cudaFrame->comm->ctx);
+  for (Precision precision : {Precision::F32, Precision::BF16}) {
+    std::vector<Tensor> ins = inputsFor(c, precision);
+    std::vector<Tensor> listed = {c.outs[0]};
+    if (!reduces)
+      listed.insert(listed.begin(), ins[0]);
+    std::vector<int64_t> waitMeta =
+        metaOf(make("", nullptr, nullptr, listed, {}, {0}), precision);
+    auto wait = [&](void *const *buffers) {
+      if (int32_t status = loom_cuda_collective_wait(
+              c.cudaFrame, reduces ? buffers + 1 : buffers, waitMeta.data(),
+              context)) {
+        std::printf("  collective_wait failed (%d): %s\n", status,
+                    loom_cuda_last_error());
+        return false;
+      }
+      return true;
+    };
+    std::vector<std::vector<uint8_t>> want, got;
+    bool ok = runCudaBytes(c, ins, precision, context, want) &&
+              runCudaBytes(split, ins, precision, context, got, wait);
+    if (ok && want != got) {
+      std::printf("  the split call's results differ from the blocking "
+                  "call's\n");
+      ok = false;
+    }
+    if (!group.started.empty()) {
+      // Their buffers are gone: never run them.
+      std::printf("  %zu transfer(s) left in flight\n", group.started.size());
+      group.started.clear();
+      ok = false;
+    }
+    std::printf("%s split %s [%s]\n", ok ? "PASS" : "FAIL", c.name.c_str(),
+                nameOf(precision));
+    (ok ? passes : failures) += 1;
+  }
+}
+
+/// The collectives the lowering splits, split and blocking: all_reduce
+/// (its operand copied into its result, converted in the bf16 run, before
+/// the start), and reduce_scatter / all_gather moving the leading
+/// dimension or one after dimensions of 1 (contiguous member blocks).
+void splitCases(loom_cuda_context *context, cudaStream_t stream) {
+  LoopbackGroup four(4, 1, stream), three(3, 2, stream);
+  runSplit(
+      four.on(make("all_reduce sum", KERNELS(all_reduce), {uniform({4, 6})},
+                   {result({4, 6})}, transfer({LOOM_REDUCE_SUM}))),
+      context);
+  runSplit(four.on(make("all_reduce f32 -> bf16", KERNELS(all_reduce),
+                        {f32(uniform({4, 6}))}, {result({4, 6})},
+                        transfer({LOOM_REDUCE_MAX}))),
+           context);
+  runSplit(four.on(make("reduce_scatter leading", KERNELS(reduce_scatter),
+                        {uniform({8, 5})}, {result({2, 5})},
+                        transfer({LOOM_REDUCE_SUM, 4, 0}))),
+           context);
+  runSplit(
+      three.on(make("reduce_scatter after a dimension of 1",
+                    KERNELS(reduce_scatter), {uniform({1, 9, 5})},
+                    {result({1, 3, 5})}, transfer({LOOM_REDUCE_SUM, 3, 1}))),
+      context);
+  runSplit(
+      three.on(make("all_gather leading", KERNELS(all_gather),
+                    {uniform({2, 5})}, {result({6, 5})}, transfer({3, 0}))),
+      context);
+  runSplit(four.on(make("all_gather after a dimension of 1",
+                        KERNELS(all_gather), {uniform({1, 2, 5})},
+                        {result({1, 8, 5})}, transfer({4, 1}))),
+           context);
+}
+
 /// A callback's failure comes back as its status, with the CPU kernel's
 /// message (after the kernel freed its packed buffer); a frame without a
 /// comm fails before any work.
@@ -1683,7 +1853,7 @@ void collectiveFailureCases(loom_cuda_context *context, cudaStream_t stream) {
     device.pointers.push_back(pointer);
   }
   std::vector<int64_t> meta =
-      metaFor({uniform({3, 2, 5})}, {result({3, 8, 5})}, collective({4, 1}));
+      metaFor({uniform({3, 2, 5})}, {result({3, 8, 5})}, transfer({4, 1}));
   int32_t status = loom_cuda_all_gather(
       &failing.deviceFrame, device.pointers.data(), meta.data(), context);
   expectFailure("errors: all_gather callback status", status == 7,
@@ -1692,14 +1862,73 @@ void collectiveFailureCases(loom_cuda_context *context, cudaStream_t stream) {
   expectFailure("errors: the stream is clean after a failed collective",
                 loom_cuda_context_synchronize(context) == 0, "", "");
 
-  meta = metaFor({uniform({4, 6})}, {result({4, 6})},
-                 collective({LOOM_REDUCE_SUM}));
+  meta =
+      metaFor({uniform({4, 6})}, {result({4, 6})}, transfer({LOOM_REDUCE_SUM}));
   loom_call_frame noComm = {};
   expectFailure("errors: all_reduce without a comm",
                 loom_cuda_all_reduce(&noComm, device.pointers.data(),
                                      meta.data(), context) != 0,
                 loom_cuda_last_error(),
                 "all_reduce: the call frame has no communication callback");
+}
+
+/// A slot on a collective whose blocks would need packing is refused
+/// before anything starts; collective_wait fails without a transfer in
+/// flight under its slot or without a comm.
+void splitFailureCases(loom_cuda_context *context, cudaStream_t stream) {
+  if (filter && std::string("errors").find(filter) == std::string::npos)
+    return;
+  LoopbackGroup four(4, 0, stream);
+  DeviceBuffers device;
+  for (int i = 0; i < 2; ++i) {
+    void *pointer = nullptr;
+    cudaMalloc(&pointer, 4096);
+    cudaMemset(pointer, 0, 4096);
+    device.pointers.push_back(pointer);
+  }
+  const char *contiguous = "a split collective (slot 0) needs an operand of "
+                           "contiguous member blocks of the result's element "
+                           "type";
+  std::vector<int64_t> meta =
+      metaFor({uniform({3, 8, 5})}, {result({3, 2, 5})},
+              transfer({LOOM_REDUCE_SUM, 4, 1}, /*slot=*/0));
+  int32_t status = loom_cuda_reduce_scatter(
+      &four.deviceFrame, device.pointers.data(), meta.data(), context);
+  expectFailure("errors: split reduce_scatter with outer 3",
+                status != 0 && four.state.started.empty(),
+                loom_cuda_last_error(), contiguous);
+  // metaFor writes the bf16 run's types: an f32 operand, a bf16 result.
+  meta = metaFor({f32(uniform({8, 5}))}, {result({2, 5})},
+                 transfer({LOOM_REDUCE_SUM, 4, 0}, /*slot=*/0));
+  status = loom_cuda_reduce_scatter(&four.deviceFrame, device.pointers.data(),
+                                    meta.data(), context);
+  expectFailure("errors: split reduce_scatter f32 -> bf16",
+                status != 0 && four.state.started.empty(),
+                loom_cuda_last_error(), contiguous);
+  meta = metaFor({uniform({3, 2, 5})}, {result({3, 8, 5})},
+                 transfer({4, 1}, /*slot=*/0));
+  status = loom_cuda_all_gather(&four.deviceFrame, device.pointers.data(),
+                                meta.data(), context);
+  expectFailure("errors: split all_gather with outer 3",
+                status != 0 && four.state.started.empty(),
+                loom_cuda_last_error(), contiguous);
+
+  meta = metaFor({result({4, 6})}, {}, {0});
+  status = loom_cuda_collective_wait(&four.deviceFrame, device.pointers.data(),
+                                     meta.data(), context);
+  expectFailure("errors: collective_wait with nothing in flight",
+                status == kNothingInFlight, loom_cuda_last_error(),
+                "collective_wait for slot 0: the communication callback "
+                "returned 98");
+  loom_call_frame noComm = {};
+  status = loom_cuda_collective_wait(&noComm, device.pointers.data(),
+                                     meta.data(), context);
+  expectFailure("errors: collective_wait without a comm", status != 0,
+                loom_cuda_last_error(),
+                "collective_wait: the call frame has no communication "
+                "callback for it");
+  expectFailure("errors: the stream is clean after failed split collectives",
+                loom_cuda_context_synchronize(context) == 0, "", "");
 }
 
 } // namespace
@@ -1736,8 +1965,10 @@ int main(int argc, char **argv) {
   adamwMultiIdentityCases(context);
   uploadCases(context);
   collectiveCases(context, stream);
+  splitCases(context, stream);
   failureCases(context);
   collectiveFailureCases(context, stream);
+  splitFailureCases(context, stream);
   loom_cuda_context_destroy(context);
   cudaStreamDestroy(stream);
   std::printf("%d passed, %d failed\n", passes, failures);

@@ -3,13 +3,14 @@
 // Usage:
 //   loom-opt ... --inline | loom-compile -o model.loom
 //   loom-compile step.mlir -o model.loom [--target=cpu|cuda]
-//     [--ld PATH] [--emit-llvm FILE] [--no-fuse]
+//     [--ld PATH] [--emit-llvm FILE] [--no-fuse] [--no-overlap]
 //
 // Reads a module holding the per-device training step (`@train_step`,
 // after --inline and optionally --loom-auto-shard/--loom-partition) or its
 // pipeline stage functions (--loom-split-stages), fuses what one kernel
 // call can run (--loom-fuse, unless --no-fuse), lowers it with
-// --loom-lower-cpu or --loom-lower-cuda (unless it already is), compiles
+// --loom-lower-cpu or --loom-lower-cuda (unless it already is; collectives
+// split into a start and a wait, unless --no-overlap), compiles
 // the LLVM code (host code in both cases: the CUDA kernels are a library
 // it calls) to an object for this machine and links it into a shared
 // object with ld.lld. The artifact is a directory
@@ -92,6 +93,11 @@ cl::opt<bool> noFuse(
     "no-fuse", cl::cat(category),
     cl::desc("Lower every op to its own kernel call: skip --loom-fuse (matmul "
              "bias/gelu epilogues, elementwise chains)"));
+cl::opt<bool> noOverlap(
+    "no-overlap", cl::cat(category),
+    cl::desc("Wait for every collective in its own call: do not split "
+             "all-reduces and contiguous reduce-scatters / all-gathers into "
+             "a start and a wait before the first reader"));
 cl::opt<std::string> emitLLVM("emit-llvm", cl::cat(category),
                               cl::value_desc("file.ll"),
                               cl::desc("Also write the LLVM IR here"));
@@ -165,7 +171,7 @@ StringRef backendName() {
 /// attributes and ops LLVM translation does not take.
 Expected<json::Object> takePlan(mlir::ModuleOp module) {
   json::Object plan{{"format", "loom-plan"},
-                    {"abi_version", 1},
+                    {"abi_version", loom::lowering::programAbiVersion()},
                     {"target", sys::getProcessTriple()},
                     {"backend", backendName()}};
   SmallVector<int64_t> gridShape;
@@ -385,9 +391,9 @@ int main(int argc, char **argv) {
     if (!noFuse)
       pm.addPass(loom::createLoomFuse());
     if (backend == Backend::CUDA)
-      pm.addPass(loom::createLoomLowerCUDA());
+      pm.addPass(loom::createLoomLowerCUDA({/*overlap=*/!noOverlap}));
     else
-      pm.addPass(loom::createLoomLowerCPU());
+      pm.addPass(loom::createLoomLowerCPU({/*overlap=*/!noOverlap}));
     if (mlir::failed(pm.run(*module)))
       return 1;
   }

@@ -283,6 +283,26 @@ std::unique_ptr<MpiComm> MpiComm::create(const MpiCommConfig &config,
       return -1;
     return coords[axis];
   };
+  t.all_reduce_start = [](void *ctx, int32_t slot, int32_t group, void *buf,
+                          int64_t count, loom_dtype dtype, loom_reduction op) {
+    return static_cast<MpiComm *>(ctx)->allReduceStart(slot, group, buf, count,
+                                                       dtype, op);
+  };
+  t.all_gather_start = [](void *ctx, int32_t slot, int32_t group,
+                          const void *send, void *recv, int64_t count,
+                          loom_dtype dtype) {
+    return static_cast<MpiComm *>(ctx)->allGatherStart(slot, group, send, recv,
+                                                       count, dtype);
+  };
+  t.reduce_scatter_start = [](void *ctx, int32_t slot, int32_t group,
+                              const void *send, void *recv, int64_t count,
+                              loom_dtype dtype, loom_reduction op) {
+    return static_cast<MpiComm *>(ctx)->reduceScatterStart(
+        slot, group, send, recv, count, dtype, op);
+  };
+  t.wait = [](void *ctx, int32_t slot) {
+    return static_cast<MpiComm *>(ctx)->wait(slot);
+  };
   return self;
 }
 
@@ -293,6 +313,10 @@ MpiComm::~MpiComm() {
     return;
   for (auto &pending : pendingSends)
     MPI_Wait(&pending->request, MPI_STATUS_IGNORE);
+  // Left in flight by a function that failed before its waits (MPI has no
+  // way to cancel a collective).
+  for (InFlight &transfer : inFlight)
+    MPI_Wait(&transfer.request, MPI_STATUS_IGNORE);
   for (MPI_Comm &comm : groups)
     if (comm != MPI_COMM_NULL)
       MPI_Comm_free(&comm);
@@ -430,6 +454,84 @@ int32_t MpiComm::allToAll(int32_t group, const void *send, void *recv,
   return check(
       MPI_Alltoall(send, c.count, c.type, recv, c.count, c.type, c.comm), call,
       group);
+}
+
+MPI_Request *MpiComm::startSlot(const char *call, int32_t slot, int32_t group) {
+  if (slot < 0) {
+    failWith(std::string(call) + ": slot " + std::to_string(slot));
+    return nullptr;
+  }
+  if (static_cast<size_t>(slot) >= inFlight.size())
+    inFlight.resize(slot + 1);
+  InFlight &transfer = inFlight[slot];
+  if (transfer.request != MPI_REQUEST_NULL) {
+    failWith(std::string(call) + " on group " + std::to_string(group) +
+             ": slot " + std::to_string(slot) + " still has " + transfer.call +
+             " on group " + std::to_string(transfer.group) + " in flight");
+    return nullptr;
+  }
+  transfer.call = call;
+  transfer.group = group;
+  return &transfer.request;
+}
+
+template <typename Post>
+int32_t MpiComm::start(const char *call, int32_t slot, int32_t group,
+                       int64_t count, loom_dtype dtype,
+                       const loom_reduction *op, Post post) {
+  Collective c;
+  if (int32_t status = prepareCollective(call, group, count, dtype, op, c))
+    return status;
+  MPI_Request *request = startSlot(call, slot, group);
+  if (!request)
+    return 1;
+  return check(post(c, request), call, group);
+}
+
+int32_t MpiComm::allReduceStart(int32_t slot, int32_t group, void *buf,
+                                int64_t count, loom_dtype dtype,
+                                loom_reduction op) {
+  return start("MPI_Iallreduce", slot, group, count, dtype, &op,
+               [&](const Collective &c, MPI_Request *request) {
+                 return MPI_Iallreduce(MPI_IN_PLACE, buf, c.count, c.type, c.op,
+                                       c.comm, request);
+               });
+}
+
+int32_t MpiComm::allGatherStart(int32_t slot, int32_t group, const void *send,
+                                void *recv, int64_t count, loom_dtype dtype) {
+  return start("MPI_Iallgather", slot, group, count, dtype, nullptr,
+               [&](const Collective &c, MPI_Request *request) {
+                 return MPI_Iallgather(send, c.count, c.type, recv, c.count,
+                                       c.type, c.comm, request);
+               });
+}
+
+int32_t MpiComm::reduceScatterStart(int32_t slot, int32_t group,
+                                    const void *send, void *recv, int64_t count,
+                                    loom_dtype dtype, loom_reduction op) {
+  return start("MPI_Ireduce_scatter_block", slot, group, count, dtype, &op,
+               [&](const Collective &c, MPI_Request *request) {
+                 return MPI_Ireduce_scatter_block(send, recv, c.count, c.type,
+                                                  c.op, c.comm, request);
+               });
+}
+
+int32_t MpiComm::wait(int32_t slot) {
+  if (slot < 0 || static_cast<size_t>(slot) >= inFlight.size() ||
+      inFlight[slot].request == MPI_REQUEST_NULL)
+    return failWith("wait: nothing is in flight under slot " +
+                    std::to_string(slot));
+  InFlight &transfer = inFlight[slot];
+  // MPI_Wait frees the request (MPI_REQUEST_NULL: the slot is free again).
+  int code = MPI_Wait(&transfer.request, MPI_STATUS_IGNORE);
+  if (code == MPI_SUCCESS)
+    return 0;
+  transfer.request = MPI_REQUEST_NULL;
+  return failWith(std::string("MPI_Wait for ") + transfer.call + " on group " +
+                  std::to_string(transfer.group) + " (axes " +
+                  axesString(groupAxes[transfer.group]) +
+                  ") failed: " + mpiErrorString(code));
 }
 
 int32_t MpiComm::send(int32_t peer, int32_t tag, const void *buf, int64_t count,

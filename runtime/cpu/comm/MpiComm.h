@@ -13,6 +13,11 @@
 // pipeline's stage boundaries): a send copies its buffer and posts
 // MPI_Isend, so it never waits for the peer's recv; finished sends are
 // reaped on later calls and the rest are waited for when MpiComm goes.
+// The split collectives' starts post MPI_Iallreduce, MPI_Iallgather and
+// MPI_Ireduce_scatter_block under their slot, and wait is MPI_Wait. (With
+// OpenMPI's default progress, a transfer advances inside MPI calls: the
+// CPU backend keeps the split for the schedule's sake, and the compute in
+// between overlaps little of it.)
 //
 // Every MPI error becomes a non-zero status (MPI_ERRORS_RETURN on every
 // communicator MpiComm makes) with a message that lastError() returns, for
@@ -114,6 +119,22 @@ private:
                         int64_t count, loom_dtype dtype, loom_reduction op);
   int32_t allToAll(int32_t group, const void *send, void *recv, int64_t count,
                    loom_dtype dtype);
+  int32_t allReduceStart(int32_t slot, int32_t group, void *buf, int64_t count,
+                         loom_dtype dtype, loom_reduction op);
+  int32_t allGatherStart(int32_t slot, int32_t group, const void *send,
+                         void *recv, int64_t count, loom_dtype dtype);
+  int32_t reduceScatterStart(int32_t slot, int32_t group, const void *send,
+                             void *recv, int64_t count, loom_dtype dtype,
+                             loom_reduction op);
+  /// The transfer in flight under `slot`, recorded as posted by `call` on
+  /// `group`; null after failWith when the slot is negative or busy.
+  MPI_Request *startSlot(const char *call, int32_t slot, int32_t group);
+  /// The start of a split collective: the checks of prepareCollective and
+  /// startSlot, then `post(collective, request)`, the nonblocking MPI call.
+  template <typename Post>
+  int32_t start(const char *call, int32_t slot, int32_t group, int64_t count,
+                loom_dtype dtype, const loom_reduction *op, Post post);
+  int32_t wait(int32_t slot);
   int32_t send(int32_t peer, int32_t tag, const void *buf, int64_t count,
                loom_dtype dtype);
   int32_t recv(int32_t peer, int32_t tag, void *buf, int64_t count,
@@ -134,6 +155,14 @@ private:
     std::vector<unsigned char> data;
   };
   std::vector<std::unique_ptr<PendingSend>> pendingSends;
+  /// Split collectives by slot (MPI_REQUEST_NULL: free), with the call
+  /// that posted each and its group, for wait's messages.
+  struct InFlight {
+    MPI_Request request = MPI_REQUEST_NULL;
+    const char *call = "";
+    int32_t group = 0;
+  };
+  std::vector<InFlight> inFlight;
   std::string error;
 };
 

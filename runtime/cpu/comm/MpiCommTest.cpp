@@ -174,6 +174,72 @@ void checkCollectives() {
     }
   }
 
+  // Split collectives: three in flight at once on two groups, a blocking
+  // one on the third in between, waited for out of order.
+  for (const Typed &t : kDtypes) {
+    int64_t index0 = 0, index1 = 0, index2 = 0;
+    std::vector<int64_t> members0 = membersOf(device, kGroups[0], index0);
+    std::vector<int64_t> members1 = membersOf(device, kGroups[1], index1);
+    std::vector<int64_t> members2 = membersOf(device, kGroups[2], index2);
+    auto n0 = static_cast<int64_t>(members0.size());
+    auto n1 = static_cast<int64_t>(members1.size());
+    std::vector<double> mine(count), blocks(count * n1), reduced(count, 0.0),
+        gathered, scattered(count, 0.0), blocking(count, 0.0);
+    for (int64_t e = 0; e < count; ++e) {
+      mine[e] = valueOf(device, e);
+      for (int64_t m : members0)
+        reduced[e] += valueOf(m, e);
+      for (int64_t m : members1)
+        scattered[e] += valueOf(m, index1 * count + e);
+      for (int64_t m : members2)
+        blocking[e] += valueOf(m, e);
+    }
+    for (int64_t m = 0; m < n0; ++m)
+      for (int64_t e = 0; e < count; ++e)
+        gathered.push_back(valueOf(members0[m], e));
+    for (int64_t e = 0; e < count * n1; ++e)
+      blocks[e] = valueOf(device, e);
+    std::string where = std::string(" (split, ") + t.name + ")";
+    std::vector<unsigned char> reduceBuf = encode(t, mine),
+                               gatherSend = encode(t, mine),
+                               gatherRecv(count * n0 * t.bytes),
+                               scatterSend = encode(t, blocks),
+                               scatterRecv(count * t.bytes),
+                               blockingBuf = encode(t, mine);
+    expect(comm->all_reduce_start(comm->ctx, 0, 0, reduceBuf.data(), count,
+                                  t.dtype, LOOM_REDUCE_SUM) == 0,
+           "all_reduce_start" + where + ": " + mpi->lastError());
+    expect(comm->all_gather_start(comm->ctx, 1, 0, gatherSend.data(),
+                                  gatherRecv.data(), count, t.dtype) == 0,
+           "all_gather_start" + where + ": " + mpi->lastError());
+    expect(comm->reduce_scatter_start(comm->ctx, 2, 1, scatterSend.data(),
+                                      scatterRecv.data(), count, t.dtype,
+                                      LOOM_REDUCE_SUM) == 0,
+           "reduce_scatter_start" + where + ": " + mpi->lastError());
+    expect(comm->all_reduce(comm->ctx, 2, blockingBuf.data(), count, t.dtype,
+                            LOOM_REDUCE_SUM) == 0,
+           "all_reduce between starts" + where + ": " + mpi->lastError());
+    expectValues(decode(t, blockingBuf), blocking,
+                 "all_reduce between starts" + where);
+    // A busy slot is refused before anything is posted.
+    expect(comm->all_reduce_start(comm->ctx, 1, 0, reduceBuf.data(), count,
+                                  t.dtype, LOOM_REDUCE_SUM) != 0 &&
+               mpi->lastError() == "MPI_Iallreduce on group 0: slot 1 still "
+                                   "has MPI_Iallgather on group 0 in flight",
+           "a busy slot: '" + mpi->lastError() + "'");
+    for (int32_t slot : {2, 0, 1})
+      expect(comm->wait(comm->ctx, slot) == 0,
+             "wait for slot " + std::to_string(slot) + where + ": " +
+                 mpi->lastError());
+    expectValues(decode(t, reduceBuf), reduced, "all_reduce_start" + where);
+    expectValues(decode(t, gatherRecv), gathered, "all_gather_start" + where);
+    expectValues(decode(t, scatterRecv), scattered,
+                 "reduce_scatter_start" + where);
+  }
+  expect(comm->wait(comm->ctx, 0) != 0 &&
+             mpi->lastError() == "wait: nothing is in flight under slot 0",
+         "a wait with nothing in flight: '" + mpi->lastError() + "'");
+
   // Errors become statuses with a message.
   float x = 1;
   expect(comm->all_reduce(comm->ctx, 7, &x, 1, LOOM_DTYPE_F32,

@@ -265,3 +265,10 @@ extern "C" int32_t loom_cpu_all_slice(const loom_call_frame *frame,
                 piece * bytes);
   return 0;
 }
+
+extern "C" int32_t loom_cpu_collective_wait(const loom_call_frame *frame,
+                                            void *const *buffers,
+                                            const int64_t *meta) {
+  KernelArgs args(buffers, meta);
+  return Reported::wait(args, frame);
+}

@@ -14,6 +14,11 @@
 // each step that can fail on one rank alone, so that none waits in an NCCL
 // call the others skip.
 //
+// A collective is a few steps on either side of its NCCL calls
+// (onCommStream): an event from the compute stream to the communication
+// stream, the calls, then an event back, at once (blocking) or at the
+// slot's wait (a start).
+//
 //===----------------------------------------------------------------------===//
 
 #include "NcclComm.h"
@@ -44,6 +49,17 @@ std::string ncclText(ncclResult_t result, ncclComm_t comm) {
   if (last && *last)
     text += std::string(" (") + last + ")";
   return text;
+}
+
+/// Makes stream `to` wait for the work enqueued on `from` so far, through
+/// `event`; CUDA's status, and in `call` the call that returned it.
+cudaError_t follow(cudaStream_t to, cudaStream_t from, cudaEvent_t event,
+                   const char *&call) {
+  call = "cudaEventRecord";
+  if (cudaError_t code = cudaEventRecord(event, from))
+    return code;
+  call = "cudaStreamWaitEvent";
+  return cudaStreamWaitEvent(to, event, 0);
 }
 
 /// Tells every rank of `world` whether any rank failed: "" when none did,
@@ -94,6 +110,8 @@ std::unique_ptr<NcclComm> NcclComm::create(const NcclCommConfig &config,
   std::string local;
   if (cudaError_t code = cudaSetDevice(config.device))
     local = "cudaSetDevice" + where + " failed: " + cudaGetErrorString(code);
+  if (local.empty())
+    local = self->createStreams(where);
   ncclUniqueId id = {};
   if (self->worldRank == 0 && local.empty())
     if (ncclResult_t result = ncclGetUniqueId(&id))
@@ -103,7 +121,8 @@ std::unique_ptr<NcclComm> NcclComm::create(const NcclCommConfig &config,
             std::to_string(code) + ")";
     return nullptr;
   }
-  error = agree(config.world, local, "cudaSetDevice or ncclGetUniqueId");
+  error = agree(config.world, local,
+                "cudaSetDevice, the communication stream or ncclGetUniqueId");
   if (!error.empty())
     return nullptr;
 
@@ -162,18 +181,18 @@ std::unique_ptr<NcclComm> NcclComm::create(const NcclCommConfig &config,
   t.ctx = self.get();
   t.all_reduce = [](void *ctx, int32_t group, void *buf, int64_t count,
                     loom_dtype dtype, loom_reduction op) {
-    return static_cast<NcclComm *>(ctx)->allReduce(group, buf, count, dtype,
-                                                   op);
+    return static_cast<NcclComm *>(ctx)->allReduce(group, buf, count, dtype, op,
+                                                   std::nullopt);
   };
   t.all_gather = [](void *ctx, int32_t group, const void *send, void *recv,
                     int64_t count, loom_dtype dtype) {
     return static_cast<NcclComm *>(ctx)->allGather(group, send, recv, count,
-                                                   dtype);
+                                                   dtype, std::nullopt);
   };
   t.reduce_scatter = [](void *ctx, int32_t group, const void *send, void *recv,
                         int64_t count, loom_dtype dtype, loom_reduction op) {
     return static_cast<NcclComm *>(ctx)->reduceScatter(group, send, recv, count,
-                                                       dtype, op);
+                                                       dtype, op, std::nullopt);
   };
   t.all_to_all = [](void *ctx, int32_t group, const void *send, void *recv,
                     int64_t count, loom_dtype dtype) {
@@ -195,7 +214,49 @@ std::unique_ptr<NcclComm> NcclComm::create(const NcclCommConfig &config,
       return -1;
     return coords[axis];
   };
+  t.all_reduce_start = [](void *ctx, int32_t slot, int32_t group, void *buf,
+                          int64_t count, loom_dtype dtype, loom_reduction op) {
+    return static_cast<NcclComm *>(ctx)->allReduce(group, buf, count, dtype, op,
+                                                   slot);
+  };
+  t.all_gather_start = [](void *ctx, int32_t slot, int32_t group,
+                          const void *send, void *recv, int64_t count,
+                          loom_dtype dtype) {
+    return static_cast<NcclComm *>(ctx)->allGather(group, send, recv, count,
+                                                   dtype, slot);
+  };
+  t.reduce_scatter_start = [](void *ctx, int32_t slot, int32_t group,
+                              const void *send, void *recv, int64_t count,
+                              loom_dtype dtype, loom_reduction op) {
+    return static_cast<NcclComm *>(ctx)->reduceScatter(group, send, recv, count,
+                                                       dtype, op, slot);
+  };
+  t.wait = [](void *ctx, int32_t slot) {
+    return static_cast<NcclComm *>(ctx)->wait(slot);
+  };
   return self;
+}
+
+std::string NcclComm::createStreams(const std::string &where) {
+  // Each handle stays null until created, for the destructor.
+  const char *call = "cudaStreamCreateWithFlags";
+  cudaStream_t created = nullptr;
+  cudaError_t code = cudaStreamCreateWithFlags(&created, cudaStreamNonBlocking);
+  if (code == cudaSuccess) {
+    commStream = created;
+    call = "cudaEventCreateWithFlags";
+    for (cudaEvent_t *event : {&computed, &communicated}) {
+      cudaEvent_t made = nullptr;
+      code = cudaEventCreateWithFlags(&made, cudaEventDisableTiming);
+      if (code != cudaSuccess)
+        break;
+      *event = made;
+    }
+  }
+  if (code == cudaSuccess)
+    return "";
+  return std::string(call) + " for the communication stream" + where +
+         " failed: " + cudaGetErrorString(code);
 }
 
 NcclComm::~NcclComm() {
@@ -212,6 +273,17 @@ NcclComm::~NcclComm() {
     else
       ncclCommDestroy(comm);
   }
+  // After the communicators: the transfers they ran are over (or aborted)
+  // by now. A stream or event the device still uses (a transfer a failed
+  // function left in flight) is released once the device is done with it.
+  for (Slot &slot : slots)
+    if (slot.done)
+      cudaEventDestroy(slot.done);
+  for (cudaEvent_t event : {computed, communicated})
+    if (event)
+      cudaEventDestroy(event);
+  if (commStream)
+    cudaStreamDestroy(commStream);
 }
 
 int32_t NcclComm::failWith(std::string message) {
@@ -258,13 +330,16 @@ int32_t NcclComm::prepare(const char *call, int64_t count, loom_dtype dtype,
 
 int32_t NcclComm::prepareCollective(const char *call, int32_t group,
                                     int64_t count, loom_dtype dtype,
-                                    const loom_reduction *op, Collective &out) {
+                                    const loom_reduction *op,
+                                    std::optional<int32_t> slot,
+                                    Collective &out) {
   if (int32_t status = prepare(call, count, dtype, out.type, out.bytes))
     return status;
   if (group < 0 || group >= static_cast<int32_t>(groups.size()))
     return failWith(std::string(call) + ": no group " + std::to_string(group) +
                     " (the program has " + std::to_string(groups.size()) + ")");
   out.comm = groups[group];
+  out.what = std::string(call) + " on " + groupName(group);
   if (op) {
     // Indexed by loom_reduction.
     const ncclRedOp_t ops[] = {ncclSum, ncclMax, ncclMin};
@@ -274,70 +349,151 @@ int32_t NcclComm::prepareCollective(const char *call, int32_t group,
                       std::to_string(index));
     out.op = ops[index];
   }
+  if (slot) {
+    std::string named = "slot " + std::to_string(*slot);
+    if (*slot < 0)
+      return failWith(out.what + ": negative " + named);
+    if (static_cast<size_t>(*slot) >= slots.size())
+      slots.resize(static_cast<size_t>(*slot) + 1);
+    Slot &claimed = slots[*slot];
+    if (claimed.busy)
+      return failWith(out.what + ": " + named + " still has " + claimed.what +
+                      " in flight");
+    if (!claimed.done) {
+      cudaEvent_t made = nullptr;
+      if (checkCuda(cudaEventCreateWithFlags(&made, cudaEventDisableTiming),
+                    "cudaEventCreateWithFlags for " + named + " (" + out.what +
+                        ")"))
+        return 1;
+      claimed.done = made;
+    }
+    out.slot = slot;
+  }
   // The sends before a collective go first, in the program's order.
   return flush();
 }
 
-int32_t NcclComm::allReduce(int32_t group, void *buf, int64_t count,
-                            loom_dtype dtype, loom_reduction op) {
-  const char *call = "ncclAllReduce";
-  Collective c;
-  if (int32_t status = prepareCollective(call, group, count, dtype, &op, c))
+std::string NcclComm::Collective::named() const {
+  return slot ? what + " under slot " + std::to_string(*slot) : what;
+}
+
+template <typename Issue>
+int32_t NcclComm::onCommStream(const Collective &c, Issue issue) {
+  std::string name = c.named();
+  // The transfer waits for the work enqueued on the compute stream so far:
+  // its operand, and the kernels that last used the buffers it writes.
+  const char *call = nullptr;
+  if (cudaError_t code = follow(commStream, stream, computed, call))
+    return checkCuda(code, std::string(call) + " before " + name);
+  int32_t status = issue();
+  if (status == 0 && c.slot) {
+    // A start: the compute stream waits for this event in wait(slot).
+    Slot &slot = slots[*c.slot];
+    cudaError_t code = cudaEventRecord(slot.done, commStream);
+    if (code == cudaSuccess) {
+      slot.busy = true;
+      slot.what = c.what;
+      return 0;
+    }
+    status = checkCuda(code, "cudaEventRecord after " + name);
+  }
+  // A blocking collective, or a start that failed: the compute stream
+  // waits at once, so that nothing the call left on the communication
+  // stream touches a buffer the caller reuses (a failure keeps its own
+  // message).
+  cudaError_t code = follow(stream, commStream, communicated, call);
+  if (status != 0)
     return status;
-  return checkNccl(ncclAllReduce(buf, buf, static_cast<size_t>(count), c.type,
-                                 c.op, c.comm, stream),
-                   std::string(call) + " on " + groupName(group), c.comm);
+  return checkCuda(code, std::string(call) + " after " + name);
+}
+
+int32_t NcclComm::allReduce(int32_t group, void *buf, int64_t count,
+                            loom_dtype dtype, loom_reduction op,
+                            std::optional<int32_t> slot) {
+  Collective c;
+  if (int32_t status =
+          prepareCollective("ncclAllReduce", group, count, dtype, &op, slot, c))
+    return status;
+  return onCommStream(c, [&] {
+    return checkNccl(ncclAllReduce(buf, buf, static_cast<size_t>(count), c.type,
+                                   c.op, c.comm, commStream),
+                     c.named(), c.comm);
+  });
 }
 
 int32_t NcclComm::allGather(int32_t group, const void *send, void *recv,
-                            int64_t count, loom_dtype dtype) {
-  const char *call = "ncclAllGather";
+                            int64_t count, loom_dtype dtype,
+                            std::optional<int32_t> slot) {
   Collective c;
-  if (int32_t status = prepareCollective(call, group, count, dtype, nullptr, c))
+  if (int32_t status = prepareCollective("ncclAllGather", group, count, dtype,
+                                         nullptr, slot, c))
     return status;
-  return checkNccl(ncclAllGather(send, recv, static_cast<size_t>(count), c.type,
-                                 c.comm, stream),
-                   std::string(call) + " on " + groupName(group), c.comm);
+  return onCommStream(c, [&] {
+    return checkNccl(ncclAllGather(send, recv, static_cast<size_t>(count),
+                                   c.type, c.comm, commStream),
+                     c.named(), c.comm);
+  });
 }
 
 int32_t NcclComm::reduceScatter(int32_t group, const void *send, void *recv,
                                 int64_t count, loom_dtype dtype,
-                                loom_reduction op) {
-  const char *call = "ncclReduceScatter";
+                                loom_reduction op,
+                                std::optional<int32_t> slot) {
   Collective c;
-  if (int32_t status = prepareCollective(call, group, count, dtype, &op, c))
+  if (int32_t status = prepareCollective("ncclReduceScatter", group, count,
+                                         dtype, &op, slot, c))
     return status;
-  return checkNccl(ncclReduceScatter(send, recv, static_cast<size_t>(count),
-                                     c.type, c.op, c.comm, stream),
-                   std::string(call) + " on " + groupName(group), c.comm);
+  return onCommStream(c, [&] {
+    return checkNccl(ncclReduceScatter(send, recv, static_cast<size_t>(count),
+                                       c.type, c.op, c.comm, commStream),
+                     c.named(), c.comm);
+  });
 }
 
 int32_t NcclComm::allToAll(int32_t group, const void *send, void *recv,
                            int64_t count, loom_dtype dtype) {
   Collective c;
-  if (int32_t status =
-          prepareCollective("all_to_all", group, count, dtype, nullptr, c))
+  if (int32_t status = prepareCollective("all_to_all", group, count, dtype,
+                                         nullptr, std::nullopt, c))
     return status;
-  std::string on = " of all_to_all on " + groupName(group);
-  if (ncclResult_t result = ncclGroupStart())
-    return checkNccl(result, "ncclGroupStart" + on, c.comm);
-  // Block j goes to member j; block i comes from member i.
-  const auto *from = static_cast<const unsigned char *>(send);
-  auto *to = static_cast<unsigned char *>(recv);
-  std::string what = "ncclGroupEnd" + on;
-  ncclResult_t result = ncclSuccess;
-  for (int64_t j = 0; j < groupMembers[group] && result == ncclSuccess; ++j) {
-    int member = static_cast<int>(j);
-    result = ncclSend(from + j * c.bytes, static_cast<size_t>(count), c.type,
-                      member, c.comm, stream);
-    if (result == ncclSuccess)
-      result = ncclRecv(to + j * c.bytes, static_cast<size_t>(count), c.type,
-                        member, c.comm, stream);
-    if (result != ncclSuccess)
-      what = "ncclSend / ncclRecv with member " + std::to_string(j) + on;
-  }
-  ncclResult_t end = ncclGroupEnd();
-  return checkNccl(result != ncclSuccess ? result : end, what, c.comm);
+  return onCommStream(c, [&] {
+    std::string on = " of all_to_all on " + groupName(group);
+    if (ncclResult_t result = ncclGroupStart())
+      return checkNccl(result, "ncclGroupStart" + on, c.comm);
+    // Block j goes to member j; block i comes from member i.
+    const auto *from = static_cast<const unsigned char *>(send);
+    auto *to = static_cast<unsigned char *>(recv);
+    std::string what = "ncclGroupEnd" + on;
+    ncclResult_t result = ncclSuccess;
+    for (int64_t j = 0; j < groupMembers[group] && result == ncclSuccess; ++j) {
+      int member = static_cast<int>(j);
+      result = ncclSend(from + j * c.bytes, static_cast<size_t>(count), c.type,
+                        member, c.comm, commStream);
+      if (result == ncclSuccess)
+        result = ncclRecv(to + j * c.bytes, static_cast<size_t>(count), c.type,
+                          member, c.comm, commStream);
+      if (result != ncclSuccess)
+        what = "ncclSend / ncclRecv with member " + std::to_string(j) + on;
+    }
+    ncclResult_t end = ncclGroupEnd();
+    return checkNccl(result != ncclSuccess ? result : end, what, c.comm);
+  });
+}
+
+int32_t NcclComm::wait(int32_t slot) {
+  bool inFlight =
+      slot >= 0 && static_cast<size_t>(slot) < slots.size() && slots[slot].busy;
+  if (inFlight)
+    slots[slot].busy = false;
+  if (aborted)
+    return failWith(abortMessage);
+  if (!inFlight)
+    return failWith("wait: nothing is in flight under slot " +
+                    std::to_string(slot));
+  const Slot &done = slots[slot];
+  return checkCuda(cudaStreamWaitEvent(stream, done.done, 0),
+                   "cudaStreamWaitEvent for " + done.what + " under slot " +
+                       std::to_string(slot));
 }
 
 int32_t NcclComm::send(int32_t peer, int32_t tag, const void *buf,
@@ -460,12 +616,20 @@ std::string NcclComm::synchronize(double timeoutSeconds) {
     return abortAll("NCCL watchdog: " + error + aborting);
   auto start = std::chrono::steady_clock::now();
   for (;;) {
-    cudaError_t state = cudaStreamQuery(stream);
-    if (state == cudaSuccess)
+    // Both streams: a function that failed between a start and its wait
+    // leaves the transfer on the communication stream alone.
+    cudaError_t compute = cudaStreamQuery(stream);
+    cudaError_t communication = cudaStreamQuery(commStream);
+    if (compute == cudaSuccess && communication == cudaSuccess)
       return "";
-    if (state != cudaErrorNotReady)
-      return abortAll(std::string("NCCL watchdog: the stream failed: ") +
-                      cudaGetErrorString(state) + aborting);
+    if (compute != cudaSuccess && compute != cudaErrorNotReady)
+      return abortAll(
+          std::string("NCCL watchdog: the compute stream failed: ") +
+          cudaGetErrorString(compute) + aborting);
+    if (communication != cudaSuccess && communication != cudaErrorNotReady)
+      return abortAll(
+          std::string("NCCL watchdog: the communication stream failed: ") +
+          cudaGetErrorString(communication) + aborting);
     for (size_t g = 0; g <= groups.size(); ++g) {
       ncclComm_t comm = g < groups.size() ? groups[g] : world;
       ncclResult_t async = ncclSuccess;

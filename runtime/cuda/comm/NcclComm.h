@@ -2,9 +2,29 @@
 //
 // The communication callbacks of one rank of a GPU run (loom_program.h's
 // loom_comm) over NCCL: every buffer is a device pointer, and every
-// callback is ordered on the session's compute stream (it sees all the
-// work enqueued on that stream before it, and work enqueued after it sees
-// its results). Nothing waits on the host: the callbacks only enqueue.
+// callback is ordered with the session's compute stream (it sees all the
+// work enqueued on that stream before it, and work enqueued after it, or
+// after a split collective's wait, sees its results). Nothing waits on the
+// host: the callbacks only enqueue.
+//
+// Two streams. The collectives (all_reduce, all_gather, reduce_scatter,
+// all_to_all, blocking or split) run on a communication stream of
+// NcclComm's own (non-blocking, on the same device), so that every rank
+// issues its NCCL collectives on one stream in program order (collectives
+// on several streams could run in a different order on each rank, and an
+// NCCL kernel waiting for its peers may hold what the other one needs to
+// run: a deadlock). Before each collective an event recorded on the
+// compute stream makes the communication stream wait for the work enqueued
+// so far (the collective's operand, the kernels that last used its
+// buffers). After it, a blocking collective makes the compute stream wait
+// for an event recorded on the communication stream at once, which orders
+// it as if it ran on the compute stream; a start (loom_comm's *_start)
+// records the event of its slot instead and returns, and wait(slot) makes
+// the compute stream wait for that event, so that the kernels enqueued
+// between the two run beside the transfer. The slots' events are created
+// when a slot is first used and kept. A start on a slot still in flight, a
+// wait on a slot with nothing in flight and a negative slot fail with a
+// message. Pipeline send / recv stay on the compute stream (below).
 //
 // The communicators mirror MpiComm's (runtime/cpu/comm/MpiComm.h): MPI
 // bootstraps one NCCL communicator over the world (rank 0's
@@ -22,23 +42,26 @@
 // for its recv, and two ranks that both send before they receive must not
 // deadlock; a bare ncclSend would block the stream until the peer's recv.
 // So a send copies its buffer into a staging allocation (cudaMallocAsync
-// and cudaMemcpyAsync on the stream, so the caller may reuse the buffer)
-// and is queued. The queued sends are issued together with the next recv
-// in one NCCL group (so a pair of ranks exchanging messages posts both
-// directions at once), or on their own by flush(), before any collective,
-// and by synchronize(). The staging is freed (cudaFreeAsync) after the
-// group.
+// and cudaMemcpyAsync on the compute stream, so the caller may reuse the
+// buffer) and is queued. The queued sends are issued, on the compute
+// stream, together with the next recv in one NCCL group (so a pair of
+// ranks exchanging messages posts both directions at once), or on their
+// own by flush(), before any collective (which the communication stream
+// then runs after them), and by synchronize(). The staging is freed
+// (cudaFreeAsync) after the group.
 //
 // Every NCCL or CUDA failure becomes a non-zero status with a message that
 // lastError() returns, naming the call and the group (its axes) or peer,
 // with NCCL's error string and ncclGetLastError's text, for example
 // "ncclAllReduce on group 1 (axes [0]) failed: invalid argument (...)".
 //
-// A peer that dies or hangs leaves this rank's stream waiting forever, so
-// the executor calls synchronize(timeout) once per step: a watchdog that
-// polls the stream and every communicator's asynchronous error, and on an
-// error or when the deadline passes aborts every communicator
-// (ncclCommAbort); every later callback then fails with that message.
+// A peer that dies or hangs leaves this rank's streams waiting forever,
+// so the executor calls synchronize(timeout) once per step: a watchdog
+// that polls both streams (a function that failed between a start and its
+// wait leaves the transfer on the communication stream alone) and every
+// communicator's asynchronous error, and on an error or when the deadline
+// passes aborts every communicator (ncclCommAbort); every later callback
+// then fails with that message.
 //
 //===----------------------------------------------------------------------===//
 
@@ -54,6 +77,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -73,14 +97,16 @@ public:
   /// Sets up the world communicator and one communicator per group.
   /// Collective over `config.world`, as MpiComm::create is: every rank calls
   /// it, and a configuration that any rank gets wrong makes every rank fail
-  /// instead of hang. Makes `config.device` the current device. The
-  /// callbacks enqueue on `stream`, which must belong to that device and
-  /// outlive the NcclComm. Returns null and sets `error` on failure. MPI
-  /// must be initialized.
+  /// instead of hang. Makes `config.device` the current device (the
+  /// callbacks expect it to stay current) and creates the communication
+  /// stream there. The callbacks are ordered with `stream`, which must
+  /// belong to that device and outlive the NcclComm. Returns null and sets
+  /// `error` on failure. MPI must be initialized.
   static std::unique_ptr<NcclComm>
   create(const NcclCommConfig &config, cudaStream_t stream, std::string &error);
   /// Issues the queued sends and destroys the communicators (ncclCommDestroy
-  /// waits for what is in flight), or only lets go of them once aborted.
+  /// waits for what is in flight), or only lets go of them once aborted;
+  /// then the communication stream and the events.
   ~NcclComm();
   NcclComm(const NcclComm &) = delete;
   NcclComm &operator=(const NcclComm &) = delete;
@@ -96,15 +122,20 @@ public:
   /// Issues the queued sends in a group of their own; a non-zero status
   /// (lastError()) on failure.
   int32_t flush();
-  /// Flushes, then waits until the stream has run everything enqueued on
-  /// it. Returns "" or the failure; on an asynchronous NCCL error, a CUDA
-  /// error, or when `timeoutSeconds` pass first (never when it is <= 0), it
-  /// aborts every communicator and returns, for example, "NCCL watchdog: no
-  /// progress for 30 s; communicators aborted (rank 3)".
+  /// Flushes, then waits until both streams have run everything enqueued
+  /// on them. Returns "" or the failure; on an asynchronous NCCL error, a
+  /// CUDA error, or when `timeoutSeconds` pass first (never when it is
+  /// <= 0), it aborts every communicator and returns, for example, "NCCL
+  /// watchdog: no progress for 30 s; communicators aborted (rank 3)".
   std::string synchronize(double timeoutSeconds);
 
 private:
   NcclComm() = default;
+
+  /// Creates the communication stream and the two events between it and
+  /// the compute stream on the current device: "" or the failure, naming
+  /// `where` (this rank and its device).
+  std::string createStreams(const std::string &where);
 
   /// Records `message` as the last error; returns a non-zero status.
   int32_t failWith(std::string message);
@@ -123,13 +154,28 @@ private:
     ncclDataType_t type = ncclFloat32;
     size_t bytes = 0; ///< of `count` elements
     ncclRedOp_t op = ncclSum;
+    /// The call and its group, "ncclAllReduce on group 1 (axes [0])".
+    std::string what;
+    /// The start's slot, or nullopt for a blocking collective.
+    std::optional<int32_t> slot;
+    /// How messages name the collective: `what`, and " under slot 2" for
+    /// a start.
+    std::string named() const;
   };
   /// The checks of the collective `call` on `group` (with its reduction
-  /// when `op` is given), then a flush of the queued sends; a non-zero
+  /// when `op` is given, as a start under `slot` when it is given: a free
+  /// slot, its event created), then a flush of the queued sends; a non-zero
   /// status after failWith.
   int32_t prepareCollective(const char *call, int32_t group, int64_t count,
                             loom_dtype dtype, const loom_reduction *op,
-                            Collective &out);
+                            std::optional<int32_t> slot, Collective &out);
+  /// Runs `issue` (which enqueues `c`'s NCCL calls on the communication
+  /// stream and returns a status) after the work enqueued on the compute
+  /// stream; then records the slot's event for a start, or makes the
+  /// compute stream wait for the transfer (a blocking collective, and a
+  /// start that failed: nothing it may have enqueued outlives the call).
+  template <typename Issue>
+  int32_t onCommStream(const Collective &c, Issue issue);
   /// "group G (axes [...])".
   std::string groupName(int32_t group) const;
   /// A transfer between world ranks: a queued send (from its staging) or
@@ -147,21 +193,46 @@ private:
   /// callback fails with, and returns it.
   std::string abortAll(std::string message);
 
+  /// The collectives: blocking when `slot` is nullopt, else the start of
+  /// the transfer under `slot`.
   int32_t allReduce(int32_t group, void *buf, int64_t count, loom_dtype dtype,
-                    loom_reduction op);
+                    loom_reduction op, std::optional<int32_t> slot);
   int32_t allGather(int32_t group, const void *send, void *recv, int64_t count,
-                    loom_dtype dtype);
+                    loom_dtype dtype, std::optional<int32_t> slot);
   int32_t reduceScatter(int32_t group, const void *send, void *recv,
-                        int64_t count, loom_dtype dtype, loom_reduction op);
+                        int64_t count, loom_dtype dtype, loom_reduction op,
+                        std::optional<int32_t> slot);
   int32_t allToAll(int32_t group, const void *send, void *recv, int64_t count,
                    loom_dtype dtype);
+  /// Makes the compute stream wait for the transfer started under `slot`
+  /// and frees the slot.
+  int32_t wait(int32_t slot);
   int32_t send(int32_t peer, int32_t tag, const void *buf, int64_t count,
                loom_dtype dtype);
   int32_t recv(int32_t peer, int32_t tag, void *buf, int64_t count,
                loom_dtype dtype);
 
   loom_comm table = {};
+  /// The session's compute stream, and the communication stream the
+  /// collectives run on (NcclComm's own).
   cudaStream_t stream = nullptr;
+  cudaStream_t commStream = nullptr;
+  /// Recorded on the compute stream before a collective (the
+  /// communication stream waits for it), and on the communication stream
+  /// after a blocking one (the compute stream waits for it). Each wait is
+  /// enqueued right after its record, so one event of each serves every
+  /// collective.
+  cudaEvent_t computed = nullptr;
+  cudaEvent_t communicated = nullptr;
+  /// The split collectives by slot: the event recorded after the start's
+  /// transfer (created on the slot's first start, kept), whether one is in
+  /// flight, and which (for messages).
+  struct Slot {
+    cudaEvent_t done = nullptr;
+    bool busy = false;
+    std::string what;
+  };
+  std::vector<Slot> slots;
   int worldRank = 0;
   int worldSize = 0;
   ncclComm_t world = nullptr;

@@ -17,6 +17,24 @@ size_t receiveOffset(size_t sendBytes) { return (sendBytes + 63) / 64 * 64; }
 
 } // namespace
 
+template <typename Transfer>
+int32_t StagedComm::start(const char *call, int32_t slot, int32_t group,
+                          Transfer transfer) {
+  std::string named = std::string(call) + " on group " + std::to_string(group);
+  if (slot < 0)
+    return failWith(named + ": negative slot " + std::to_string(slot));
+  if (static_cast<size_t>(slot) < started.size() && started[slot].call)
+    return failWith(named + ": slot " + std::to_string(slot) + " still has " +
+                    started[slot].call + " on group " +
+                    std::to_string(started[slot].group) + " in flight");
+  if (int32_t status = transfer())
+    return status;
+  if (static_cast<size_t>(slot) >= started.size())
+    started.resize(static_cast<size_t>(slot) + 1);
+  started[slot] = {call, group};
+  return 0;
+}
+
 std::unique_ptr<StagedComm> StagedComm::create(const StagedCommConfig &config,
                                                cudaStream_t stream,
                                                std::string &error) {
@@ -76,6 +94,33 @@ std::unique_ptr<StagedComm> StagedComm::create(const StagedCommConfig &config,
   t.grid_coordinate = [](void *ctx, int32_t axis) -> int64_t {
     const loom_comm *host = static_cast<StagedComm *>(ctx)->host;
     return host->grid_coordinate(host->ctx, axis);
+  };
+  // A start is the blocking transfer, done before it returns.
+  t.all_reduce_start = [](void *ctx, int32_t slot, int32_t group, void *buf,
+                          int64_t count, loom_dtype dtype, loom_reduction op) {
+    auto *self = static_cast<StagedComm *>(ctx);
+    return self->start("all_reduce", slot, group, [&] {
+      return self->allReduce(group, buf, count, dtype, op);
+    });
+  };
+  t.all_gather_start = [](void *ctx, int32_t slot, int32_t group,
+                          const void *send, void *recv, int64_t count,
+                          loom_dtype dtype) {
+    auto *self = static_cast<StagedComm *>(ctx);
+    return self->start("all_gather", slot, group, [&] {
+      return self->allGather(group, send, recv, count, dtype);
+    });
+  };
+  t.reduce_scatter_start = [](void *ctx, int32_t slot, int32_t group,
+                              const void *send, void *recv, int64_t count,
+                              loom_dtype dtype, loom_reduction op) {
+    auto *self = static_cast<StagedComm *>(ctx);
+    return self->start("reduce_scatter", slot, group, [&] {
+      return self->reduceScatter(group, send, recv, count, dtype, op);
+    });
+  };
+  t.wait = [](void *ctx, int32_t slot) {
+    return static_cast<StagedComm *>(ctx)->wait(slot);
   };
   return self;
 }
@@ -231,6 +276,16 @@ int32_t StagedComm::allToAll(int32_t group, const void *send, void *recv,
           host->ctx, group, staging, staging + offset, count, dtype)))
     return status;
   return upload(call, recv, sent, offset);
+}
+
+int32_t StagedComm::wait(int32_t slot) {
+  if (slot < 0 || static_cast<size_t>(slot) >= started.size() ||
+      !started[slot].call)
+    return failWith("wait: nothing is in flight under slot " +
+                    std::to_string(slot));
+  // The start finished its transfer before it returned.
+  started[slot] = {};
+  return 0;
 }
 
 int32_t StagedComm::send(int32_t peer, int32_t tag, const void *buf,

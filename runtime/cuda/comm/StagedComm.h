@@ -17,6 +17,13 @@
 // into the staging area and copies it to the device. The staging area is
 // one cudaMallocHost allocation, grown when a callback needs more and kept.
 //
+// The split collectives do not overlap here: a start (loom_comm's *_start)
+// runs the blocking transfer at once, host-staged as above, and marks its
+// slot; wait(slot) only checks that a start took the slot and frees it.
+// A start on a slot not yet waited for, a negative slot and a wait on a
+// slot no start took fail with a message, as they do over NCCL, so a
+// program that misuses its slots fails on one GPU too.
+//
 // Every CUDA failure becomes a non-zero status with a message that
 // lastError() returns, naming the callback, the copy and CUDA's text; a
 // failing host callback's status is returned with the host comm's own
@@ -109,6 +116,15 @@ private:
                         int64_t count, loom_dtype dtype, loom_reduction op);
   int32_t allToAll(int32_t group, const void *send, void *recv, int64_t count,
                    loom_dtype dtype);
+  /// A start of `call` on `group` under `slot`: fails when the slot is
+  /// negative or taken, else runs `transfer` (the blocking collective,
+  /// which returns a status) and, when it succeeds, marks the slot taken
+  /// until wait(slot).
+  template <typename Transfer>
+  int32_t start(const char *call, int32_t slot, int32_t group,
+                Transfer transfer);
+  /// Frees `slot`, which a start must have taken.
+  int32_t wait(int32_t slot);
   int32_t send(int32_t peer, int32_t tag, const void *buf, int64_t count,
                loom_dtype dtype);
   int32_t recv(int32_t peer, int32_t tag, void *buf, int64_t count,
@@ -120,6 +136,13 @@ private:
   cudaStream_t stream = nullptr;
   /// The member count of each group.
   std::vector<int64_t> groupMembers;
+  /// The slots of the split collectives, done but not yet waited for: the
+  /// call that started each (null: free) and its group, for messages.
+  struct Started {
+    const char *call = nullptr;
+    int32_t group = 0;
+  };
+  std::vector<Started> started;
   /// Pinned host memory (cudaMallocHost) of `stagingBytes`.
   unsigned char *staging = nullptr;
   size_t stagingBytes = 0;

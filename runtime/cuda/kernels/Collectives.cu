@@ -15,6 +15,13 @@
 // loom_cuda_kernels.h, the communication callbacks, which take device
 // pointers and see the work enqueued before them.
 //
+// A split collective (a slot >= 0) only starts its transfer: the shared
+// readers accept a slot only where nothing is packed or unpacked around
+// the callback (checkSplitBlocks), and all_reduce's copy of its operand
+// into its result is enqueued before the start, so the transfer sees it.
+// collective_wait ends the transfer; work enqueued after it sees the
+// result.
+//
 //===----------------------------------------------------------------------===//
 
 #include "Device.cuh"
@@ -360,6 +367,15 @@ int32_t loom_cuda_all_slice(const loom_call_frame *frame, void *const *buffers,
   mine.piece = op.piece(op.outer);
   mine.first = op.index;
   return moveBlocks(in, out.data, out.dtype, mine, context, op.name);
+}
+
+/// Waits for the transfer a split collective started under the call's slot
+/// (loom_comm's wait): its tensors are only listed, never touched.
+int32_t loom_cuda_collective_wait(const loom_call_frame *frame,
+                                  void *const *buffers, const int64_t *meta,
+                                  loom_cuda_context *) {
+  KernelArgs args(buffers, meta);
+  return Reported::wait(args, frame);
 }
 
 } // extern "C"

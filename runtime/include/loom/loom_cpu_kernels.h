@@ -54,10 +54,12 @@
  *   adamw_update       lr, beta1, beta2, eps, weight_decay
  *   sgd_update         lr, weight_decay
  *   adamw_update_multi lr, beta1, beta2, eps, weight_decay (see below)
- *   all_reduce         group, reduction (loom_reduction)
- *   reduce_scatter     group, reduction, members, scatter_axis
- *   all_gather         group, members, gather_axis
+ *   all_reduce         group, reduction (loom_reduction), slot
+ *   reduce_scatter     group, reduction, members, scatter_axis, slot
+ *   all_gather         group, members, gather_axis, slot
  *   all_to_all         group, members, split_axis, concat_axis
+ *   collective_wait    slot (its tensors: the transfer's buffers, only
+ *                      listed)
  *   all_slice          group, slice_axis, grid axes (array), their sizes
  *                      (array): this rank's member index, the row-major
  *                      index of its coordinates on those axes, comes from
@@ -113,7 +115,15 @@
  *
  * The collective kernels pack the tensor dimension they move into member
  * blocks (and unpack after), so the runtime's callbacks only move
- * contiguous blocks, as loom_program.h says. `copy` copies its operand
+ * contiguous blocks, as loom_program.h says. A slot of -1 makes the call
+ * communicate and wait; a slot >= 0 (a split collective, --loom-lower-cpu's
+ * `overlap`) makes it start the transfer under that slot through
+ * loom_comm's *_start callback and return, and the collective_wait call
+ * with that slot waits for it (loom_comm's wait). Only a transfer on the
+ * kernel's own buffers is split: all_reduce (it copies its operand into
+ * its result, then reduces the result in place), and reduce_scatter /
+ * all_gather whose operand holds contiguous member blocks of the result's
+ * element type; the kernels refuse a slot on any other. `copy` copies its operand
  * into its result (a returned argument, a reshape).
  *
  *===----------------------------------------------------------------------===*/
@@ -220,6 +230,7 @@ LOOM_CPU_KERNEL(reduce_scatter)
 LOOM_CPU_KERNEL(all_gather)
 LOOM_CPU_KERNEL(all_to_all)
 LOOM_CPU_KERNEL(all_slice)
+LOOM_CPU_KERNEL(collective_wait)
 
 #undef LOOM_CPU_KERNEL
 

@@ -68,20 +68,31 @@
  * nothing) and returned by loom_cuda_context_synchronize() with the CPU
  * kernel's message.
  *
- * Collectives. all_reduce, reduce_scatter, all_gather, all_to_all and
- * all_slice take the CPU collectives' meta and give the CPU kernels'
- * results, checks and messages (runtime/cpu/kernels/Collectives.cpp): the
- * kernel packs the moved dimension into member blocks, calls the
- * callback of `frame->comm`, unpacks, and returns the callback's non-zero
- * status as it is. The contract with the runtime's loom_comm:
+ * Collectives. all_reduce, reduce_scatter, all_gather, all_to_all,
+ * all_slice and collective_wait take the CPU collectives' meta (the first
+ * three end with a slot, collective_wait is its tensors and a slot: see
+ * loom_cpu_kernels.h) and give the CPU kernels' results, checks and
+ * messages (runtime/cpu/kernels/Collectives.cpp): the kernel packs the
+ * moved dimension into member blocks, calls the callback of `frame->comm`,
+ * unpacks, and returns the callback's non-zero status as it is. A slot of
+ * -1 calls the blocking callback; a slot >= 0 (a split collective: no
+ * packing around it, the shared readers refuse the slot otherwise) calls
+ * the *_start callback and returns with the transfer in flight, and the
+ * collective_wait call with that slot calls loom_comm's wait. The
+ * contract with the runtime's loom_comm:
  *   - the callbacks receive DEVICE pointers (`buf`, `send`, `recv`);
- *   - they are ordered with the context's stream: a callback sees the
- *     results of all work enqueued on it before the call (the packing),
- *     and work enqueued after the call returns (the unpacking, the next
- *     kernels) sees the callback's results. NCCL on the context's stream
- *     gives this by enqueueing; a host-staged path (MPI) synchronizes the
- *     stream first and has its results in `recv` / `buf` before it
- *     returns (or enqueues the copy back on the stream);
+ *   - they are ordered with the context's stream: a blocking callback or
+ *     a start sees the results of all work enqueued on it before the call
+ *     (the packing, all_reduce's copy of its operand into its result), and
+ *     work enqueued after a blocking call returns (the unpacking, the next
+ *     kernels), or after the wait of a start returns, sees the transfer's
+ *     results. Between a start and its wait the transfer may run beside
+ *     the kernels enqueued in between, which never touch its buffers.
+ *     NCCL gives this with a communication stream and events (see
+ *     runtime/cuda/comm/NcclComm.h); a host-staged path (MPI)
+ *     synchronizes the stream first and has its results in `recv` / `buf`
+ *     before it returns (or enqueues the copy back on the stream), the
+ *     start included (its wait then only frees the slot);
  *   - grid_coordinate (all_slice) is a host call, as on the CPU.
  * The packed buffers (when the moved dimension is not the leading one, or
  * reduce_scatter converts the element type) come from the stream's memory
@@ -200,6 +211,9 @@ LOOM_CUDA_KERNEL(reduce_scatter)
 LOOM_CUDA_KERNEL(all_gather)
 LOOM_CUDA_KERNEL(all_to_all)
 LOOM_CUDA_KERNEL(all_slice)
+/* The end of a split collective: waits for the transfer started under its
+ * slot (its tensors, the transfer's buffers, are only listed). */
+LOOM_CUDA_KERNEL(collective_wait)
 
 #undef LOOM_CUDA_KERNEL
 

@@ -106,6 +106,29 @@ typedef struct loom_comm {
   /* This rank's coordinate on grid axis `axis` (dropout masks are drawn at
    * global indices). */
   int64_t (*grid_coordinate)(void *ctx, int32_t axis);
+  /* Split collectives (ABI 2): compiled code starts a transfer where the
+   * schedule puts the collective and waits for it just before the first
+   * instruction that reads its result, so that the compute in between
+   * overlaps it. A start is the blocking callback's transfer, begun under
+   * `slot` (>= 0, with nothing in flight under it) and left in flight:
+   * until wait(slot) returns, the caller neither writes `buf` / `send` nor
+   * reads or writes `recv`. wait(slot) returns the transfer's status once
+   * it has finished; on a device backend, once work the caller enqueues
+   * after it is ordered after the transfer. Every rank of a group starts
+   * the group's transfers in the same order, and every slot started in a
+   * call of a compiled function is waited for before it returns. A
+   * backend that cannot overlap may finish the transfer inside the start
+   * (wait then only reports its status). */
+  int32_t (*all_reduce_start)(void *ctx, int32_t slot, int32_t group,
+                              void *buf, int64_t count, loom_dtype dtype,
+                              loom_reduction op);
+  int32_t (*all_gather_start)(void *ctx, int32_t slot, int32_t group,
+                              const void *send, void *recv, int64_t count,
+                              loom_dtype dtype);
+  int32_t (*reduce_scatter_start)(void *ctx, int32_t slot, int32_t group,
+                                  const void *send, void *recv, int64_t count,
+                                  loom_dtype dtype, loom_reduction op);
+  int32_t (*wait)(void *ctx, int32_t slot);
 } loom_comm;
 
 typedef struct loom_call_frame {
@@ -119,7 +142,7 @@ typedef struct loom_call_frame {
 
 /* The version of this contract a program.so was compiled against; the
  * loader refuses any other. */
-#define LOOM_PROGRAM_ABI_VERSION 1
+#define LOOM_PROGRAM_ABI_VERSION 2
 int32_t loom_program_abi_version(void);
 
 #ifdef __cplusplus

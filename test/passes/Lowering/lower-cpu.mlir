@@ -31,11 +31,15 @@ func.func @forward(%a: tensor<4xf32>) -> tensor<4xf32> {
 
 // A collective names its communicator group (the module's loom.groups) and
 // its members; attributes follow the shapes (matmul: transpose flags,
-// then the epilogue, 0: none).
+// then the epilogue, 0: none; all_reduce: group 0, sum, then the slot it
+// starts under: split collectives, overlap.mlir), and collective_wait
+// lists the transfer's buffer and the slot.
 // CHECK: module attributes {loom.groups = [array<i64: 0>]}
 // CHECK: dense<[2, 1, 0, 2, 4, 8, 0, 2, 4, 8, 0, 2, 4, 4, 0, 1, 0]>
-// CHECK: dense<[1, 1, 0, 2, 4, 4, 0, 2, 4, 4, 0, 0]>
+// CHECK: dense<[1, 1, 0, 2, 4, 4, 0, 2, 4, 4, 0, 0, 0]>
 // CHECK: llvm.func @loom_cpu_all_reduce
+// CHECK: dense<[1, 0, 0, 2, 4, 4, 0]>
+// CHECK: llvm.func @loom_cpu_collective_wait
 shard.grid @mesh(shape = 2)
 func.func @train_step(%a: tensor<4x8xf32>, %b: tensor<4x8xf32>) -> tensor<4x4xf32> {
   %p = loom.matmul %a, %b {transpose_rhs} : (tensor<4x8xf32>, tensor<4x8xf32>) -> tensor<4x4xf32>

@@ -57,11 +57,14 @@ func.func @train_step(%a: tensor<4xf32>) -> (tensor<4xf32>, tensor<4xf32>, tenso
 // -----
 
 // Collectives become loom_cuda_<collective> calls with the CPU meta
-// (group 0, sum; the NCCL kernels are a later slice), here on bf16.
+// (group 0, sum, slot 0), here on bf16, and their waits
+// loom_cuda_collective_wait calls.
 // CHECK: module attributes {loom.groups = [array<i64: 0>]}
-// CHECK: dense<[1, 1, 4, 2, 4, 4, 4, 2, 4, 4, 0, 0]>
+// CHECK: dense<[1, 1, 4, 2, 4, 4, 4, 2, 4, 4, 0, 0, 0]>
 // CHECK: llvm.func @loom_cuda_all_reduce(!llvm.ptr, !llvm.ptr, !llvm.ptr, !llvm.ptr) -> i32
+// CHECK: llvm.func @loom_cuda_collective_wait(!llvm.ptr, !llvm.ptr, !llvm.ptr, !llvm.ptr) -> i32
 // CHECK: llvm.call @loom_cuda_all_reduce(%arg0, %{{.+}}, %{{.+}}, %arg1)
+// CHECK: llvm.call @loom_cuda_collective_wait(%arg0, %{{.+}}, %{{.+}}, %arg1)
 shard.grid @mesh(shape = 2)
 func.func @train_step(%a: tensor<4x4xbf16>) -> tensor<4x4xbf16> {
   %r = shard.all_reduce %a on @mesh grid_axes = [0] : tensor<4x4xbf16> -> tensor<4x4xbf16>
