@@ -123,8 +123,8 @@
  * kernel's own buffers is split: all_reduce (it copies its operand into
  * its result, then reduces the result in place), and reduce_scatter /
  * all_gather whose operand holds contiguous member blocks of the result's
- * element type; the kernels refuse a slot on any other. `copy` copies its operand
- * into its result (a returned argument, a reshape).
+ * element type; the kernels refuse a slot on any other. `copy` copies its
+ * operand into its result (a returned argument, a reshape).
  *
  *===----------------------------------------------------------------------===*/
 

@@ -119,8 +119,8 @@ typedef struct loom_comm {
    * call of a compiled function is waited for before it returns. A
    * backend that cannot overlap may finish the transfer inside the start
    * (wait then only reports its status). */
-  int32_t (*all_reduce_start)(void *ctx, int32_t slot, int32_t group,
-                              void *buf, int64_t count, loom_dtype dtype,
+  int32_t (*all_reduce_start)(void *ctx, int32_t slot, int32_t group, void *buf,
+                              int64_t count, loom_dtype dtype,
                               loom_reduction op);
   int32_t (*all_gather_start)(void *ctx, int32_t slot, int32_t group,
                               const void *send, void *recv, int64_t count,
