@@ -48,6 +48,13 @@ int64_t dtypeCode(Type elementType) {
 
 namespace {
 
+/// A tensor's description in a meta: its loom_dtype, rank and shape.
+void describe(SmallVectorImpl<int64_t> &meta, RankedTensorType type) {
+  meta.push_back(dtypeCode(type.getElementType()));
+  meta.push_back(type.getRank());
+  meta.append(type.getShape().begin(), type.getShape().end());
+}
+
 /// Appends to a meta array; fails (after a diagnostic at the op) on what the
 /// kernels cannot take.
 class MetaWriter {
@@ -72,9 +79,7 @@ public:
       return op->emitOpError()
              << target.flag << " takes tensors of rank 8 at most, not "
              << ranked.getRank();
-    meta.push_back(code);
-    meta.push_back(ranked.getRank());
-    meta.append(ranked.getShape().begin(), ranked.getShape().end());
+    describe(meta, ranked);
     return success();
   }
   void integer(int64_t value) { meta.push_back(value); }
@@ -559,12 +564,8 @@ void setSlot(KernelCall &call, int64_t slot) { call.meta.back() = slot; }
 KernelCall waitCall(TypeRange tensors, int64_t slot, const Target &target) {
   KernelCall call{(target.kernelPrefix + "collective_wait").str(),
                   {static_cast<int64_t>(tensors.size()), 0}};
-  for (Type type : tensors) {
-    auto ranked = cast<RankedTensorType>(type);
-    call.meta.push_back(dtypeCode(ranked.getElementType()));
-    call.meta.push_back(ranked.getRank());
-    call.meta.append(ranked.getShape().begin(), ranked.getShape().end());
-  }
+  for (Type type : tensors)
+    describe(call.meta, cast<RankedTensorType>(type));
   call.meta.push_back(slot);
   return call;
 }
@@ -572,11 +573,8 @@ KernelCall waitCall(TypeRange tensors, int64_t slot, const Target &target) {
 KernelCall copyCall(Type type, const Target &target, StringRef kernel) {
   auto ranked = cast<RankedTensorType>(type);
   KernelCall call{(target.kernelPrefix + kernel).str(), {1, 1}};
-  for (int i = 0; i < 2; ++i) {
-    call.meta.push_back(dtypeCode(ranked.getElementType()));
-    call.meta.push_back(ranked.getRank());
-    call.meta.append(ranked.getShape().begin(), ranked.getShape().end());
-  }
+  for (int i = 0; i < 2; ++i)
+    describe(call.meta, ranked);
   return call;
 }
 
