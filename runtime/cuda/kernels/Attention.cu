@@ -390,7 +390,8 @@ extern "C" int32_t loom_cuda_attention_grad(const loom_call_frame *frame,
   Attention a;
   if (int32_t status = readAttention(args, frame, "attention_grad", 6, 3, 1, a))
     return status;
-  if (a.seq == 0 || a.batch == 0 || a.heads == 0)
+  // Without queries (seq or heads 0) dk and dv are still written, as zeros.
+  if (a.batch == 0)
     return 0;
   int64_t rows = a.batch * a.heads * a.seq;
   if (int32_t status = needScratch(context, "attention_grad",
@@ -408,9 +409,10 @@ extern "C" int32_t loom_cuda_attention_grad(const loom_call_frame *frame,
     return status;
   withHeadBound(a.dim, [&](auto bound) {
     constexpr int kMaxD = decltype(bound)::value;
-    attention_backward_dq_kernel<kMaxD>
-        <<<gridOf(a.seq, a.heads, a.batch), kRows, 0, context->stream>>>(
-            a, dout, q, k, v, lse, rowDot, dq);
+    if (a.seq > 0 && a.heads > 0)
+      attention_backward_dq_kernel<kMaxD>
+          <<<gridOf(a.seq, a.heads, a.batch), kRows, 0, context->stream>>>(
+              a, dout, q, k, v, lse, rowDot, dq);
     attention_backward_dkdv_kernel<kMaxD>
         <<<gridOf(a.kvSeq, a.kvHeads, a.batch), kRows, 0, context->stream>>>(
             a, dout, q, k, v, lse, rowDot, dk, dv);

@@ -264,7 +264,8 @@ int32_t layerNormGrad(KernelArgs &args, loom_cuda_context *context) {
     return status;
   float epsilon = static_cast<float>(args.real());
   Rows rows = rowsOf(args.in(1));
-  if (rows.count == 0)
+  // No rows still leaves D weights, whose gradients (zeros) are written.
+  if (rows.size == 0)
     return 0;
   int64_t statBytes = 2 * rows.count * sizeof(float);
   if (int32_t status = needScratch(context, "layernorm_grad",
@@ -305,7 +306,8 @@ int32_t rmsNormGrad(KernelArgs &args, loom_cuda_context *context) {
     return status;
   float epsilon = static_cast<float>(args.real());
   Rows rows = rowsOf(args.in(1));
-  if (rows.count == 0)
+  // No rows still leaves D weights, whose gradients (zeros) are written.
+  if (rows.size == 0)
     return 0;
   int64_t statBytes = rows.count * sizeof(float);
   if (int32_t status = needScratch(context, "rmsnorm_grad",
