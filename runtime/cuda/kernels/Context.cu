@@ -84,8 +84,12 @@ int32_t loom_cuda_context_create(struct CUstream_st *stream,
   cudaError_t status = cudaMalloc(&context->scratch, context->scratchBytes);
   if (status == cudaSuccess)
     status = cudaMalloc(&context->deviceError, 4 * sizeof(long long));
+  // On the stream, as every later write of the word: a plain cudaMemset
+  // runs on the legacy default stream, which a non-blocking stream (the
+  // runtime's) does not wait for.
   if (status == cudaSuccess)
-    status = cudaMemset(context->deviceError, 0, 4 * sizeof(long long));
+    status =
+        cudaMemsetAsync(context->deviceError, 0, 4 * sizeof(long long), stream);
   if (status != cudaSuccess) {
     loom_cuda_context_destroy(context);
     return failCuda("loom_cuda_context_create", status);
@@ -121,7 +125,8 @@ int32_t loom_cuda_context_synchronize(loom_cuda_context *context) {
     return failCuda("loom_cuda_context_synchronize", status);
   if (word[0] == kNoDeviceError)
     return 0;
-  cudaMemset(context->deviceError, 0, sizeof word);
+  // Cleared on the stream, before the next kernel can record an error.
+  cudaMemsetAsync(context->deviceError, 0, sizeof word, context->stream);
   return failDevice(word);
 }
 

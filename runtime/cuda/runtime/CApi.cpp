@@ -218,17 +218,22 @@ int32_t loom_cuda_session_create_rank(const loom_cuda_artifact *artifact,
                       " ranks, but MPI started " + std::to_string(size),
                   LOOM_ERROR_INVALID_ARGUMENT);
   bool shared = false;
-  if (std::string message = pickDevice(device, shared); !message.empty())
-    return report(error, error_size, message, LOOM_ERROR_INVALID_ARGUMENT);
   auto session = std::make_unique<loom_cuda_session>();
-  if (std::string message = session->device.init(device); !message.empty())
-    return report(error, error_size, message, LOOM_ERROR_INVALID_ARGUMENT);
+  std::string message = pickDevice(device, shared);
+  if (message.empty())
+    message = session->device.init(device);
 
-  // Every rank takes the same path: the choice is collective.
-  std::string message;
-  int sharedAnywhere = shared ? 1 : 0;
-  MPI_Allreduce(MPI_IN_PLACE, &sharedAnywhere, 1, MPI_INT, MPI_MAX,
-                MPI_COMM_WORLD);
+  // Every rank takes the same path: the choice is collective, and so is a
+  // rank's failure to set up its GPU (the others would wait for it in the
+  // collective setup below).
+  int anywhere[2] = {shared ? 1 : 0, message.empty() ? 0 : 1};
+  MPI_Allreduce(MPI_IN_PLACE, anywhere, 2, MPI_INT, MPI_MAX, MPI_COMM_WORLD);
+  if (!message.empty())
+    return report(error, error_size, message, LOOM_ERROR_INVALID_ARGUMENT);
+  if (anywhere[1])
+    return report(error, error_size, "another rank could not set up its GPU",
+                  LOOM_ERROR_INVALID_ARGUMENT);
+  bool sharedAnywhere = anywhere[0] != 0;
 #ifdef LOOM_HAVE_NCCL
   bool haveNccl = true;
 #else
