@@ -15,9 +15,9 @@
 // call the others skip.
 //
 // A collective is a few steps on either side of its NCCL calls
-// (onCommStream): an event from the compute stream to the communication
-// stream, the calls, then an event back, at once (blocking) or at the
-// slot's wait (a start).
+// (onCommStream, through CommStream): an event from the compute stream to
+// the communication stream, the calls, then an event back, at once
+// (blocking) or at the slot's wait (a start).
 //
 //===----------------------------------------------------------------------===//
 
@@ -51,17 +51,6 @@ std::string ncclText(ncclResult_t result, ncclComm_t comm) {
   return text;
 }
 
-/// Makes stream `to` wait for the work enqueued on `from` so far, through
-/// `event`; CUDA's status, and in `call` the call that returned it.
-cudaError_t follow(cudaStream_t to, cudaStream_t from, cudaEvent_t event,
-                   const char *&call) {
-  call = "cudaEventRecord";
-  if (cudaError_t code = cudaEventRecord(event, from))
-    return code;
-  call = "cudaStreamWaitEvent";
-  return cudaStreamWaitEvent(to, event, 0);
-}
-
 /// Tells every rank of `world` whether any rank failed: "" when none did,
 /// else this rank's own message or one naming `step` for the others.
 std::string agree(MPI_Comm world, const std::string &local,
@@ -89,7 +78,6 @@ std::unique_ptr<NcclComm> NcclComm::create(const NcclCommConfig &config,
     coords = mpi->coordinates();
   }
   std::unique_ptr<NcclComm> self(new NcclComm());
-  self->stream = stream;
   self->coords = std::move(coords);
   self->groupAxes = config.groups;
   for (const std::vector<int16_t> &axes : config.groups) {
@@ -111,7 +99,7 @@ std::unique_ptr<NcclComm> NcclComm::create(const NcclCommConfig &config,
   if (cudaError_t code = cudaSetDevice(config.device))
     local = "cudaSetDevice" + where + " failed: " + cudaGetErrorString(code);
   if (local.empty())
-    local = self->createStreams(where);
+    local = self->streams.create(stream, where);
   ncclUniqueId id = {};
   if (self->worldRank == 0 && local.empty())
     if (ncclResult_t result = ncclGetUniqueId(&id))
@@ -237,28 +225,6 @@ std::unique_ptr<NcclComm> NcclComm::create(const NcclCommConfig &config,
   return self;
 }
 
-std::string NcclComm::createStreams(const std::string &where) {
-  // Each handle stays null until created, for the destructor.
-  const char *call = "cudaStreamCreateWithFlags";
-  cudaStream_t created = nullptr;
-  cudaError_t code = cudaStreamCreateWithFlags(&created, cudaStreamNonBlocking);
-  if (code == cudaSuccess) {
-    commStream = created;
-    call = "cudaEventCreateWithFlags";
-    for (cudaEvent_t *event : {&computed, &communicated}) {
-      cudaEvent_t made = nullptr;
-      code = cudaEventCreateWithFlags(&made, cudaEventDisableTiming);
-      if (code != cudaSuccess)
-        break;
-      *event = made;
-    }
-  }
-  if (code == cudaSuccess)
-    return "";
-  return std::string(call) + " for the communication stream" + where +
-         " failed: " + cudaGetErrorString(code);
-}
-
 NcclComm::~NcclComm() {
   // A queued send is a promise to a peer that will wait for it.
   if (!aborted && !queuedSends.empty())
@@ -273,17 +239,8 @@ NcclComm::~NcclComm() {
     else
       ncclCommDestroy(comm);
   }
-  // After the communicators: the transfers they ran are over (or aborted)
-  // by now. A stream or event the device still uses (a transfer a failed
-  // function left in flight) is released once the device is done with it.
-  for (Slot &slot : slots)
-    if (slot.done)
-      cudaEventDestroy(slot.done);
-  for (cudaEvent_t event : {computed, communicated})
-    if (event)
-      cudaEventDestroy(event);
-  if (commStream)
-    cudaStreamDestroy(commStream);
+  // `streams` goes after the communicators: the transfers they ran are
+  // over (or aborted) by now.
 }
 
 int32_t NcclComm::failWith(std::string message) {
@@ -350,23 +307,8 @@ int32_t NcclComm::prepareCollective(const char *call, int32_t group,
     out.op = ops[index];
   }
   if (slot) {
-    std::string named = "slot " + std::to_string(*slot);
-    if (*slot < 0)
-      return failWith(out.what + ": negative " + named);
-    if (static_cast<size_t>(*slot) >= slots.size())
-      slots.resize(static_cast<size_t>(*slot) + 1);
-    Slot &claimed = slots[*slot];
-    if (claimed.busy)
-      return failWith(out.what + ": " + named + " still has " + claimed.what +
-                      " in flight");
-    if (!claimed.done) {
-      cudaEvent_t made = nullptr;
-      if (checkCuda(cudaEventCreateWithFlags(&made, cudaEventDisableTiming),
-                    "cudaEventCreateWithFlags for " + named + " (" + out.what +
-                        ")"))
-        return 1;
-      claimed.done = made;
-    }
+    if (std::string failure = streams.claim(*slot, out.what); !failure.empty())
+      return failWith(failure);
     out.slot = slot;
   }
   // The sends before a collective go first, in the program's order.
@@ -382,29 +324,24 @@ int32_t NcclComm::onCommStream(const Collective &c, Issue issue) {
   std::string name = c.named();
   // The transfer waits for the work enqueued on the compute stream so far:
   // its operand, and the kernels that last used the buffers it writes.
-  const char *call = nullptr;
-  if (cudaError_t code = follow(commStream, stream, computed, call))
-    return checkCuda(code, std::string(call) + " before " + name);
-  int32_t status = issue();
+  if (std::string failure = streams.waitForCompute(name); !failure.empty())
+    return failWith(failure);
+  int32_t status = issue(streams.communication());
   if (status == 0 && c.slot) {
-    // A start: the compute stream waits for this event in wait(slot).
-    Slot &slot = slots[*c.slot];
-    cudaError_t code = cudaEventRecord(slot.done, commStream);
-    if (code == cudaSuccess) {
-      slot.busy = true;
-      slot.what = c.what;
+    // A start: the compute stream waits for the slot's event in wait(slot).
+    std::string failure = streams.recordStart(*c.slot, c.what, name);
+    if (failure.empty())
       return 0;
-    }
-    status = checkCuda(code, "cudaEventRecord after " + name);
+    status = failWith(failure);
   }
   // A blocking collective, or a start that failed: the compute stream
   // waits at once, so that nothing the call left on the communication
   // stream touches a buffer the caller reuses (a failure keeps its own
   // message).
-  cudaError_t code = follow(stream, commStream, communicated, call);
+  std::string failure = streams.computeWaits(name);
   if (status != 0)
     return status;
-  return checkCuda(code, std::string(call) + " after " + name);
+  return failure.empty() ? 0 : failWith(failure);
 }
 
 int32_t NcclComm::allReduce(int32_t group, void *buf, int64_t count,
@@ -414,9 +351,9 @@ int32_t NcclComm::allReduce(int32_t group, void *buf, int64_t count,
   if (int32_t status =
           prepareCollective("ncclAllReduce", group, count, dtype, &op, slot, c))
     return status;
-  return onCommStream(c, [&] {
+  return onCommStream(c, [&](cudaStream_t stream) {
     return checkNccl(ncclAllReduce(buf, buf, static_cast<size_t>(count), c.type,
-                                   c.op, c.comm, commStream),
+                                   c.op, c.comm, stream),
                      c.named(), c.comm);
   });
 }
@@ -428,9 +365,9 @@ int32_t NcclComm::allGather(int32_t group, const void *send, void *recv,
   if (int32_t status = prepareCollective("ncclAllGather", group, count, dtype,
                                          nullptr, slot, c))
     return status;
-  return onCommStream(c, [&] {
+  return onCommStream(c, [&](cudaStream_t stream) {
     return checkNccl(ncclAllGather(send, recv, static_cast<size_t>(count),
-                                   c.type, c.comm, commStream),
+                                   c.type, c.comm, stream),
                      c.named(), c.comm);
   });
 }
@@ -443,9 +380,9 @@ int32_t NcclComm::reduceScatter(int32_t group, const void *send, void *recv,
   if (int32_t status = prepareCollective("ncclReduceScatter", group, count,
                                          dtype, &op, slot, c))
     return status;
-  return onCommStream(c, [&] {
+  return onCommStream(c, [&](cudaStream_t stream) {
     return checkNccl(ncclReduceScatter(send, recv, static_cast<size_t>(count),
-                                       c.type, c.op, c.comm, commStream),
+                                       c.type, c.op, c.comm, stream),
                      c.named(), c.comm);
   });
 }
@@ -456,7 +393,7 @@ int32_t NcclComm::allToAll(int32_t group, const void *send, void *recv,
   if (int32_t status = prepareCollective("all_to_all", group, count, dtype,
                                          nullptr, std::nullopt, c))
     return status;
-  return onCommStream(c, [&] {
+  return onCommStream(c, [&](cudaStream_t stream) {
     std::string on = " of all_to_all on " + groupName(group);
     if (ncclResult_t result = ncclGroupStart())
       return checkNccl(result, "ncclGroupStart" + on, c.comm);
@@ -468,10 +405,10 @@ int32_t NcclComm::allToAll(int32_t group, const void *send, void *recv,
     for (int64_t j = 0; j < groupMembers[group] && result == ncclSuccess; ++j) {
       int member = static_cast<int>(j);
       result = ncclSend(from + j * c.bytes, static_cast<size_t>(count), c.type,
-                        member, c.comm, commStream);
+                        member, c.comm, stream);
       if (result == ncclSuccess)
         result = ncclRecv(to + j * c.bytes, static_cast<size_t>(count), c.type,
-                          member, c.comm, commStream);
+                          member, c.comm, stream);
       if (result != ncclSuccess)
         what = "ncclSend / ncclRecv with member " + std::to_string(j) + on;
     }
@@ -481,19 +418,12 @@ int32_t NcclComm::allToAll(int32_t group, const void *send, void *recv,
 }
 
 int32_t NcclComm::wait(int32_t slot) {
-  bool inFlight =
-      slot >= 0 && static_cast<size_t>(slot) < slots.size() && slots[slot].busy;
-  if (inFlight)
-    slots[slot].busy = false;
+  // Once aborted, every start fails too: the slots are never looked at
+  // again.
   if (aborted)
     return failWith(abortMessage);
-  if (!inFlight)
-    return failWith("wait: nothing is in flight under slot " +
-                    std::to_string(slot));
-  const Slot &done = slots[slot];
-  return checkCuda(cudaStreamWaitEvent(stream, done.done, 0),
-                   "cudaStreamWaitEvent for " + done.what + " under slot " +
-                       std::to_string(slot));
+  std::string failure = streams.wait(slot);
+  return failure.empty() ? 0 : failWith(failure);
 }
 
 int32_t NcclComm::send(int32_t peer, int32_t tag, const void *buf,
@@ -514,6 +444,7 @@ int32_t NcclComm::send(int32_t peer, int32_t tag, const void *buf,
     return 0;
   // The copy lets the caller reuse `buf` at once (stream order) and the
   // send wait, queued, for the recv it pairs with.
+  cudaStream_t stream = streams.compute();
   void *staging = nullptr;
   if (checkCuda(cudaMallocAsync(&staging, bytes, stream),
                 "cudaMallocAsync for the " + to))
@@ -559,6 +490,7 @@ int32_t NcclComm::issue(const Transfer *recv) {
       " queued send(s)" +
       (recv ? " and the recv from world rank " + std::to_string(recv->peer)
             : std::string());
+  cudaStream_t stream = streams.compute();
   ncclResult_t result = ncclGroupStart();
   if (result != ncclSuccess) {
     what = "ncclGroupStart";
@@ -590,7 +522,7 @@ int32_t NcclComm::issue(const Transfer *recv) {
 
 std::string NcclComm::abortAll(std::string message) {
   for (const Transfer &send : queuedSends)
-    cudaFreeAsync(send.buf, stream);
+    cudaFreeAsync(send.buf, streams.compute());
   queuedSends.clear();
   for (ncclComm_t &comm : groups)
     if (comm) {
@@ -618,18 +550,11 @@ std::string NcclComm::synchronize(double timeoutSeconds) {
   for (;;) {
     // Both streams: a function that failed between a start and its wait
     // leaves the transfer on the communication stream alone.
-    cudaError_t compute = cudaStreamQuery(stream);
-    cudaError_t communication = cudaStreamQuery(commStream);
-    if (compute == cudaSuccess && communication == cudaSuccess)
+    bool done = false;
+    if (std::string failure = streams.poll(done); !failure.empty())
+      return abortAll("NCCL watchdog: " + failure + aborting);
+    if (done)
       return "";
-    if (compute != cudaSuccess && compute != cudaErrorNotReady)
-      return abortAll(
-          std::string("NCCL watchdog: the compute stream failed: ") +
-          cudaGetErrorString(compute) + aborting);
-    if (communication != cudaSuccess && communication != cudaErrorNotReady)
-      return abortAll(
-          std::string("NCCL watchdog: the communication stream failed: ") +
-          cudaGetErrorString(communication) + aborting);
     for (size_t g = 0; g <= groups.size(); ++g) {
       ncclComm_t comm = g < groups.size() ? groups[g] : world;
       ncclResult_t async = ncclSuccess;

@@ -4,27 +4,24 @@
 // loom_comm) over NCCL: every buffer is a device pointer, and every
 // callback is ordered with the session's compute stream (it sees all the
 // work enqueued on that stream before it, and work enqueued after it, or
-// after a split collective's wait, sees its results). Nothing waits on the
-// host: the callbacks only enqueue.
+// after a split collective's wait, sees its results). The callbacks only
+// enqueue: none waits on the host for a transfer (connecting aside, below).
 //
 // Two streams. The collectives (all_reduce, all_gather, reduce_scatter,
 // all_to_all, blocking or split) run on a communication stream of
-// NcclComm's own (non-blocking, on the same device), so that every rank
-// issues its NCCL collectives on one stream in program order (collectives
-// on several streams could run in a different order on each rank, and an
-// NCCL kernel waiting for its peers may hold what the other one needs to
-// run: a deadlock). Before each collective an event recorded on the
-// compute stream makes the communication stream wait for the work enqueued
-// so far (the collective's operand, the kernels that last used its
-// buffers). After it, a blocking collective makes the compute stream wait
-// for an event recorded on the communication stream at once, which orders
-// it as if it ran on the compute stream; a start (loom_comm's *_start)
-// records the event of its slot instead and returns, and wait(slot) makes
-// the compute stream wait for that event, so that the kernels enqueued
-// between the two run beside the transfer. The slots' events are created
-// when a slot is first used and kept. A start on a slot still in flight, a
-// wait on a slot with nothing in flight and a negative slot fail with a
-// message. Pipeline send / recv stay on the compute stream (below).
+// NcclComm's own (CommStream.h), so that every rank issues its NCCL
+// collectives on one stream in program order (collectives on several
+// streams could run in a different order on each rank, and an NCCL kernel
+// waiting for its peers may hold what the other one needs to run: a
+// deadlock). Each collective waits for the work enqueued on the compute
+// stream before it. After it, a blocking collective makes the compute
+// stream wait at once, which orders it as if it ran on the compute
+// stream; a start (loom_comm's *_start) records the event of its slot
+// instead and returns, and wait(slot) makes the compute stream wait for
+// that event, so that the kernels enqueued between the two run beside the
+// transfer. A start on a slot still in flight, a wait on a slot with
+// nothing in flight and a negative slot fail with a message. Pipeline
+// send / recv stay on the compute stream (below).
 //
 // The communicators mirror MpiComm's (runtime/cpu/comm/MpiComm.h): MPI
 // bootstraps one NCCL communicator over the world (rank 0's
@@ -61,13 +58,18 @@
 // wait leaves the transfer on the communication stream alone) and every
 // communicator's asynchronous error, and on an error or when the deadline
 // passes aborts every communicator (ncclCommAbort); every later callback
-// then fails with that message.
+// then fails with that message. It runs on the caller's thread, so it
+// cannot reach a host call that blocks: the communicators are NCCL's
+// blocking ones, whose first transfer between two ranks connects them
+// (NCCL_RUNTIME_CONNECT) and waits on the host for the peer to do the
+// same; a dead peer there is for loom-run's own watchdog thread.
 //
 //===----------------------------------------------------------------------===//
 
 #ifndef LOOM_RUNTIME_CUDA_COMM_NCCLCOMM_H
 #define LOOM_RUNTIME_CUDA_COMM_NCCLCOMM_H
 
+#include "CommStream.h"
 #include "MpiComm.h"
 
 #include "loom/loom_program.h"
@@ -106,7 +108,7 @@ public:
   create(const NcclCommConfig &config, cudaStream_t stream, std::string &error);
   /// Issues the queued sends and destroys the communicators (ncclCommDestroy
   /// waits for what is in flight), or only lets go of them once aborted;
-  /// then the communication stream and the events.
+  /// then (as a member) the communication stream and its events.
   ~NcclComm();
   NcclComm(const NcclComm &) = delete;
   NcclComm &operator=(const NcclComm &) = delete;
@@ -131,11 +133,6 @@ public:
 
 private:
   NcclComm() = default;
-
-  /// Creates the communication stream and the two events between it and
-  /// the compute stream on the current device: "" or the failure, naming
-  /// `where` (this rank and its device).
-  std::string createStreams(const std::string &where);
 
   /// Records `message` as the last error; returns a non-zero status.
   int32_t failWith(std::string message);
@@ -163,17 +160,18 @@ private:
     std::string named() const;
   };
   /// The checks of the collective `call` on `group` (with its reduction
-  /// when `op` is given, as a start under `slot` when it is given: a free
-  /// slot, its event created), then a flush of the queued sends; a non-zero
-  /// status after failWith.
+  /// when `op` is given, as a start under `slot` when it is given: the slot
+  /// claimed), then a flush of the queued sends; a non-zero status after
+  /// failWith.
   int32_t prepareCollective(const char *call, int32_t group, int64_t count,
                             loom_dtype dtype, const loom_reduction *op,
                             std::optional<int32_t> slot, Collective &out);
-  /// Runs `issue` (which enqueues `c`'s NCCL calls on the communication
-  /// stream and returns a status) after the work enqueued on the compute
-  /// stream; then records the slot's event for a start, or makes the
-  /// compute stream wait for the transfer (a blocking collective, and a
-  /// start that failed: nothing it may have enqueued outlives the call).
+  /// Runs `issue(stream)` (which enqueues `c`'s NCCL calls on `stream`, the
+  /// communication stream, and returns a status) after the work enqueued on
+  /// the compute stream; then records the slot's event for a start, or
+  /// makes the compute stream wait for the transfer (a blocking collective,
+  /// and a start that failed: nothing it may have enqueued outlives the
+  /// call). A failure of CommStream's is recorded with failWith.
   template <typename Issue>
   int32_t onCommStream(const Collective &c, Issue issue);
   /// "group G (axes [...])".
@@ -213,26 +211,10 @@ private:
                loom_dtype dtype);
 
   loom_comm table = {};
-  /// The session's compute stream, and the communication stream the
-  /// collectives run on (NcclComm's own).
-  cudaStream_t stream = nullptr;
-  cudaStream_t commStream = nullptr;
-  /// Recorded on the compute stream before a collective (the
-  /// communication stream waits for it), and on the communication stream
-  /// after a blocking one (the compute stream waits for it). Each wait is
-  /// enqueued right after its record, so one event of each serves every
-  /// collective.
-  cudaEvent_t computed = nullptr;
-  cudaEvent_t communicated = nullptr;
-  /// The split collectives by slot: the event recorded after the start's
-  /// transfer (created on the slot's first start, kept), whether one is in
-  /// flight, and which (for messages).
-  struct Slot {
-    cudaEvent_t done = nullptr;
-    bool busy = false;
-    std::string what;
-  };
-  std::vector<Slot> slots;
+  /// The session's compute stream (send / recv run there), and the
+  /// communication stream the collectives run on, with the events between
+  /// the two; destroyed after ~NcclComm has let go of the communicators.
+  CommStream streams;
   int worldRank = 0;
   int worldSize = 0;
   ncclComm_t world = nullptr;
