@@ -10,18 +10,19 @@ per engine: micro-batch, median step time, tokens/s and MFU (model FLOPs:
 6 N T for the weights plus 12 L S T d for attention, over the GPU's dense
 bf16 peak).
 
-Loom's row: with --loom ARTIFACT (a --target=cuda artifact of the same
-model, utils/gpu-bench.sh prepare writes one: micro-batch 8, bf16, dropout
-off), runtime/cuda/tools/loom_cuda_train.py trains it through
+Loom's row: with --loom ARTIFACT[,ARTIFACT...] (--target=cuda artifacts of
+the same model at several micro-batches, largest first; utils/gpu-bench.sh
+prepare writes them: bf16, dropout off),
+runtime/cuda/tools/loom_cuda_train.py trains each through
 libloom_cuda_runtime.so from --loom-runtime (the build folder of
 runtime/cuda/standalone) for the same steps, from random weights and
-tokens, and the row takes its median step with the same FLOP count.
-Without --loom the row says it was not run. utils/gpu-bench.sh run does
-the build, the conformance test and this.
+tokens, until one does not run out of GPU memory; the row takes its median
+step with the same FLOP count. Without --loom the row says it was not run.
+utils/gpu-bench.sh run does the build, the conformance test and this.
 
 usage: python3 benchmarks/gpu-gpt2.py [--steps 30] [--warmup 10]
        [--batches 64,48,32,16,8] [--engines eager,compile]
-       [--loom ARTIFACT [--loom-runtime BUILD_DIR]]
+       [--loom ARTIFACT[,ARTIFACT...] [--loom-runtime BUILD_DIR]]
 Needs a CUDA GPU and PyTorch 2 (the device image has both).
 """
 import argparse
@@ -115,17 +116,20 @@ def run(engine, batch, args, device):
     return median, batch * seq / median, flops, params
 
 
-def run_loom(args):
-    """(micro-batch, median step seconds, tokens/s, last loss) of the Loom
-    artifact, or exits with the driver's output when it fails."""
+def run_loom(artifact, args):
+    """(micro-batch, median step seconds, tokens/s, last loss) of a Loom
+    artifact; None when it runs out of GPU memory; exits with the driver's
+    output on any other failure."""
     root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
     command = [sys.executable, os.path.join(root, "runtime/cuda/tools/loom_cuda_train.py"),
-               args.loom, "--lib", os.path.join(args.loom_runtime, "libloom_cuda_runtime.so"),
+               artifact, "--lib", os.path.join(args.loom_runtime, "libloom_cuda_runtime.so"),
                "--random-init", "--random-data", "50257", "--seed", "0",
                "--steps", str(args.steps), "--warmup", str(args.warmup)]
     done = subprocess.run(command, capture_output=True, text=True)
     prefix = "loom_cuda_train: summary "
     summary = [line[len(prefix):] for line in done.stdout.splitlines() if line.startswith(prefix)]
+    if done.returncode and "out of memory" in done.stderr:
+        return None  # CudaDevice::allocate's "cudaMalloc of N bytes ...: out of memory"
     if done.returncode or not summary:
         sys.exit(f"gpu-gpt2.py: {' '.join(command)} failed ({done.returncode}):\n"
                  + "\n".join((done.stdout + done.stderr).splitlines()[-20:]))
@@ -141,7 +145,8 @@ def main():
     parser.add_argument("--batches", default="64,48,32,16,8")
     parser.add_argument("--engines", default="eager,compile",
                         help="PyTorch engines, comma-separated (empty: none)")
-    parser.add_argument("--loom", metavar="ARTIFACT", help="a --target=cuda GPT-2 124M artifact")
+    parser.add_argument("--loom", metavar="ARTIFACT[,ARTIFACT...]",
+                        help="--target=cuda GPT-2 124M artifacts, largest micro-batch first")
     parser.add_argument("--loom-runtime", metavar="BUILD_DIR", default="/tmp/loom-build-gpu",
                         help="where runtime/cuda/standalone built libloom_cuda_runtime.so")
     args = parser.parse_args()
@@ -172,7 +177,13 @@ def main():
         return
     with torch.device("meta"):
         flops, _ = model_flops_per_token(GPT2(), 12, 1024, 768)
-    batch, median, tps, loss = run_loom(args)
+    for artifact in args.loom.split(","):
+        result = run_loom(artifact, args)
+        if result:
+            break
+    else:
+        sys.exit(f"gpu-gpt2.py: every artifact of --loom {args.loom} ran out of GPU memory")
+    batch, median, tps, loss = result
     mfu = f"{100 * tps * flops / peak:.1f}%" if peak else "n/a"
     print(f"{'loom (cuda)':<16} {batch:>11} {median * 1e3:>9.1f} {tps:>10.0f} {mfu:>7}  "
           f"(loss {loss:.4f} at step {args.steps})", flush=True)

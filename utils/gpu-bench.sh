@@ -10,14 +10,15 @@
 #
 # prepare writes into DIR (put it under build-gpu-carry/, which .gitignore's
 # /build*/ ignores, and name it in the device tool's `carry`; under 1 MiB):
-#   gpt2-124m.loom  examples/configs/gpt2.json, micro-batch
-#                   $LOOM_BENCH_MICRO_BATCH (default 8) x 1024,
-#                   --precision bf16, dropout off (the PyTorch model has
-#                   none), AdamW lr 3e-3, loom-compile --target=cuda:
-#                   program.so and plan.json only. The weights are drawn on
-#                   the GPU machine (loom_cuda_train.py --random-init), the
-#                   tokens too (--random-data). Micro-batch 8 needs a 4.5 GB
-#                   workspace (offsets are i64 since the lowering's fix).
+#   gpt2-124m-bN.loom  examples/configs/gpt2.json at micro-batch N x 1024
+#                   for each N of $LOOM_BENCH_MICRO_BATCHES (default
+#                   64,48,32,16,8), --precision bf16, dropout off (the
+#                   PyTorch model has none), AdamW lr 3e-3, loom-compile
+#                   --target=cuda: program.so and plan.json only (1.5 MiB
+#                   each). The weights are drawn on the GPU machine
+#                   (loom_cuda_train.py --random-init), the tokens too
+#                   (--random-data). Workspaces: 4.3 GB at micro-batch 8,
+#                   16.6 GB at 32 (plan.json's workspace_bytes).
 #   include/nlohmann/  a copy of /usr/include/nlohmann for the runtime's
 #                   artifact loader (see utils/gpu-train-check.sh)
 #
@@ -26,7 +27,9 @@
 # failure stops here), then
 #   python3 benchmarks/gpu-gpt2.py --loom DIR/gpt2-124m.loom \
 #     --loom-runtime GPU_BUILD_DIR GPU_GPT2_ARGS...
-# which prints one row per engine.
+# with every prepared artifact, largest micro-batch first: the benchmark
+# keeps the first that does not run out of GPU memory, as it does for
+# PyTorch's micro-batches. It prints one row per engine.
 #
 # Exit status: 0, 1 when the conformance test fails, 77 without a usable
 # GPU, or the failing command's.
@@ -49,13 +52,16 @@ if [ "$mode" = prepare ]; then
   rm -rf "$dir" && mkdir -p "$dir/include"
   dir="$(cd "$dir" && pwd)"
   cp -r /usr/include/nlohmann "$dir/include/"
-  "$bin/loom-import" "$root/examples/configs/gpt2.json" \
-    --micro-batch "${LOOM_BENCH_MICRO_BATCH:-8}" \
-    --seq-len 1024 --precision bf16 --attn-pdrop 0 --embd-pdrop 0 \
-    --resid-pdrop 0 \
-    | "$bin/loom-opt" --loom-autodiff --loom-optimizer="kind=adamw lr=3e-3" \
-        --inline \
-    | "$bin/loom-compile" --target=cuda -o "$dir/gpt2-124m.loom"
+  IFS=, read -ra batches <<<"${LOOM_BENCH_MICRO_BATCHES:-64,48,32,16,8}"
+  for batch in "${batches[@]}"; do
+    "$bin/loom-import" "$root/examples/configs/gpt2.json" \
+      --micro-batch "$batch" \
+      --seq-len 1024 --precision bf16 --attn-pdrop 0 --embd-pdrop 0 \
+      --resid-pdrop 0 \
+      | "$bin/loom-opt" --loom-autodiff --loom-optimizer="kind=adamw lr=3e-3" \
+          --inline \
+      | "$bin/loom-compile" --target=cuda -o "$dir/gpt2-124m-b$batch.loom"
+  done
   du -sh "$dir"
   exit 0
 fi
@@ -70,5 +76,11 @@ fi
 [ $# -gt 0 ] && [ "$1" = -- ] && shift
 gpu_build_and_conform gpu-bench "$build" "$dir/include" || exit 1
 echo "== benchmark"
-python3 "$root/benchmarks/gpu-gpt2.py" --loom "$dir/gpt2-124m.loom" \
+artifacts=$(for artifact in "$dir"/gpt2-124m-b*.loom; do
+  [ -d "$artifact" ] || continue
+  batch=${artifact##*-b}
+  echo "${batch%.loom} $artifact"
+done | sort -rn | cut -d' ' -f2- | paste -sd,)  # largest micro-batch first
+[ -n "$artifacts" ] || { echo "gpu-bench: no gpt2-124m-b*.loom in $dir" >&2; exit 1; }
+python3 "$root/benchmarks/gpu-gpt2.py" --loom "$artifacts" \
   --loom-runtime "$build" "$@"
