@@ -22,8 +22,13 @@
 // head h / (Hq / Hkv) serves query head h. Head dimensions up to 128 (the
 // registers are sized by a template bound of 32, 64 or 128). The mask of
 // (b, h, s, t) is drawn at its index in the global [B, Hq, S, Skv] tensor,
-// as on the CPU. This is the correct first kernel; tensor-core tiles
-// (wgmma) are the next step for speed.
+// as on the CPU.
+//
+// Calls on bf16 q, k, v (and dout) without dropout, whose head dimension is
+// a multiple of 16 up to 128, go to the tensor-core kernels of
+// AttentionTiles.cuh instead (the same tiling on WMMA fragments); the
+// environment variable LOOM_CUDA_ATTENTION=simt keeps them on the kernels
+// here.
 //
 //===----------------------------------------------------------------------===//
 
@@ -31,7 +36,27 @@
 
 #include "loom/Interpreter/DropoutMask.h"
 
+#include <cstdlib>
+#include <cstring>
+#include <mma.h>
 #include <type_traits>
+
+// The CUDA vocabulary AttentionTiles.cuh takes from its includer.
+namespace loom::cuda::tiles {
+namespace wmma = nvcuda::wmma;
+using Bf16 = __nv_bfloat16;
+__device__ __forceinline__ Bf16 toBf16(float value) {
+  return __float2bfloat16_rn(value);
+}
+__device__ __forceinline__ float toFloat(Bf16 value) {
+  return __bfloat162float(value);
+}
+} // namespace loom::cuda::tiles
+#define LOOM_TILE_DEVICE __device__ __forceinline__
+#define LOOM_TILE_KERNEL __global__ __launch_bounds__(128)
+#define LOOM_TILE_SHARED(name)                                                 \
+  extern __shared__ __align__(128) unsigned char name[]
+#include "AttentionTiles.cuh"
 
 namespace loom::cuda {
 namespace {
@@ -355,6 +380,74 @@ dim3 gridOf(int64_t rows, int64_t heads, int64_t batch) {
               static_cast<unsigned>(heads), static_cast<unsigned>(batch));
 }
 
+/// Whether the tensor-core kernels take a call whose tensor operands are
+/// `operands`: all bf16, no dropout, a head dimension they tile, and not
+/// LOOM_CUDA_ATTENTION=simt.
+bool onTiles(const Attention &a, std::initializer_list<const View *> operands) {
+  const char *choice = std::getenv("LOOM_CUDA_ATTENTION");
+  bool simt = choice && std::strcmp(choice, "simt") == 0;
+  if (simt || a.rate != 0.0 || a.dim % tiles::kEdge != 0 || a.dim > 128)
+    return false;
+  for (const View *operand : operands)
+    if (operand->dtype != LOOM_DTYPE_BF16)
+      return false;
+  return true;
+}
+
+tiles::Shape tileShape(const Attention &a) {
+  return {a.batch,   a.seq, a.heads,  a.kvSeq,
+          a.kvHeads, a.dim, a.causal, a.scale};
+}
+
+tiles::Tensor tileTensor(const View &view) {
+  return {view.data, view.dtype == LOOM_DTYPE_BF16};
+}
+
+const tiles::Bf16 *bf16s(const View &view) {
+  return static_cast<const tiles::Bf16 *>(view.data);
+}
+
+/// Launches `kernel` on `grid` with `bytes` of dynamic shared memory, first
+/// allowing it that much (over the default 48 KiB).
+template <typename Kernel, typename... Args>
+int32_t launchTiles(const char *op, Kernel kernel, dim3 grid, int64_t bytes,
+                    cudaStream_t stream, Args... args) {
+  if (cudaError_t status = cudaFuncSetAttribute(
+          kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
+          static_cast<int>(bytes));
+      status != cudaSuccess)
+    return fail("loom_cuda_%s: cannot give the tensor-core kernel %lld bytes "
+                "of shared memory: %s",
+                op, static_cast<long long>(bytes), cudaGetErrorString(status));
+  kernel<<<grid, tiles::kThreads, bytes, stream>>>(args...);
+  return checkLaunch(op);
+}
+
+/// dq, dk, dv of attention_grad on the tensor-core kernels, rowDot ready.
+int32_t tilesGrad(const Attention &a, KernelArgs &args, const float *rowDot,
+                  loom_cuda_context *context) {
+  tiles::Shape shape = tileShape(a);
+  const tiles::Bf16 *dout = bf16s(args.in(0)), *q = bf16s(args.in(1)),
+                    *k = bf16s(args.in(2)), *v = bf16s(args.in(3));
+  tiles::Tensor lse = tileTensor(args.in(5));
+  auto run = [&](auto dq, auto dkdv) -> int32_t {
+    if (a.seq > 0 && a.heads > 0)
+      if (int32_t status =
+              launchTiles("attention_grad", dq, gridOf(a.seq, a.heads, a.batch),
+                          tiles::dqSharedBytes(a.dim), context->stream, shape,
+                          dout, q, k, v, lse, rowDot, tileTensor(args.out(0))))
+        return status;
+    return launchTiles(
+        "attention_grad", dkdv, gridOf(a.kvSeq, a.kvHeads, a.batch),
+        tiles::dkdvSharedBytes(a.dim), context->stream, shape, dout, q, k, v,
+        lse, rowDot, tileTensor(args.out(1)), tileTensor(args.out(2)));
+  };
+  return a.dim <= 64 ? run(tiles::attention_tiles_dq<64>,
+                           tiles::attention_tiles_dkdv<64>)
+                     : run(tiles::attention_tiles_dq<128>,
+                           tiles::attention_tiles_dkdv<128>);
+}
+
 } // namespace
 } // namespace loom::cuda
 
@@ -373,6 +466,18 @@ extern "C" int32_t loom_cuda_attention(const loom_call_frame *frame,
     return 0;
   Floats q = floats(args.in(0)), k = floats(args.in(1)), v = floats(args.in(2));
   Floats out = floats(args.out(0)), lse = floats(args.out(1));
+  if (onTiles(a, {&args.in(0), &args.in(1), &args.in(2)})) {
+    dim3 grid = gridOf(a.seq, a.heads, a.batch);
+    int64_t bytes = tiles::forwardSharedBytes(a.dim);
+    auto launch = [&](auto kernel) {
+      return launchTiles("attention", kernel, grid, bytes, context->stream,
+                         tileShape(a), bf16s(args.in(0)), bf16s(args.in(1)),
+                         bf16s(args.in(2)), tileTensor(args.out(0)),
+                         tileTensor(args.out(1)));
+    };
+    return a.dim <= 64 ? launch(tiles::attention_tiles_forward<64>)
+                       : launch(tiles::attention_tiles_forward<128>);
+  }
   withHeadBound(a.dim, [&](auto bound) {
     attention_forward_kernel<decltype(bound)::value>
         <<<gridOf(a.seq, a.heads, a.batch), kRows, 0, context->stream>>>(
@@ -407,6 +512,8 @@ extern "C" int32_t loom_cuda_attention_grad(const loom_call_frame *frame,
       a, dout, out, rowDot);
   if (int32_t status = checkLaunch("attention_grad"))
     return status;
+  if (onTiles(a, {&args.in(0), &args.in(1), &args.in(2), &args.in(3)}))
+    return tilesGrad(a, args, rowDot, context);
   withHeadBound(a.dim, [&](auto bound) {
     constexpr int kMaxD = decltype(bound)::value;
     if (a.seq > 0 && a.heads > 0)
