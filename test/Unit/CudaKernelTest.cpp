@@ -676,6 +676,18 @@ void reductionCases(loom_cuda_context *context) {
   run(make("reduce_mean middle", KERNELS(reduce_mean), {uniform({5, 7, 9})},
            {result({5, 9})}, reduction({1}, false)),
       context);
+  // Few, long groups over leading dimensions: cut into chunks (a bias
+  // gradient's shape), over two non-adjacent dimensions, and max.
+  run(make("reduce_sum leading chunked", KERNELS(reduce_sum),
+           {uniform({64, 33, 40})}, {result({40})}, reduction({0, 1}, false)),
+      context);
+  run(make("reduce_mean outer chunked", KERNELS(reduce_mean),
+           {uniform({40, 6, 50})}, {result({1, 6, 1})},
+           reduction({0, 2}, true)),
+      context);
+  run(make("reduce_max leading chunked", KERNELS(reduce_max),
+           {uniform({3000, 7})}, {result({7})}, reduction({0}, false)),
+      context);
   run(make("reduce_max rows", KERNELS(reduce_max), {uniform({6, 50})},
            {result({6})}, reduction({1}, false)),
       context);

@@ -9,8 +9,12 @@
 // element) a thread when the reduced elements of a group lie apart (a
 // reduction over leading dimensions: neighbouring threads read neighbouring
 // elements) and a block when they are contiguous (over the last
-// dimension). Sums accumulate in double; max lets a NaN win, as the
-// interpreter's does.
+// dimension). A leading-dimension reduction of few, long groups (GPT-2's
+// bias gradients: 768 groups of 8192 rows, which a thread per group runs
+// on 3 blocks) cuts each group into chunks: a thread per (group, chunk)
+// into scratch, then a thread per group combining its chunks in order, so
+// the result does not depend on the launch. Sums accumulate in double;
+// max lets a NaN win, as the interpreter's does.
 //
 //===----------------------------------------------------------------------===//
 
@@ -224,7 +228,7 @@ enum class Reduction { Sum, Mean, Max };
 
 /// max that lets a NaN win (the interpreter's reduce_max).
 struct NanMaxOp {
-  __device__ float operator()(float a, float b) const {
+  template <typename T> __device__ T operator()(T a, T b) const {
     if (isnan(a))
       return a;
     if (isnan(b))
@@ -274,6 +278,54 @@ __global__ void reduce_blocks_kernel(Floats x, Floats out, ReduceWalk walk) {
                     true);
 }
 
+/// A thread per (group, chunk): the chunk's elements reduced into
+/// partial[chunk * groups + group] (neighbouring threads take neighbouring
+/// groups, whose elements neighbour each other).
+template <Reduction kind>
+__global__ void reduce_chunks_kernel(Floats x, double *partial, ReduceWalk walk,
+                                     int64_t chunks, int64_t chunkSize) {
+  LOOM_GRID_STRIDE(i, walk.groups * chunks) {
+    int64_t g = i % walk.groups, chunk = i / walk.groups;
+    int64_t base = walk.groupBase(g);
+    int64_t end = min(walk.perGroup, (chunk + 1) * chunkSize);
+    double value = kind == Reduction::Max ? -INFINITY : 0.0;
+    for (int64_t r = chunk * chunkSize; r < end; ++r) {
+      double element = x[base + walk.elementOffset(r)];
+      value =
+          kind == Reduction::Max ? NanMaxOp()(value, element) : value + element;
+    }
+    partial[i] = value;
+  }
+}
+
+/// A thread per group: its chunks combined in order.
+template <Reduction kind>
+__global__ void reduce_combine_kernel(const double *partial, Floats out,
+                                      ReduceWalk walk, int64_t chunks) {
+  LOOM_GRID_STRIDE(g, walk.groups) {
+    double value = partial[g];
+    for (int64_t chunk = 1; chunk < chunks; ++chunk) {
+      double next = partial[chunk * walk.groups + g];
+      value = kind == Reduction::Max ? NanMaxOp()(value, next) : value + next;
+    }
+    if (kind == Reduction::Mean)
+      value /= static_cast<double>(walk.perGroup);
+    out.store(g, static_cast<float>(value));
+  }
+}
+
+/// How many chunks a thread-per-group reduction cuts its groups into: about
+/// kChunkThreads threads in all, at least kMinChunk elements per chunk, and
+/// a double per (group, chunk) within the context's scratch; 1: no cut.
+constexpr int64_t kChunkThreads = int64_t{1} << 17, kMinChunk = 32;
+int64_t chunksFor(const ReduceWalk &walk, const loom_cuda_context *context) {
+  int64_t chunks = std::min(kChunkThreads / walk.groups,
+                            (walk.perGroup + kMinChunk - 1) / kMinChunk);
+  chunks = std::min<int64_t>(chunks, context->scratchBytes /
+                                         (walk.groups * sizeof(double)));
+  return std::max<int64_t>(chunks, 1);
+}
+
 template <Reduction kind>
 int32_t reduce(void *const *buffers, const int64_t *meta,
                loom_cuda_context *context, const char *op) {
@@ -290,14 +342,30 @@ int32_t reduce(void *const *buffers, const int64_t *meta,
                 static_cast<long long>(walk.groups));
   if (walk.groups == 0)
     return 0;
-  if (walk.contiguous())
+  if (walk.contiguous()) {
     reduce_blocks_kernel<kind>
         <<<blocksFor(walk.groups, 1), kThreads, 0, context->stream>>>(
             floats(x), floats(out), walk);
-  else
+    return checkLaunch(op);
+  }
+  int64_t chunks = chunksFor(walk, context);
+  if (chunks == 1) {
     reduce_threads_kernel<kind>
         <<<blocksFor(walk.groups), kThreads, 0, context->stream>>>(
             floats(x), floats(out), walk);
+    return checkLaunch(op);
+  }
+  int64_t chunkSize = (walk.perGroup + chunks - 1) / chunks;
+  chunks = (walk.perGroup + chunkSize - 1) / chunkSize;
+  double *partial = static_cast<double *>(context->scratch);
+  reduce_chunks_kernel<kind>
+      <<<blocksFor(walk.groups * chunks), kThreads, 0, context->stream>>>(
+          floats(x), partial, walk, chunks, chunkSize);
+  if (int32_t status = checkLaunch(op))
+    return status;
+  reduce_combine_kernel<kind>
+      <<<blocksFor(walk.groups), kThreads, 0, context->stream>>>(
+          partial, floats(out), walk, chunks);
   return checkLaunch(op);
 }
 
