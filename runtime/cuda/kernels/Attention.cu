@@ -65,28 +65,13 @@ constexpr int kRows = 64; // query (or key) rows per block: one per thread
 constexpr int kTile = 32; // rows per shared-memory tile of the other side
 
 /// Shapes, attributes and dropout of an attention call, as the kernels see
-/// them.
-struct Attention : kernels::AttentionDims {
-  bool causal = false;
-  float scale = 1.0f;
+/// them (the shape's offsets are the tensor-core kernels' own).
+struct Attention : tiles::Shape {
   double rate = 0.0; // 0: no dropout
   uint64_t seed = 0, key = 0;
   Indices step = {nullptr, LOOM_DTYPE_I64};
   int64_t maskBase = 0, maskStrides[4] = {};
 
-  __device__ int64_t qStride() const { return heads * dim; }
-  __device__ int64_t kvStride() const { return kvHeads * dim; }
-  /// The offset of row (b, s = 0, h) of q-shaped tensors.
-  __device__ int64_t qHead(int64_t b, int64_t h) const {
-    return (b * seq * heads + h) * dim;
-  }
-  /// The offset of row (b, t = 0, kv) of k-shaped tensors.
-  __device__ int64_t kvHead(int64_t b, int64_t kv) const {
-    return (b * kvSeq * kvHeads + kv) * dim;
-  }
-  __device__ int64_t lseRow(int64_t b, int64_t h) const {
-    return (b * heads + h) * seq;
-  }
   __device__ int64_t keysOf(int64_t s) const { return causal ? s + 1 : kvSeq; }
   /// The dropout factor of probability (b, h, s, t): 0 or 1 / (1 - rate).
   __device__ float maskFactor(uint64_t stepValue, int64_t b, int64_t h,
@@ -192,7 +177,7 @@ __global__ void attention_forward_kernel(Attention a, Floats q, Floats k,
   float inverse = 1.0f / sum;
   for (int64_t d = 0; d < a.dim; ++d)
     out.store(qRow + d, acc[d] * inverse);
-  lse.store(a.lseRow(b, h) + s, max + logf(sum));
+  lse.store(a.statRow(b, h) + s, max + logf(sum));
 }
 
 /// rowDot[b, h, s] = sum(dout * out) over row (b, s, h).
@@ -225,8 +210,8 @@ __global__ void attention_backward_dq_kernel(Attention a, Floats dout, Floats q,
   if (active) {
     loadRow<kMaxD>(query, q, qRow, a.dim);
     loadRow<kMaxD>(gradOut, dout, qRow, a.dim);
-    rowLse = lse[a.lseRow(b, h) + s];
-    dotTerm = rowDot[a.lseRow(b, h) + s];
+    rowLse = lse[a.statRow(b, h) + s];
+    dotTerm = rowDot[a.statRow(b, h) + s];
   }
 #pragma unroll
   for (int d = 0; d < kMaxD; ++d)
@@ -285,7 +270,7 @@ __global__ void attention_backward_dkdv_kernel(Attention a, Floats dout,
       a.causal ? (blockIdx.x * static_cast<int64_t>(kRows)) / kTile * kTile : 0;
   uint64_t stepValue = a.rate != 0.0 ? static_cast<uint64_t>(a.step[0]) : 0;
   for (int64_t h = kv * group; h < (kv + 1) * group; ++h) {
-    int64_t qHead = a.qHead(b, h), statRow = a.lseRow(b, h);
+    int64_t qHead = a.qHead(b, h), statRow = a.statRow(b, h);
     for (int64_t first = firstQuery; first < a.seq; first += kTile) {
       __syncthreads();
       loadTile<kMaxD>(queries, q, qHead, a.qStride(), first, a.seq, a.dim);
@@ -338,9 +323,16 @@ int32_t readAttention(KernelArgs &args, const loom_call_frame *frame,
           args.expect(op, operands + (hasStep ? 1 : 0), results, stepBit))
     return status;
   char error[256];
-  if (!kernels::readAttentionDims(args, qIndex, a.causal, "loom_cuda", op, a,
+  kernels::AttentionDims dims;
+  if (!kernels::readAttentionDims(args, qIndex, a.causal, "loom_cuda", op, dims,
                                   error, sizeof error))
     return fail("%s", error);
+  a.batch = dims.batch;
+  a.seq = dims.seq;
+  a.heads = dims.heads;
+  a.kvSeq = dims.kvSeq;
+  a.kvHeads = dims.kvHeads;
+  a.dim = dims.dim;
   if (a.dim > 128)
     return fail("loom_cuda_%s: head dimension %lld is over 128", op,
                 static_cast<long long>(a.dim));
@@ -394,11 +386,6 @@ bool onTiles(const Attention &a, std::initializer_list<const View *> operands) {
   return true;
 }
 
-tiles::Shape tileShape(const Attention &a) {
-  return {a.batch,   a.seq, a.heads,  a.kvSeq,
-          a.kvHeads, a.dim, a.causal, a.scale};
-}
-
 tiles::Tensor tileTensor(const View &view) {
   return {view.data, view.dtype == LOOM_DTYPE_BF16};
 }
@@ -426,7 +413,7 @@ int32_t launchTiles(const char *op, Kernel kernel, dim3 grid, int64_t bytes,
 /// dq, dk, dv of attention_grad on the tensor-core kernels, rowDot ready.
 int32_t tilesGrad(const Attention &a, KernelArgs &args, const float *rowDot,
                   loom_cuda_context *context) {
-  tiles::Shape shape = tileShape(a);
+  const tiles::Shape &shape = a;
   const tiles::Bf16 *dout = bf16s(args.in(0)), *q = bf16s(args.in(1)),
                     *k = bf16s(args.in(2)), *v = bf16s(args.in(3));
   tiles::Tensor lse = tileTensor(args.in(5));
@@ -471,7 +458,8 @@ extern "C" int32_t loom_cuda_attention(const loom_call_frame *frame,
     int64_t bytes = tiles::forwardSharedBytes(a.dim);
     auto launch = [&](auto kernel) {
       return launchTiles("attention", kernel, grid, bytes, context->stream,
-                         tileShape(a), bf16s(args.in(0)), bf16s(args.in(1)),
+                         static_cast<const tiles::Shape &>(a),
+                         bf16s(args.in(0)), bf16s(args.in(1)),
                          bf16s(args.in(2)), tileTensor(args.out(0)),
                          tileTensor(args.out(1)));
     };
