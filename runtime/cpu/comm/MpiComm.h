@@ -28,6 +28,7 @@
 #ifndef LOOM_RUNTIME_CPU_COMM_MPICOMM_H
 #define LOOM_RUNTIME_CPU_COMM_MPICOMM_H
 
+#include "CommTable.h"
 #include "loom/loom_program.h"
 
 #include <mpi.h>
@@ -111,6 +112,10 @@ private:
                             loom_dtype dtype, const loom_reduction *op,
                             Collective &out);
 
+  template <typename Comm> friend void fillCommTable(loom_comm &, Comm *);
+  int64_t gridCoordinate(int32_t axis) const {
+    return coordinateOf(coords, axis);
+  }
   int32_t allReduce(int32_t group, void *buf, int64_t count, loom_dtype dtype,
                     loom_reduction op);
   int32_t allGather(int32_t group, const void *send, void *recv, int64_t count,

@@ -165,63 +165,7 @@ std::unique_ptr<NcclComm> NcclComm::create(const NcclCommConfig &config,
     return nullptr;
   self->aborted = false;
 
-  loom_comm &t = self->table;
-  t.ctx = self.get();
-  t.all_reduce = [](void *ctx, int32_t group, void *buf, int64_t count,
-                    loom_dtype dtype, loom_reduction op) {
-    return static_cast<NcclComm *>(ctx)->allReduce(group, buf, count, dtype, op,
-                                                   std::nullopt);
-  };
-  t.all_gather = [](void *ctx, int32_t group, const void *send, void *recv,
-                    int64_t count, loom_dtype dtype) {
-    return static_cast<NcclComm *>(ctx)->allGather(group, send, recv, count,
-                                                   dtype, std::nullopt);
-  };
-  t.reduce_scatter = [](void *ctx, int32_t group, const void *send, void *recv,
-                        int64_t count, loom_dtype dtype, loom_reduction op) {
-    return static_cast<NcclComm *>(ctx)->reduceScatter(group, send, recv, count,
-                                                       dtype, op, std::nullopt);
-  };
-  t.all_to_all = [](void *ctx, int32_t group, const void *send, void *recv,
-                    int64_t count, loom_dtype dtype) {
-    return static_cast<NcclComm *>(ctx)->allToAll(group, send, recv, count,
-                                                  dtype);
-  };
-  t.send = [](void *ctx, int32_t peer, int32_t tag, const void *buf,
-              int64_t count, loom_dtype dtype) {
-    return static_cast<NcclComm *>(ctx)->send(peer, tag, buf, count, dtype);
-  };
-  t.recv = [](void *ctx, int32_t peer, int32_t tag, void *buf, int64_t count,
-              loom_dtype dtype) {
-    return static_cast<NcclComm *>(ctx)->recv(peer, tag, buf, count, dtype);
-  };
-  t.grid_coordinate = [](void *ctx, int32_t axis) -> int64_t {
-    const std::vector<int64_t> &coords =
-        static_cast<NcclComm *>(ctx)->coordinates();
-    if (axis < 0 || axis >= static_cast<int32_t>(coords.size()))
-      return -1;
-    return coords[axis];
-  };
-  t.all_reduce_start = [](void *ctx, int32_t slot, int32_t group, void *buf,
-                          int64_t count, loom_dtype dtype, loom_reduction op) {
-    return static_cast<NcclComm *>(ctx)->allReduce(group, buf, count, dtype, op,
-                                                   slot);
-  };
-  t.all_gather_start = [](void *ctx, int32_t slot, int32_t group,
-                          const void *send, void *recv, int64_t count,
-                          loom_dtype dtype) {
-    return static_cast<NcclComm *>(ctx)->allGather(group, send, recv, count,
-                                                   dtype, slot);
-  };
-  t.reduce_scatter_start = [](void *ctx, int32_t slot, int32_t group,
-                              const void *send, void *recv, int64_t count,
-                              loom_dtype dtype, loom_reduction op) {
-    return static_cast<NcclComm *>(ctx)->reduceScatter(group, send, recv, count,
-                                                       dtype, op, slot);
-  };
-  t.wait = [](void *ctx, int32_t slot) {
-    return static_cast<NcclComm *>(ctx)->wait(slot);
-  };
+  loom::rt::fillCommTable(self->table, self.get());
   return self;
 }
 

@@ -191,15 +191,35 @@ private:
   /// callback fails with, and returns it.
   std::string abortAll(std::string message);
 
+  template <typename Comm>
+  friend void loom::rt::fillCommTable(loom_comm &, Comm *);
+  int64_t gridCoordinate(int32_t axis) const {
+    return loom::rt::coordinateOf(coords, axis);
+  }
   /// The collectives: blocking when `slot` is nullopt, else the start of
   /// the transfer under `slot`.
   int32_t allReduce(int32_t group, void *buf, int64_t count, loom_dtype dtype,
-                    loom_reduction op, std::optional<int32_t> slot);
+                    loom_reduction op,
+                    std::optional<int32_t> slot = std::nullopt);
   int32_t allGather(int32_t group, const void *send, void *recv, int64_t count,
-                    loom_dtype dtype, std::optional<int32_t> slot);
+                    loom_dtype dtype,
+                    std::optional<int32_t> slot = std::nullopt);
   int32_t reduceScatter(int32_t group, const void *send, void *recv,
                         int64_t count, loom_dtype dtype, loom_reduction op,
-                        std::optional<int32_t> slot);
+                        std::optional<int32_t> slot = std::nullopt);
+  int32_t allReduceStart(int32_t slot, int32_t group, void *buf, int64_t count,
+                         loom_dtype dtype, loom_reduction op) {
+    return allReduce(group, buf, count, dtype, op, slot);
+  }
+  int32_t allGatherStart(int32_t slot, int32_t group, const void *send,
+                         void *recv, int64_t count, loom_dtype dtype) {
+    return allGather(group, send, recv, count, dtype, slot);
+  }
+  int32_t reduceScatterStart(int32_t slot, int32_t group, const void *send,
+                             void *recv, int64_t count, loom_dtype dtype,
+                             loom_reduction op) {
+    return reduceScatter(group, send, recv, count, dtype, op, slot);
+  }
   int32_t allToAll(int32_t group, const void *send, void *recv, int64_t count,
                    loom_dtype dtype);
   /// Makes the compute stream wait for the transfer started under `slot`

@@ -61,68 +61,31 @@ std::unique_ptr<StagedComm> StagedComm::create(const StagedCommConfig &config,
   self->hostError = config.hostError;
   self->stream = stream;
 
-  loom_comm &t = self->table;
-  t.ctx = self.get();
-  t.all_reduce = [](void *ctx, int32_t group, void *buf, int64_t count,
-                    loom_dtype dtype, loom_reduction op) {
-    return static_cast<StagedComm *>(ctx)->allReduce(group, buf, count, dtype,
-                                                     op);
-  };
-  t.all_gather = [](void *ctx, int32_t group, const void *send, void *recv,
-                    int64_t count, loom_dtype dtype) {
-    return static_cast<StagedComm *>(ctx)->allGather(group, send, recv, count,
-                                                     dtype);
-  };
-  t.reduce_scatter = [](void *ctx, int32_t group, const void *send, void *recv,
-                        int64_t count, loom_dtype dtype, loom_reduction op) {
-    return static_cast<StagedComm *>(ctx)->reduceScatter(group, send, recv,
-                                                         count, dtype, op);
-  };
-  t.all_to_all = [](void *ctx, int32_t group, const void *send, void *recv,
-                    int64_t count, loom_dtype dtype) {
-    return static_cast<StagedComm *>(ctx)->allToAll(group, send, recv, count,
-                                                    dtype);
-  };
-  t.send = [](void *ctx, int32_t peer, int32_t tag, const void *buf,
-              int64_t count, loom_dtype dtype) {
-    return static_cast<StagedComm *>(ctx)->send(peer, tag, buf, count, dtype);
-  };
-  t.recv = [](void *ctx, int32_t peer, int32_t tag, void *buf, int64_t count,
-              loom_dtype dtype) {
-    return static_cast<StagedComm *>(ctx)->recv(peer, tag, buf, count, dtype);
-  };
-  t.grid_coordinate = [](void *ctx, int32_t axis) -> int64_t {
-    const loom_comm *host = static_cast<StagedComm *>(ctx)->host;
-    return host->grid_coordinate(host->ctx, axis);
-  };
-  // A start is the blocking transfer, done before it returns.
-  t.all_reduce_start = [](void *ctx, int32_t slot, int32_t group, void *buf,
-                          int64_t count, loom_dtype dtype, loom_reduction op) {
-    auto *self = static_cast<StagedComm *>(ctx);
-    return self->start("all_reduce", slot, group, [&] {
-      return self->allReduce(group, buf, count, dtype, op);
-    });
-  };
-  t.all_gather_start = [](void *ctx, int32_t slot, int32_t group,
-                          const void *send, void *recv, int64_t count,
-                          loom_dtype dtype) {
-    auto *self = static_cast<StagedComm *>(ctx);
-    return self->start("all_gather", slot, group, [&] {
-      return self->allGather(group, send, recv, count, dtype);
-    });
-  };
-  t.reduce_scatter_start = [](void *ctx, int32_t slot, int32_t group,
-                              const void *send, void *recv, int64_t count,
-                              loom_dtype dtype, loom_reduction op) {
-    auto *self = static_cast<StagedComm *>(ctx);
-    return self->start("reduce_scatter", slot, group, [&] {
-      return self->reduceScatter(group, send, recv, count, dtype, op);
-    });
-  };
-  t.wait = [](void *ctx, int32_t slot) {
-    return static_cast<StagedComm *>(ctx)->wait(slot);
-  };
+  loom::rt::fillCommTable(self->table, self.get());
   return self;
+}
+
+int32_t StagedComm::allReduceStart(int32_t slot, int32_t group, void *buf,
+                                   int64_t count, loom_dtype dtype,
+                                   loom_reduction op) {
+  return start("all_reduce", slot, group,
+               [&] { return allReduce(group, buf, count, dtype, op); });
+}
+
+int32_t StagedComm::allGatherStart(int32_t slot, int32_t group,
+                                   const void *send, void *recv, int64_t count,
+                                   loom_dtype dtype) {
+  return start("all_gather", slot, group,
+               [&] { return allGather(group, send, recv, count, dtype); });
+}
+
+int32_t StagedComm::reduceScatterStart(int32_t slot, int32_t group,
+                                       const void *send, void *recv,
+                                       int64_t count, loom_dtype dtype,
+                                       loom_reduction op) {
+  return start("reduce_scatter", slot, group, [&] {
+    return reduceScatter(group, send, recv, count, dtype, op);
+  });
 }
 
 StagedComm::~StagedComm() {

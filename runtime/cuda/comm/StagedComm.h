@@ -34,6 +34,7 @@
 #ifndef LOOM_RUNTIME_CUDA_COMM_STAGEDCOMM_H
 #define LOOM_RUNTIME_CUDA_COMM_STAGEDCOMM_H
 
+#include "CommTable.h"
 #include "loom/loom_program.h"
 
 #include <cuda_runtime.h>
@@ -108,6 +109,11 @@ private:
   /// when it is not 0.
   int32_t checkHost(int32_t status);
 
+  template <typename Comm>
+  friend void loom::rt::fillCommTable(loom_comm &, Comm *);
+  int64_t gridCoordinate(int32_t axis) const {
+    return host->grid_coordinate(host->ctx, axis);
+  }
   int32_t allReduce(int32_t group, void *buf, int64_t count, loom_dtype dtype,
                     loom_reduction op);
   int32_t allGather(int32_t group, const void *send, void *recv, int64_t count,
@@ -123,6 +129,14 @@ private:
   template <typename Transfer>
   int32_t start(const char *call, int32_t slot, int32_t group,
                 Transfer transfer);
+  /// The starts: the blocking transfer, done before they return.
+  int32_t allReduceStart(int32_t slot, int32_t group, void *buf, int64_t count,
+                         loom_dtype dtype, loom_reduction op);
+  int32_t allGatherStart(int32_t slot, int32_t group, const void *send,
+                         void *recv, int64_t count, loom_dtype dtype);
+  int32_t reduceScatterStart(int32_t slot, int32_t group, const void *send,
+                             void *recv, int64_t count, loom_dtype dtype,
+                             loom_reduction op);
   /// Frees `slot`, which a start must have taken.
   int32_t wait(int32_t slot);
   int32_t send(int32_t peer, int32_t tag, const void *buf, int64_t count,
