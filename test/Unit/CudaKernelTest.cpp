@@ -751,6 +751,45 @@ void matmulCases(loom_cuda_context *context) {
       context);
 }
 
+/// Leading dimensions that are not a multiple of 16 bytes, staged through
+/// the scratch with aligned ones (GemmStaging.h): the lm head's three GEMMs
+/// at a vocabulary of 1001, and an odd k under bias_gelu_aux. A context
+/// with 1 MiB of scratch runs them in chunks of 64 to 320 rows (2 to 6 per
+/// GEMM); the 64 MiB one in one chunk.
+void matmulStagedCases(loom_cuda_context *context, cudaStream_t stream) {
+  loom_cuda_context *small = nullptr;
+  if (loom_cuda_context_create(stream, int64_t{1} << 20, &small) != 0) {
+    std::printf("FAIL matmul staged: loom_cuda_context_create: %s\n",
+                loom_cuda_last_error());
+    ++failures;
+    return;
+  }
+  struct Shape {
+    const char *name;
+    std::vector<int64_t> lhs, rhs, out;
+    bool transLhs, transRhs;
+  };
+  const Shape shapes[] = {
+      {"logits", {700, 64}, {1001, 64}, {700, 1001}, false, true},
+      {"logits grad", {700, 1001}, {1001, 64}, {700, 64}, false, false},
+      {"embedding grad", {700, 1001}, {700, 64}, {1001, 64}, true, false},
+      {"odd rhs", {300, 48}, {48, 77}, {300, 77}, false, false},
+  };
+  for (loom_cuda_context *c : {small, context})
+    for (const Shape &s : shapes)
+      run(make(std::string("matmul staged ") + s.name +
+                   (c == small ? " (chunks)" : ""),
+               KERNELS(matmul), {uniform(s.lhs), uniform(s.rhs)},
+               {result(s.out)}, {s.transLhs, s.transRhs, LOOM_EPILOGUE_NONE}),
+          c);
+  run(make("matmul staged bias_gelu_aux odd k (chunks)", KERNELS(matmul),
+           {uniform({700, 33}), uniform({33, 64}, -0.5, 0.5), uniform({64})},
+           {result({700, 64}), result({700, 64})},
+           {0, 0, LOOM_EPILOGUE_BIAS_GELU_AUX}),
+      small);
+  loom_cuda_context_destroy(small);
+}
+
 /// matmul's epilogues (loom_cpu_kernels.h): the bias [n] has the result's
 /// element type. The rhs is scaled so that the sums are about 1, where the
 /// gelu bends. cuBLASLt adds the bias, and for bf16 results applies the
@@ -1984,6 +2023,7 @@ int main(int argc, char **argv) {
   reductionCases(context);
   matmulCases(context);
   matmulEpilogueCases(context);
+  matmulStagedCases(context, stream);
   normCases(context);
   dropoutCases(context);
   attentionCases(context, /*simt=*/false);

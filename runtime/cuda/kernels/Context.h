@@ -2,9 +2,9 @@
 //-*-===//
 //
 // The definition behind the opaque loom_cuda_context of
-// loom_cuda_kernels.h: the stream, the cuBLASLt handle, the shared scratch
-// area and the device error word, with the helpers the kernels' launchers
-// use to check their launches and claim scratch.
+// loom_cuda_kernels.h: the stream, the cuBLASLt handle and its algorithm
+// choices, the shared scratch area and the device error word, with the helpers
+// the kernels' launchers use to check their launches and claim scratch.
 //
 //===----------------------------------------------------------------------===//
 
@@ -16,6 +16,10 @@
 #include <cublasLt.h>
 #include <cuda_runtime.h>
 
+#include <map>
+#include <utility>
+#include <vector>
+
 struct loom_cuda_context {
   cudaStream_t stream = nullptr;
   cublasLtHandle_t blaslt = nullptr;
@@ -24,6 +28,11 @@ struct loom_cuda_context {
   /// In device memory: {code, flat index, value, bound}; code 0 when no
   /// kernel has found an error since the last synchronize.
   long long *deviceError = nullptr;
+  /// cuBLASLt's heuristic's answers by everything a GEMM call tells it
+  /// (Matmul.cu): whether it found an algorithm, and which. Kernels run
+  /// from one host thread per context, as the stream's order asks.
+  std::map<std::vector<int64_t>, std::pair<bool, cublasLtMatmulAlgo_t>>
+      gemmAlgorithms;
 };
 
 namespace loom::cuda {

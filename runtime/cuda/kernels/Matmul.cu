@@ -12,8 +12,11 @@
 // multiply on the tensor cores and accumulate in f32, into a bf16 or f32
 // result. The algorithm comes from cuBLASLt's heuristic for the shapes,
 // types, the pointers' actual alignment and the context's scratch as its
-// workspace; the descriptors are built per call (a cache keyed by shape is
-// the next step once a step's calls are timed).
+// workspace, asked once per distinct call: the context keeps its answers
+// (the descriptors themselves are cheap and built per call). A matrix
+// whose leading dimension is not a multiple of 16 bytes (GPT-2's
+// vocabulary) is staged through the scratch with an aligned one, the GEMM
+// in chunks of rows (GemmStaging.h).
 //
 // Epilogues (loom_cpu_kernels.h: bias, bias then gelu, and both pre = sum
 // and gelu(pre)). The bias [N] runs along a row of our result, which is a
@@ -37,6 +40,7 @@
 
 #include "Activation.cuh"
 #include "Device.cuh"
+#include "GemmStaging.h"
 
 #include "loom/loom_cpu_kernels.h"
 
@@ -76,13 +80,13 @@ struct Descriptors {
   }
 };
 
-/// A column-major layout of `rows` x `cols` (leading dimension `rows`),
+/// A column-major layout of `rows` x `cols` with leading dimension `ld`,
 /// `batch` of them `stride` elements apart.
 cublasStatus_t makeLayout(cublasLtMatrixLayout_t *layout, cudaDataType_t type,
-                          int64_t rows, int64_t cols, int64_t batch,
+                          int64_t rows, int64_t cols, int64_t ld, int64_t batch,
                           int64_t stride) {
   cublasStatus_t status =
-      cublasLtMatrixLayoutCreate(layout, type, rows, cols, rows);
+      cublasLtMatrixLayoutCreate(layout, type, rows, cols, ld);
   if (status != CUBLAS_STATUS_SUCCESS || batch == 1)
     return status;
   int32_t count = static_cast<int32_t>(batch);
@@ -111,14 +115,6 @@ int32_t failBlas(const char *what, cublasStatus_t status) {
 /// recorded).
 constexpr int32_t kNoAlgorithm = -1;
 
-/// One GEMM: C [batch, m, n] = op(A) op(B) with A [batch, m, k] ([k, m]
-/// when `transA`) and B [k, n] ([n, k] when `transB`), row-major;
-/// `strideB` 0 when B is shared.
-struct GemmShape {
-  bool transA = false, transB = false;
-  int64_t m = 0, n = 0, k = 0, batch = 1, strideB = 0;
-};
-
 /// What cuBLASLt does after the product: nothing (DEFAULT), add `bias`
 /// (one value per column of our C), and apply the gelu, GELU_AUX_BIAS
 /// storing its input into `aux` (C's shape and type).
@@ -128,9 +124,10 @@ struct LtEpilogue {
   void *aux = nullptr;
 };
 
-/// Sets the epilogue's attributes on `desc`.
+/// Sets the epilogue's attributes on `desc`, with `aux` the chunk's own
+/// (GemmCall::aux).
 int32_t setEpilogue(cublasLtMatmulDesc_t desc, const GemmShape &s,
-                    const LtEpilogue &epilogue) {
+                    const LtEpilogue &epilogue, void *aux) {
   LOOM_CHECK_BLAS(
       cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_EPILOGUE,
                                      &epilogue.kind, sizeof epilogue.kind));
@@ -141,13 +138,13 @@ int32_t setEpilogue(cublasLtMatmulDesc_t desc, const GemmShape &s,
   LOOM_CHECK_BLAS(cublasLtMatmulDescSetAttribute(
       desc, CUBLASLT_MATMUL_DESC_BIAS_BATCH_STRIDE, &biasStride,
       sizeof biasStride));
-  if (!epilogue.aux)
+  if (!aux)
     return 0;
-  // The aux matrix is laid out as D: (n x m) column-major, ld n.
+  // The aux matrix is laid out as our result in place: (n x m) column-major,
+  // ld n.
   int64_t auxLd = s.n, auxStride = s.m * s.n;
   LOOM_CHECK_BLAS(cublasLtMatmulDescSetAttribute(
-      desc, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_POINTER, &epilogue.aux,
-      sizeof epilogue.aux));
+      desc, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_POINTER, &aux, sizeof aux));
   LOOM_CHECK_BLAS(cublasLtMatmulDescSetAttribute(
       desc, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_LD, &auxLd, sizeof auxLd));
   LOOM_CHECK_BLAS(cublasLtMatmulDescSetAttribute(
@@ -156,12 +153,46 @@ int32_t setEpilogue(cublasLtMatmulDesc_t desc, const GemmShape &s,
   return 0;
 }
 
-/// Runs the GEMM `s` with `epilogue` into `out`: 0, kNoAlgorithm, or a
-/// recorded failure.
-int32_t gemm(loom_cuda_context *context, const GemmShape &s, const View &lhs,
-             const View &rhs, const View &out, const LtEpilogue &epilogue) {
-  cudaDataType_t inType = cudaTypeOf(lhs.dtype),
-                 outType = cudaTypeOf(out.dtype);
+/// The element types of a GEMM: the operands' and the result's.
+struct GemmTypes {
+  cudaDataType_t in, out;
+  int64_t inBytes, outBytes;
+};
+
+/// The algorithm cuBLASLt's heuristic picks for `key` (everything the
+/// descriptors and preferences tell it), asked once per context: 0 with
+/// `*algo` set, kNoAlgorithm, or a recorded failure.
+int32_t findAlgorithm(loom_cuda_context *context, std::vector<int64_t> key,
+                      const Descriptors &d, const cublasLtMatmulAlgo_t **algo) {
+  auto [entry, isNew] = context->gemmAlgorithms.try_emplace(std::move(key));
+  if (isNew) {
+    // The heuristic sees the bias and aux pointers (their alignment)
+    // through the matmul descriptor. It answers NOT_SUPPORTED when it finds
+    // nothing.
+    cublasLtMatmulHeuristicResult_t heuristic = {};
+    int found = 0;
+    cublasStatus_t status = cublasLtMatmulAlgoGetHeuristic(
+        context->blaslt, d.matmul, d.a, d.b, d.c, d.c, d.preference, 1,
+        &heuristic, &found);
+    bool none = status == CUBLAS_STATUS_NOT_SUPPORTED ||
+                (status == CUBLAS_STATUS_SUCCESS && found == 0);
+    if (status != CUBLAS_STATUS_SUCCESS && !none) {
+      context->gemmAlgorithms.erase(entry);
+      return failBlas("cublasLtMatmulAlgoGetHeuristic", status);
+    }
+    entry->second = {!none, heuristic.algo};
+  }
+  if (!entry->second.first)
+    return kNoAlgorithm;
+  *algo = &entry->second.second;
+  return 0;
+}
+
+/// Runs one GEMM of a staging plan for `s` (`call.rows` rows of the
+/// result) with `epilogue`: 0, kNoAlgorithm, or a recorded failure.
+int32_t gemm(loom_cuda_context *context, const GemmShape &s,
+             const GemmTypes &types, const LtEpilogue &epilogue,
+             const GemmCall &call) {
   Descriptors d;
   LOOM_CHECK_BLAS(
       cublasLtMatmulDescCreate(&d.matmul, CUBLAS_COMPUTE_32F, CUDA_R_32F));
@@ -172,22 +203,21 @@ int32_t gemm(loom_cuda_context *context, const GemmShape &s, const View &lhs,
   LOOM_CHECK_BLAS(cublasLtMatmulDescSetAttribute(
       d.matmul, CUBLASLT_MATMUL_DESC_TRANSB, &opB, sizeof opB));
   if (epilogue.kind != CUBLASLT_EPILOGUE_DEFAULT)
-    if (int32_t status = setEpilogue(d.matmul, s, epilogue))
+    if (int32_t status = setEpilogue(d.matmul, s, epilogue, call.aux))
       return status;
   // cuBLASLt's A is rhs stored as [n, k] column-major when transposed, [k, n]
   // read as (n x k) otherwise; its B is lhs likewise; C is (n x m).
-  int64_t m = s.m, n = s.n, k = s.k, batch = s.batch;
-  LOOM_CHECK_BLAS(makeLayout(&d.a, inType, s.transB ? k : n, s.transB ? n : k,
-                             batch, s.strideB));
-  LOOM_CHECK_BLAS(makeLayout(&d.b, inType, s.transA ? m : k, s.transA ? k : m,
-                             batch, m * k));
-  LOOM_CHECK_BLAS(makeLayout(&d.c, outType, n, m, batch, m * n));
+  int64_t m = call.rows, n = s.n, k = s.k, batch = s.batch;
+  LOOM_CHECK_BLAS(makeLayout(&d.a, types.in, s.transB ? k : n, s.transB ? n : k,
+                             call.ldRhs, batch, s.strideB));
+  LOOM_CHECK_BLAS(makeLayout(&d.b, types.in, s.transA ? m : k, s.transA ? k : m,
+                             call.ldLhs, batch, m * k));
+  LOOM_CHECK_BLAS(makeLayout(&d.c, types.out, n, m, call.ldOut, batch, m * n));
 
-  int64_t inBytes = lhs.elementBytes(), outBytes = out.elementBytes();
-  uint64_t workspace = static_cast<uint64_t>(context->scratchBytes);
-  uint32_t alignA = alignmentOf(rhs.data, s.strideB * inBytes, batch);
-  uint32_t alignB = alignmentOf(lhs.data, m * k * inBytes, batch);
-  uint32_t alignC = alignmentOf(out.data, m * n * outBytes, batch);
+  uint64_t workspace = static_cast<uint64_t>(call.workspaceBytes);
+  uint32_t alignA = alignmentOf(call.rhs, s.strideB * types.inBytes, batch);
+  uint32_t alignB = alignmentOf(call.lhs, m * k * types.inBytes, batch);
+  uint32_t alignC = alignmentOf(call.out, m * n * types.outBytes, batch);
   LOOM_CHECK_BLAS(cublasLtMatmulPreferenceCreate(&d.preference));
   LOOM_CHECK_BLAS(cublasLtMatmulPreferenceSetAttribute(
       d.preference, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &workspace,
@@ -205,24 +235,60 @@ int32_t gemm(loom_cuda_context *context, const GemmShape &s, const View &lhs,
       d.preference, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES, &alignC,
       sizeof alignC));
 
-  // The heuristic sees the bias and aux pointers (their alignment) through
-  // the matmul descriptor. It answers NOT_SUPPORTED when it finds nothing.
-  cublasLtMatmulHeuristicResult_t heuristic = {};
-  int found = 0;
-  cublasStatus_t status =
-      cublasLtMatmulAlgoGetHeuristic(context->blaslt, d.matmul, d.a, d.b, d.c,
-                                     d.c, d.preference, 1, &heuristic, &found);
-  if (status == CUBLAS_STATUS_NOT_SUPPORTED ||
-      (status == CUBLAS_STATUS_SUCCESS && found == 0))
-    return kNoAlgorithm;
-  if (status != CUBLAS_STATUS_SUCCESS)
-    return failBlas("cublasLtMatmulAlgoGetHeuristic", status);
+  const cublasLtMatmulAlgo_t *algo = nullptr;
+  // Everything the heuristic is told.
+  std::vector<int64_t> key = {types.in, types.out, opA, opB, epilogue.kind};
+  key.insert(key.end(), {m, n, k, batch, s.strideB, call.ldLhs, call.ldRhs,
+                         call.ldOut, call.workspaceBytes});
+  key.insert(key.end(),
+             {alignA, alignB, alignC, alignmentOf(epilogue.bias, 0, 1),
+              alignmentOf(call.aux, 0, 1)});
+  if (int32_t status = findAlgorithm(context, std::move(key), d, &algo))
+    return status;
   float alpha = 1.0f, beta = 0.0f;
-  LOOM_CHECK_BLAS(
-      cublasLtMatmul(context->blaslt, d.matmul, &alpha, rhs.data, d.a, lhs.data,
-                     d.b, &beta, out.data, d.c, out.data, d.c, &heuristic.algo,
-                     context->scratch, context->scratchBytes, context->stream));
+  LOOM_CHECK_BLAS(cublasLtMatmul(context->blaslt, d.matmul, &alpha, call.rhs,
+                                 d.a, call.lhs, d.b, &beta, call.out, d.c,
+                                 call.out, d.c, algo, call.workspace,
+                                 call.workspaceBytes, context->stream));
   return 0;
+}
+
+/// runGemmStaging's operations on the device, in the context's stream.
+struct DeviceStagingOps {
+  loom_cuda_context *context;
+  const GemmShape &shape;
+  const GemmTypes &types;
+  const LtEpilogue &epilogue;
+
+  int32_t copy(void *dst, int64_t dstPitch, const void *src, int64_t srcPitch,
+               int64_t width, int64_t height) {
+    cudaError_t status =
+        cudaMemcpy2DAsync(dst, dstPitch, src, srcPitch, width, height,
+                          cudaMemcpyDeviceToDevice, context->stream);
+    return status == cudaSuccess
+               ? 0
+               : fail("loom_cuda_matmul: staging a matrix: %s",
+                      cudaGetErrorString(status));
+  }
+  int32_t gemm(const GemmCall &call) {
+    return cuda::gemm(context, shape, types, epilogue, call);
+  }
+};
+
+/// The GEMM `s` with `epilogue` into `out` (and the epilogue's aux),
+/// staged as planned for the context's scratch: 0, kNoAlgorithm, or a
+/// recorded failure.
+int32_t stagedGemm(loom_cuda_context *context, const GemmShape &s,
+                   const View &lhs, const View &rhs, const View &out,
+                   const LtEpilogue &epilogue) {
+  GemmTypes types = {cudaTypeOf(lhs.dtype), cudaTypeOf(out.dtype),
+                     lhs.elementBytes(), out.elementBytes()};
+  GemmStagingPlan plan =
+      planGemmStaging(s, types.inBytes, types.outBytes, context->scratchBytes);
+  DeviceStagingOps ops{context, s, types, epilogue};
+  return runGemmStaging(plan, s, types.inBytes, types.outBytes, lhs.data,
+                        rhs.data, out.data, epilogue.aux, context->scratch,
+                        ops);
 }
 
 /// The part of matmul's epilogue cuBLASLt did not do, per element of the
@@ -326,7 +392,7 @@ int32_t productWithEpilogue(loom_cuda_context *context, const KernelArgs &args,
     const LtEpilogue &lt = tries[done];
     // GELU_AUX_BIAS's D is gelu(pre), its aux pre; otherwise D is result 0.
     bool intoOut = lt.kind == CUBLASLT_EPILOGUE_GELU_AUX_BIAS;
-    status = gemm(context, s, lhs, rhs, intoOut ? out : result, lt);
+    status = stagedGemm(context, s, lhs, rhs, intoOut ? out : result, lt);
     if (status == 0)
       break;
   }

@@ -157,6 +157,14 @@ int main() {
   ok &= bench("matmul lm head (rhs^T)", loom_cuda_matmul,
               {bf16({b, s, c}), bf16({kVocab, c})}, {bf16({b, s, kVocab})},
               {0, 1, 0}, gemm * kVocab, context, stream);
+  // The lm head's gradients: into its input, and into the (tied) embedding.
+  // All three stage the vocabulary-wide matrix (GemmStaging.h).
+  ok &= bench("matmul lm head dX", loom_cuda_matmul,
+              {bf16({b, s, kVocab}), bf16({kVocab, c})}, {bf16({b, s, c})},
+              noTranspose, gemm * kVocab, context, stream);
+  ok &= bench("matmul lm head dW (lhs^T)", loom_cuda_matmul,
+              {bf16({kTokens, kVocab}), bf16({kTokens, c})},
+              {bf16({kVocab, c})}, {1, 0, 0}, gemm * kVocab, context, stream);
   ok &= bench("attention", loom_cuda_attention,
               {bf16({b, s, h, d}), bf16({b, s, h, d}), bf16({b, s, h, d})},
               {bf16({b, s, h, d}), f32({b, h, s})}, attention, attentionFlops,
@@ -187,6 +195,9 @@ int main() {
   ok &= bench("reduce_sum (bias grad)", loom_cuda_reduce_sum,
               {bf16({b, s, 4 * c})}, {f32({4 * c})}, {2, 0, 1, 0}, 0.0, context,
               stream);
+  ok &=
+      bench("reduce_sum (bias grad 768)", loom_cuda_reduce_sum,
+            {bf16({b, s, c})}, {f32({c})}, {2, 0, 1, 0}, 0.0, context, stream);
   ok &= bench("cross_entropy", loom_cuda_cross_entropy,
               {bf16({b, s, kVocab}), i32({b, s})}, {f32({})}, {0}, 0.0, context,
               stream);
