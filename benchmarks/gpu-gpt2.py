@@ -22,7 +22,8 @@ utils/gpu-bench.sh run does the build, the conformance test and this.
 
 usage: python3 benchmarks/gpu-gpt2.py [--steps 30] [--warmup 10]
        [--batches 64,48,32,16,8] [--engines eager,compile]
-       [--loom ARTIFACT[,ARTIFACT...] [--loom-runtime BUILD_DIR]]
+       [--loom ARTIFACT[,ARTIFACT...] [--loom-runtime BUILD_DIR]
+        [--loom-profile FILE]]
 Needs a CUDA GPU and PyTorch 2 (the device image has both).
 """
 import argparse
@@ -116,16 +117,21 @@ def run(engine, batch, args, device):
     return median, batch * seq / median, flops, params
 
 
-def run_loom(artifact, args):
+def run_loom(artifact, args, steps=None, profile=None):
     """(micro-batch, median step seconds, tokens/s, last loss) of a Loom
     artifact; None when it runs out of GPU memory; exits with the driver's
-    output on any other failure."""
+    output on any other failure. With `profile`, the kernels' times go to
+    that file (LOOM_CUDA_PROFILE, docs/cuda.md)."""
     root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    steps = steps or args.steps
     command = [sys.executable, os.path.join(root, "runtime/cuda/tools/loom_cuda_train.py"),
                artifact, "--lib", os.path.join(args.loom_runtime, "libloom_cuda_runtime.so"),
                "--random-init", "--random-data", "50257", "--seed", "0",
-               "--steps", str(args.steps), "--warmup", str(args.warmup)]
-    done = subprocess.run(command, capture_output=True, text=True)
+               "--steps", str(steps), "--warmup", str(min(args.warmup, steps - 1))]
+    env = dict(os.environ)
+    if profile:
+        env["LOOM_CUDA_PROFILE"] = os.path.abspath(profile)
+    done = subprocess.run(command, capture_output=True, text=True, env=env)
     prefix = "loom_cuda_train: summary "
     summary = [line[len(prefix):] for line in done.stdout.splitlines() if line.startswith(prefix)]
     if done.returncode and "out of memory" in done.stderr:
@@ -149,6 +155,9 @@ def main():
                         help="--target=cuda GPT-2 124M artifacts, largest micro-batch first")
     parser.add_argument("--loom-runtime", metavar="BUILD_DIR", default="/tmp/loom-build-gpu",
                         help="where runtime/cuda/standalone built libloom_cuda_runtime.so")
+    parser.add_argument("--loom-profile", metavar="FILE",
+                        help="then run Loom's artifact 5 more steps with LOOM_CUDA_PROFILE=FILE "
+                             "and print its per-kernel table")
     args = parser.parse_args()
     if not torch.cuda.is_available():
         sys.exit("gpu-gpt2.py: no CUDA GPU")
@@ -187,6 +196,11 @@ def main():
     mfu = f"{100 * tps * flops / peak:.1f}%" if peak else "n/a"
     print(f"{'loom (cuda)':<16} {batch:>11} {median * 1e3:>9.1f} {tps:>10.0f} {mfu:>7}  "
           f"(loss {loss:.4f} at step {args.steps})", flush=True)
+    if args.loom_profile:
+        run_loom(artifact, args, steps=5, profile=args.loom_profile)
+        with open(args.loom_profile) as table:
+            print(f"\nLoom's kernels, micro-batch {batch} ({args.loom_profile}):")
+            print(table.read(), end="")
 
 
 if __name__ == "__main__":

@@ -29,7 +29,9 @@
 #     --loom-runtime GPU_BUILD_DIR GPU_GPT2_ARGS...
 # with every prepared artifact, largest micro-batch first: the benchmark
 # keeps the first that does not run out of GPU memory, as it does for
-# PyTorch's micro-batches. It prints one row per engine.
+# PyTorch's micro-batches. It prints one row per engine, then the kept
+# artifact's kernels over 5 more steps (LOOM_CUDA_PROFILE, written to
+# GPU_BUILD_DIR/loom-profile.txt).
 #
 # Exit status: 0, 1 when the conformance test fails, 77 without a usable
 # GPU, or the failing command's.
@@ -83,4 +85,4 @@ artifacts=$(for artifact in "$dir"/gpt2-124m-b*.loom; do
 done | sort -rn | cut -d' ' -f2- | paste -sd,)  # largest micro-batch first
 [ -n "$artifacts" ] || { echo "gpu-bench: no gpt2-124m-b*.loom in $dir" >&2; exit 1; }
 python3 "$root/benchmarks/gpu-gpt2.py" --loom "$artifacts" \
-  --loom-runtime "$build" "$@"
+  --loom-runtime "$build" --loom-profile "$build/loom-profile.txt" "$@"

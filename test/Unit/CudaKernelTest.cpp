@@ -49,6 +49,8 @@
 #include <string>
 #include <vector>
 
+#include <unistd.h>
+
 namespace {
 
 using CpuKernel = int32_t (*)(const loom_call_frame *, void *const *,
@@ -1999,6 +2001,75 @@ void splitFailureCases(loom_cuda_context *context, cudaStream_t stream) {
 
 } // namespace
 
+/// LOOM_CUDA_PROFILE: a context created with it set writes, when it is
+/// destroyed, the calls of the steps after the first (each ended by a
+/// synchronize) per label, here two matmuls and an add per step.
+void profileCases(cudaStream_t stream) {
+  if (filter && std::string("profile").find(filter) == std::string::npos)
+    return;
+  char path[] = "/tmp/loom-cuda-profile-XXXXXX";
+  int fd = mkstemp(path);
+  if (fd < 0) {
+    std::printf("FAIL profile: mkstemp\n");
+    ++failures;
+    return;
+  }
+  close(fd);
+  setenv("LOOM_CUDA_PROFILE", path, 1);
+  loom_cuda_context *context = nullptr;
+  int32_t status = loom_cuda_context_create(stream, int64_t{1} << 20, &context);
+  unsetenv("LOOM_CUDA_PROFILE");
+  DeviceBuffers device;
+  for (int i = 0; i < 3; ++i) {
+    void *pointer = nullptr;
+    cudaMalloc(&pointer, 1 << 16);
+    cudaMemset(pointer, 0, 1 << 16);
+    device.pointers.push_back(pointer);
+  }
+  void *product[3] = {device.pointers[0], device.pointers[1],
+                      device.pointers[2]};
+  std::vector<int64_t> matmul =
+      metaFor({uniform({64, 96}), uniform({96, 80})}, {result({64, 80})},
+              {0, 0, LOOM_EPILOGUE_NONE});
+  std::vector<int64_t> add =
+      metaFor({uniform({64, 80}), uniform({64, 80})}, {result({64, 80})}, {});
+  for (int step = 0; step < 3 && status == 0; ++step) {
+    status |= loom_cuda_matmul(nullptr, product, matmul.data(), context);
+    status |= loom_cuda_matmul(nullptr, product, matmul.data(), context);
+    status |= loom_cuda_add(nullptr, product, add.data(), context);
+    status |= loom_cuda_context_synchronize(context);
+  }
+  loom_cuda_context_destroy(context);
+  std::string table;
+  if (FILE *in = std::fopen(path, "r")) {
+    char chunk[512];
+    while (size_t n = std::fread(chunk, 1, sizeof chunk, in))
+      table.append(chunk, n);
+    std::fclose(in);
+  }
+  std::remove(path);
+  auto row = [&](const std::string &label) {
+    size_t at = table.find("\n" + label + " ");
+    return at == std::string::npos
+               ? std::string()
+               : table.substr(at + 1, table.find('\n', at + 1) - at - 1);
+  };
+  std::string matmulRow = row("matmul 1 x [64 x 80 x 96] none");
+  std::string addRow = row("add");
+  double matmulCalls = 0, addCalls = 0;
+  std::sscanf(matmulRow.c_str() + std::min(matmulRow.size(), size_t{44}), "%lf",
+              &matmulCalls);
+  std::sscanf(addRow.c_str() + std::min(addRow.size(), size_t{44}), "%lf",
+              &addCalls);
+  bool ok = status == 0 && table.find("2 steps timed") != std::string::npos &&
+            matmulCalls == 2.0 && addCalls == 1.0;
+  std::printf("%s profile\n", ok ? "PASS" : "FAIL");
+  if (!ok)
+    std::printf("  status %d (%s), table:\n%s\n", status,
+                loom_cuda_last_error(), table.c_str());
+  (ok ? passes : failures) += 1;
+}
+
 int main(int argc, char **argv) {
   int count = 0;
   if (cudaGetDeviceCount(&count) != cudaSuccess || count == 0) {
@@ -2032,6 +2103,7 @@ int main(int argc, char **argv) {
   optimizerCases(context);
   adamwMultiIdentityCases(context);
   uploadCases(context);
+  profileCases(stream);
   collectiveCases(context, stream);
   splitCases(context, stream);
   failureCases(context);

@@ -445,6 +445,7 @@ extern "C" int32_t loom_cuda_attention(const loom_call_frame *frame,
                                        void *const *buffers,
                                        const int64_t *meta,
                                        loom_cuda_context *context) {
+  ProfileScope scope(context, "attention");
   KernelArgs args(buffers, meta);
   Attention a;
   if (int32_t status = readAttention(args, frame, "attention", 3, 2, 0, a))
@@ -479,6 +480,7 @@ extern "C" int32_t loom_cuda_attention_grad(const loom_call_frame *frame,
                                             void *const *buffers,
                                             const int64_t *meta,
                                             loom_cuda_context *context) {
+  ProfileScope scope(context, "attention_grad");
   KernelArgs args(buffers, meta);
   Attention a;
   if (int32_t status = readAttention(args, frame, "attention_grad", 6, 3, 1, a))

@@ -100,6 +100,7 @@ int32_t loom_cuda_context_create(struct CUstream_st *stream,
     return fail("loom_cuda_context_create: cublasLtCreate: %s",
                 cublasLtGetStatusString(blas));
   }
+  context->profile = profileFromEnvironment();
   *out_context = context;
   return 0;
 }
@@ -107,6 +108,7 @@ int32_t loom_cuda_context_create(struct CUstream_st *stream,
 void loom_cuda_context_destroy(loom_cuda_context *context) {
   if (!context)
     return;
+  finishProfile(context->profile);
   if (context->blaslt)
     cublasLtDestroy(context->blaslt);
   cudaFree(context->scratch);
@@ -118,6 +120,7 @@ int32_t loom_cuda_context_synchronize(loom_cuda_context *context) {
   cudaError_t status = cudaStreamSynchronize(context->stream);
   if (status != cudaSuccess)
     return failCuda("loom_cuda_context_synchronize", status);
+  resolveProfile(context->profile);
   long long word[4];
   status = cudaMemcpy(word, context->deviceError, sizeof word,
                       cudaMemcpyDeviceToHost);

@@ -3,7 +3,8 @@
 //
 // The definition behind the opaque loom_cuda_context of
 // loom_cuda_kernels.h: the stream, the cuBLASLt handle and its algorithm
-// choices, the shared scratch area and the device error word, with the helpers
+// choices, the shared scratch area, the device error word and the optional
+// profile, with the helpers
 // the kernels' launchers use to check their launches and claim scratch.
 //
 //===----------------------------------------------------------------------===//
@@ -20,6 +21,10 @@
 #include <utility>
 #include <vector>
 
+namespace loom::cuda {
+class Profile;
+} // namespace loom::cuda
+
 struct loom_cuda_context {
   cudaStream_t stream = nullptr;
   cublasLtHandle_t blaslt = nullptr;
@@ -33,6 +38,8 @@ struct loom_cuda_context {
   /// from one host thread per context, as the stream's order asks.
   std::map<std::vector<int64_t>, std::pair<bool, cublasLtMatmulAlgo_t>>
       gemmAlgorithms;
+  /// Set when LOOM_CUDA_PROFILE asks for kernel times (Profile.cu).
+  loom::cuda::Profile *profile = nullptr;
 };
 
 namespace loom::cuda {
@@ -47,6 +54,30 @@ enum DeviceError : long long {
   kAdamWStep = 5,
   kAdamWMultiStep = 6,
 };
+
+/// Times what a kernel entry point enqueues on the context's stream, from
+/// its construction to its destruction, when the context profiles
+/// (Profile.cu); `op` is the label unless label() gives another.
+class ProfileScope {
+public:
+  ProfileScope(loom_cuda_context *context, const char *op);
+  ~ProfileScope();
+  ProfileScope(const ProfileScope &) = delete;
+  ProfileScope &operator=(const ProfileScope &) = delete;
+  /// Replaces the label (printf-style), e.g. with a GEMM's shape.
+  void label(const char *format, ...) __attribute__((format(printf, 2, 3)));
+
+private:
+  loom_cuda_context *context;
+  int index = -1;
+};
+
+/// The profile LOOM_CUDA_PROFILE asks for, or null.
+Profile *profileFromEnvironment();
+/// Adds the calls since the last resolve (the stream idle) as one step.
+void resolveProfile(Profile *profile);
+/// Writes the profile's table and frees it.
+void finishProfile(Profile *profile);
 
 /// Fails with the launch error of `op`'s last kernel launch, if any.
 int32_t checkLaunch(const char *op);

@@ -193,12 +193,14 @@ using namespace loom::cuda;
   extern "C" int32_t loom_cuda_##name(                                         \
       const loom_call_frame *, void *const *buffers, const int64_t *meta,      \
       loom_cuda_context *context) {                                            \
+    ProfileScope scope(context, #name);                                        \
     return binary_forward<op>(buffers, meta, context, #name);                  \
   }
 #define LOOM_UNARY(name, op)                                                   \
   extern "C" int32_t loom_cuda_##name(                                         \
       const loom_call_frame *, void *const *buffers, const int64_t *meta,      \
       loom_cuda_context *context) {                                            \
+    ProfileScope scope(context, #name);                                        \
     return unary_forward<op>(buffers, meta, context, #name);                   \
   }
 
@@ -218,6 +220,7 @@ LOOM_UNARY(cast, Unary::Identity)
 extern "C" int32_t loom_cuda_copy(const loom_call_frame *, void *const *buffers,
                                   const int64_t *meta,
                                   loom_cuda_context *context) {
+  ProfileScope scope(context, "copy");
   return copyBytes(buffers, meta, context, "copy");
 }
 
@@ -227,6 +230,7 @@ extern "C" int32_t loom_cuda_copy(const loom_call_frame *, void *const *buffers,
 extern "C" int32_t loom_cuda_upload(const loom_call_frame *,
                                     void *const *buffers, const int64_t *meta,
                                     loom_cuda_context *context) {
+  ProfileScope scope(context, "upload");
   KernelArgs args(buffers, meta);
   if (int32_t status = args.expect("upload", 1, 1, /*notFloat=*/0x3))
     return status;

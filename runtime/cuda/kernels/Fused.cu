@@ -185,6 +185,7 @@ extern "C" int32_t loom_cuda_fused_elementwise(const loom_call_frame *,
                                                void *const *buffers,
                                                const int64_t *meta,
                                                loom_cuda_context *context) {
+  ProfileScope scope(context, "fused_elementwise");
   KernelArgs args(buffers, meta);
   loom::kernels::FusedProgram decoded;
   char error[256];

@@ -414,12 +414,14 @@ extern "C" {
 
 int32_t loom_cuda_reshape(const loom_call_frame *, void *const *buffers,
                           const int64_t *meta, loom_cuda_context *context) {
+  ProfileScope scope(context, "reshape");
   return copyBytes(buffers, meta, context, "reshape");
 }
 
 /// Result dimension d is operand dimension permutation[d].
 int32_t loom_cuda_transpose(const loom_call_frame *, void *const *buffers,
                             const int64_t *meta, loom_cuda_context *context) {
+  ProfileScope scope(context, "transpose");
   KernelArgs args(buffers, meta);
   if (int32_t status = checkRanks(args, "transpose"))
     return status;
@@ -446,6 +448,7 @@ int32_t loom_cuda_transpose(const loom_call_frame *, void *const *buffers,
 /// leading dimensions stretch (read with stride 0).
 int32_t loom_cuda_broadcast(const loom_call_frame *, void *const *buffers,
                             const int64_t *meta, loom_cuda_context *context) {
+  ProfileScope scope(context, "broadcast");
   KernelArgs args(buffers, meta);
   if (int32_t status = checkRanks(args, "broadcast"))
     return status;
@@ -468,6 +471,7 @@ int32_t loom_cuda_broadcast(const loom_call_frame *, void *const *buffers,
 /// The box of the result's shape that starts at `offsets`.
 int32_t loom_cuda_slice(const loom_call_frame *, void *const *buffers,
                         const int64_t *meta, loom_cuda_context *context) {
+  ProfileScope scope(context, "slice");
   KernelArgs args(buffers, meta);
   if (int32_t status = checkRanks(args, "slice"))
     return status;
@@ -497,6 +501,7 @@ int32_t loom_cuda_slice(const loom_call_frame *, void *const *buffers,
 /// Zeros, with the operand placed at `low`.
 int32_t loom_cuda_pad(const loom_call_frame *, void *const *buffers,
                       const int64_t *meta, loom_cuda_context *context) {
+  ProfileScope scope(context, "pad");
   KernelArgs args(buffers, meta);
   if (int32_t status = checkRanks(args, "pad"))
     return status;
@@ -536,6 +541,7 @@ int32_t loom_cuda_pad(const loom_call_frame *, void *const *buffers,
 /// KernelArgs holds views.
 int32_t loom_cuda_concat(const loom_call_frame *, void *const *buffers,
                          const int64_t *meta, loom_cuda_context *context) {
+  ProfileScope scope(context, "concat");
   loom::kernels::ConcatLayout c;
   char error[256];
   if (!loom::kernels::readConcat(meta, "loom_cuda_concat", c, error,
@@ -562,17 +568,20 @@ int32_t loom_cuda_concat(const loom_call_frame *, void *const *buffers,
 
 int32_t loom_cuda_reduce_sum(const loom_call_frame *, void *const *buffers,
                              const int64_t *meta, loom_cuda_context *context) {
+  ProfileScope scope(context, "reduce_sum");
   return reduce<Reduction::Sum>(buffers, meta, context, "reduce_sum");
 }
 
 /// The mean over the local elements of each group.
 int32_t loom_cuda_reduce_mean(const loom_call_frame *, void *const *buffers,
                               const int64_t *meta, loom_cuda_context *context) {
+  ProfileScope scope(context, "reduce_mean");
   return reduce<Reduction::Mean>(buffers, meta, context, "reduce_mean");
 }
 
 int32_t loom_cuda_reduce_max(const loom_call_frame *, void *const *buffers,
                              const int64_t *meta, loom_cuda_context *context) {
+  ProfileScope scope(context, "reduce_max");
   return reduce<Reduction::Max>(buffers, meta, context, "reduce_max");
 }
 
@@ -580,6 +589,7 @@ int32_t loom_cuda_reduce_max(const loom_call_frame *, void *const *buffers,
 int32_t loom_cuda_reduce_max_grad(const loom_call_frame *, void *const *buffers,
                                   const int64_t *meta,
                                   loom_cuda_context *context) {
+  ProfileScope scope(context, "reduce_max_grad");
   KernelArgs args(buffers, meta);
   if (int32_t status = args.expect("reduce_max_grad", 2, 1))
     return status;

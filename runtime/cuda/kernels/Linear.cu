@@ -134,6 +134,7 @@ extern "C" {
 /// Operands table [V, D], ids; result [ids..., D].
 int32_t loom_cuda_embedding(const loom_call_frame *, void *const *buffers,
                             const int64_t *meta, loom_cuda_context *context) {
+  ProfileScope scope(context, "embedding");
   KernelArgs args(buffers, meta);
   if (int32_t status = args.expect("embedding", 2, 1, /*notFloat=*/1u << 1))
     return status;
@@ -157,6 +158,7 @@ int32_t loom_cuda_embedding(const loom_call_frame *, void *const *buffers,
 int32_t loom_cuda_embedding_grad(const loom_call_frame *, void *const *buffers,
                                  const int64_t *meta,
                                  loom_cuda_context *context) {
+  ProfileScope scope(context, "embedding_grad");
   KernelArgs args(buffers, meta);
   if (int32_t status =
           args.expect("embedding_grad", 2, 1, /*notFloat=*/1u << 1))
@@ -198,6 +200,7 @@ int32_t loom_cuda_embedding_grad(const loom_call_frame *, void *const *buffers,
 int32_t loom_cuda_cross_entropy(const loom_call_frame *, void *const *buffers,
                                 const int64_t *meta,
                                 loom_cuda_context *context) {
+  ProfileScope scope(context, "cross_entropy");
   KernelArgs args(buffers, meta);
   if (int32_t status = args.expect("cross_entropy", 2, 1, /*notFloat=*/1u << 1))
     return status;
@@ -231,6 +234,7 @@ int32_t loom_cuda_cross_entropy(const loom_call_frame *, void *const *buffers,
 int32_t loom_cuda_cross_entropy_grad(const loom_call_frame *,
                                      void *const *buffers, const int64_t *meta,
                                      loom_cuda_context *context) {
+  ProfileScope scope(context, "cross_entropy_grad");
   KernelArgs args(buffers, meta);
   if (int32_t status =
           args.expect("cross_entropy_grad", 3, 1, /*notFloat=*/1u << 2))

@@ -423,6 +423,7 @@ using namespace loom::cuda;
 extern "C" int32_t loom_cuda_matmul(const loom_call_frame *,
                                     void *const *buffers, const int64_t *meta,
                                     loom_cuda_context *context) {
+  ProfileScope scope(context, "matmul");
   KernelArgs args(buffers, meta);
   bool transposeLhs = args.unit(), transposeRhs = args.unit();
   int64_t epilogue = args.integer();
@@ -489,6 +490,11 @@ extern "C" int32_t loom_cuda_matmul(const loom_call_frame *,
                ? 0
                : fail("loom_cuda_matmul: %s", cudaGetErrorString(status));
   }
+  scope.label("matmul %lld x [%lld x %lld x %lld]%s%s %s",
+              static_cast<long long>(batch), static_cast<long long>(m),
+              static_cast<long long>(n), static_cast<long long>(k),
+              transposeLhs ? " lhs^T" : "", transposeRhs ? " rhs^T" : "",
+              epilogueName(epilogue));
   GemmShape shape;
   shape.transA = transposeLhs;
   shape.transB = transposeRhs;

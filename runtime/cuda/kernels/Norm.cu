@@ -546,6 +546,7 @@ using namespace loom::cuda;
       const loom_call_frame *frame, void *const *buffers, const int64_t *meta, \
       loom_cuda_context *context) {                                            \
     (void)frame;                                                               \
+    ProfileScope scope(context, #name);                                        \
     KernelArgs args(buffers, meta);                                            \
     return call;                                                               \
   }
@@ -571,6 +572,7 @@ LOOM_ROW_KERNEL(dropout_grad,
 extern "C" int32_t loom_cuda_softmax(const loom_call_frame *,
                                      void *const *buffers, const int64_t *meta,
                                      loom_cuda_context *context) {
+  ProfileScope scope(context, "softmax");
   KernelArgs args(buffers, meta);
   if (int32_t status = args.expect("softmax", 1, 1))
     return status;
@@ -592,6 +594,7 @@ extern "C" int32_t loom_cuda_softmax_grad(const loom_call_frame *,
                                           void *const *buffers,
                                           const int64_t *meta,
                                           loom_cuda_context *context) {
+  ProfileScope scope(context, "softmax_grad");
   KernelArgs args(buffers, meta);
   if (int32_t status = args.expect("softmax_grad", 2, 1))
     return status;

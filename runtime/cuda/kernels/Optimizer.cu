@@ -221,6 +221,7 @@ extern "C" {
 int32_t loom_cuda_adamw_update(const loom_call_frame *, void *const *buffers,
                                const int64_t *meta,
                                loom_cuda_context *context) {
+  ProfileScope scope(context, "adamw_update");
   KernelArgs args(buffers, meta);
   if (int32_t status = args.expect("adamw_update", 5, 3, /*notFloat=*/1u << 4))
     return status;
@@ -252,6 +253,7 @@ int32_t loom_cuda_adamw_update(const loom_call_frame *, void *const *buffers,
 int32_t loom_cuda_adamw_update_multi(const loom_call_frame *,
                                      void *const *buffers, const int64_t *meta,
                                      loom_cuda_context *context) {
+  ProfileScope scope(context, "adamw_update_multi");
   int64_t operands = meta[0], results = meta[1];
   int64_t params = results / 3;
   if (params < 1 || results != 3 * params || operands != 4 * params + 1)
@@ -302,6 +304,7 @@ int32_t loom_cuda_adamw_update_multi(const loom_call_frame *,
 /// Operands param, grad; result param'.
 int32_t loom_cuda_sgd_update(const loom_call_frame *, void *const *buffers,
                              const int64_t *meta, loom_cuda_context *context) {
+  ProfileScope scope(context, "sgd_update");
   KernelArgs args(buffers, meta);
   if (int32_t status = args.expect("sgd_update", 2, 1))
     return status;
