@@ -7,7 +7,8 @@
 // total (the op's name; matmul adds its GEMM's shape), and
 // loom_cuda_context_destroy writes the table: per label, calls and device
 // milliseconds per step, microseconds per call and share of the total,
-// largest first. A step is one synchronize (the runtime synchronizes once
+// largest first (under a launcher of several ranks, FILE.rankN per rank).
+// A step is one synchronize (the runtime synchronizes once
 // per training step); the first is a warm-up (cuBLASLt's set-up, first
 // touches) and only its total is shown. The value is where the table goes:
 // a file path, or 1 for standard error.
@@ -164,11 +165,30 @@ private:
   int64_t steps = 0;
 };
 
+/// The launcher's rank and world size (Open MPI, MPICH/PMI, Slurm), or
+/// {0, 1}.
+std::pair<long, long> launcherRank() {
+  const char *names[][2] = {{"OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE"},
+                            {"PMI_RANK", "PMI_SIZE"},
+                            {"SLURM_PROCID", "SLURM_NTASKS"}};
+  for (const auto &name : names) {
+    const char *rank = std::getenv(name[0]), *size = std::getenv(name[1]);
+    if (rank && size)
+      return {std::atol(rank), std::atol(size)};
+  }
+  return {0, 1};
+}
+
 Profile *profileFromEnvironment() {
   const char *value = std::getenv("LOOM_CUDA_PROFILE");
   if (!value || !*value || std::strcmp(value, "0") == 0)
     return nullptr;
-  return new Profile(value);
+  std::string destination = value;
+  // One file per rank: FILE.rankN when the launcher started several.
+  auto [rank, size] = launcherRank();
+  if (destination != "1" && size > 1)
+    destination += ".rank" + std::to_string(rank);
+  return new Profile(destination);
 }
 
 void resolveProfile(Profile *profile) {
