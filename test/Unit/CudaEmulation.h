@@ -2,12 +2,12 @@
 //-*-===//
 //
 // Enough of the CUDA vocabulary for runtime/cuda/kernels/AttentionTiles.cuh
-// to run on a machine without a GPU: every thread of a block is a host
-// thread, __syncthreads and __syncwarp are barriers, a shuffle goes through
-// a per-warp exchange, and the WMMA fragments hold their whole 16 x 16 tile
-// in every lane (the real ones spread it over the warp in an unspecified
-// layout, which is why the kernels only load, store, fill and multiply
-// them). Blocks run one after another.
+// and NormRows.cuh to run on a machine without a GPU: every thread of a
+// block is a host thread, __syncthreads and __syncwarp are barriers, a
+// shuffle goes through a per-warp exchange, and the WMMA fragments hold
+// their whole 16 x 16 tile in every lane (the real ones spread it over the
+// warp in an unspecified layout, which is why the kernels only load,
+// store, fill and multiply them). Blocks run one after another.
 //
 // What it checks beyond the results: WMMA pointers lie in the block's
 // shared memory with their whole tile, are 32-byte aligned and have a
@@ -70,7 +70,7 @@ struct Block {
   std::vector<float> exchange; // 32 per warp
 };
 
-inline thread_local Dim3 threadIdxValue, blockIdxValue;
+inline thread_local Dim3 threadIdxValue, blockIdxValue, gridDimValue;
 inline thread_local Block *block = nullptr;
 
 [[noreturn]] inline void fail(const char *what) {
@@ -105,6 +105,7 @@ inline void launch(Dim3 grid, int threads, size_t sharedBytes,
           running.emplace_back([&, t] {
             threadIdxValue = {static_cast<unsigned>(t), 0, 0};
             blockIdxValue = {x, y, z};
+            gridDimValue = grid;
             block = &b;
             kernel();
           });
@@ -132,6 +133,7 @@ inline void checkTile(const void *p, unsigned ld, size_t size) {
 
 #define threadIdx (::emu::threadIdxValue)
 #define blockIdx (::emu::blockIdxValue)
+#define gridDim (::emu::gridDimValue)
 
 inline void __syncthreads() { emu::block->all->wait(); }
 inline void __syncwarp(unsigned = 0xffffffffu) {
@@ -242,5 +244,7 @@ void mma_sync(fragment<accumulator, 16, 16, 16, float> &d,
 #define LOOM_TILE_DEVICE inline
 #define LOOM_TILE_KERNEL
 #define LOOM_TILE_SHARED(name) unsigned char *name = ::emu::block->shared
+#define LOOM_ROWS_DEVICE inline
+#define LOOM_ROWS_KERNEL
 
 #endif // LOOM_TEST_UNIT_CUDAEMULATION_H

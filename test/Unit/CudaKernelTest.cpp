@@ -852,18 +852,30 @@ void matmulEpilogueCases(loom_cuda_context *context) {
 }
 
 void normCases(loom_cuda_context *context) {
-  const std::vector<std::vector<int64_t>> shapes = {{4, 16, 96}, {300, 768}};
+  // Rows up to 1024 elements take a warp per row (NormRows.cuh), longer
+  // ones and LOOM_CUDA_NORM=block a block per row.
+  const std::vector<std::vector<int64_t>> shapes = {
+      {4, 16, 96}, {300, 768}, {5, 1100}};
+  for (const char *mode : {"", "block"}) {
+    if (*mode)
+      setenv("LOOM_CUDA_NORM", mode, 1);
+    for (const std::vector<int64_t> &x : shapes) {
+      int64_t d = x.back();
+      std::string size = " " + std::to_string(d) + (*mode ? " (block)" : "");
+      run(make("layernorm" + size, KERNELS(layernorm),
+               {uniform(x, -2, 2), uniform({d}, 0.5, 1.5), uniform({d})},
+               {result(x)}, {real(1e-5)}),
+          context);
+      run(make("layernorm_grad" + size, KERNELS(layernorm_grad),
+               {uniform(x), uniform(x, -2, 2), uniform({d}, 0.5, 1.5)},
+               {result(x), result({d}), result({d})}, {real(1e-5)}),
+          context);
+    }
+  }
+  unsetenv("LOOM_CUDA_NORM");
   for (const std::vector<int64_t> &x : shapes) {
     int64_t d = x.back();
     std::string size = " " + std::to_string(d);
-    run(make("layernorm" + size, KERNELS(layernorm),
-             {uniform(x, -2, 2), uniform({d}, 0.5, 1.5), uniform({d})},
-             {result(x)}, {real(1e-5)}),
-        context);
-    run(make("layernorm_grad" + size, KERNELS(layernorm_grad),
-             {uniform(x), uniform(x, -2, 2), uniform({d}, 0.5, 1.5)},
-             {result(x), result({d}), result({d})}, {real(1e-5)}),
-        context);
     run(make("rmsnorm" + size, KERNELS(rmsnorm),
              {uniform(x, -2, 2), uniform({d}, 0.5, 1.5)}, {result(x)},
              {real(1e-6)}),

@@ -22,6 +22,17 @@
 
 #include "loom/Interpreter/DropoutMask.h"
 
+#include <cstdlib>
+#include <cstring>
+
+// The CUDA vocabulary NormRows.cuh takes from its includer.
+namespace loom::cuda::rows {
+using Tensor = Floats;
+} // namespace loom::cuda::rows
+#define LOOM_ROWS_DEVICE __device__ __forceinline__
+#define LOOM_ROWS_KERNEL __global__ __launch_bounds__(256)
+#include "NormRows.cuh"
+
 namespace loom::cuda {
 namespace {
 
@@ -240,6 +251,42 @@ int32_t normWeightGrads(loom_cuda_context *context, const char *op,
   return checkLaunch(op);
 }
 
+/// The slots per lane of NormRows.cuh's warp-per-row kernels for rows
+/// like `rows`, or 0 for the block-per-row kernels: rows longer than
+/// rows::kMaxSize, or LOOM_CUDA_NORM=block.
+int warpRowSlots(const Rows &rows) {
+  const char *choice = std::getenv("LOOM_CUDA_NORM");
+  if (choice && std::strcmp(choice, "block") == 0)
+    return 0;
+  return rows::slotsFor(rows.size);
+}
+
+unsigned warpRowBlocks(const Rows &rows) {
+  return static_cast<unsigned>(std::max<int64_t>(
+      1, std::min<int64_t>((rows.count + rows::kWarps - 1) / rows::kWarps,
+                           1 << 16)));
+}
+
+/// Calls `launch(kernel)` with the instance `instance(slots)` of a
+/// warp-per-row kernel (8, 16, 24 or 32 slots per lane).
+template <typename Launch, typename Instance>
+void launchWarpRows(int slots, Launch launch, Instance instance) {
+  switch (slots) {
+  case 8:
+    launch(instance(std::integral_constant<int, 8>()));
+    break;
+  case 16:
+    launch(instance(std::integral_constant<int, 16>()));
+    break;
+  case 24:
+    launch(instance(std::integral_constant<int, 24>()));
+    break;
+  default:
+    launch(instance(std::integral_constant<int, 32>()));
+    break;
+  }
+}
+
 int32_t layerNorm(KernelArgs &args, loom_cuda_context *context) {
   if (int32_t status = args.expect("layernorm", 3, 1))
     return status;
@@ -249,10 +296,23 @@ int32_t layerNorm(KernelArgs &args, loom_cuda_context *context) {
   Rows rows = rowsOf(args.in(0));
   if (rows.count == 0)
     return 0;
-  layernorm_forward_kernel<<<rowBlocks(rows), threadsForRow(rows.size), 0,
-                             context->stream>>>(
-      floats(args.in(0)), floats(args.in(1)), floats(args.in(2)),
-      floats(args.out(0)), rows.count, rows.size, epsilon);
+  Floats x = floats(args.in(0)), gamma = floats(args.in(1)),
+         beta = floats(args.in(2)), y = floats(args.out(0));
+  int slots = warpRowSlots(rows);
+  if (slots == 0)
+    layernorm_forward_kernel<<<rowBlocks(rows), threadsForRow(rows.size), 0,
+                               context->stream>>>(x, gamma, beta, y, rows.count,
+                                                  rows.size, epsilon);
+  else
+    launchWarpRows(
+        slots,
+        [&](auto kernel) {
+          kernel<<<warpRowBlocks(rows), rows::kThreads, 0, context->stream>>>(
+              x, gamma, beta, y, rows.count, rows.size, epsilon);
+        },
+        [](auto s) {
+          return rows::layernorm_warp_forward<decltype(s)::value>;
+        });
   return checkLaunch("layernorm");
 }
 
@@ -271,11 +331,24 @@ int32_t layerNormGrad(KernelArgs &args, loom_cuda_context *context) {
   if (int32_t status = needScratch(context, "layernorm_grad",
                                    statBytes + 2 * rows.size * sizeof(float)))
     return status;
-  layernorm_backward_kernel<<<rowBlocks(rows), threadsForRow(rows.size), 0,
-                              context->stream>>>(
-      floats(args.in(0)), floats(args.in(1)), floats(args.in(2)),
-      floats(args.out(0)), static_cast<float *>(context->scratch), rows.count,
-      rows.size, epsilon);
+  Floats dy = floats(args.in(0)), x = floats(args.in(1)),
+         gamma = floats(args.in(2)), dx = floats(args.out(0));
+  float *stats = static_cast<float *>(context->scratch);
+  int slots = warpRowSlots(rows);
+  if (slots == 0)
+    layernorm_backward_kernel<<<rowBlocks(rows), threadsForRow(rows.size), 0,
+                                context->stream>>>(
+        dy, x, gamma, dx, stats, rows.count, rows.size, epsilon);
+  else
+    launchWarpRows(
+        slots,
+        [&](auto kernel) {
+          kernel<<<warpRowBlocks(rows), rows::kThreads, 0, context->stream>>>(
+              dy, x, gamma, dx, stats, rows.count, rows.size, epsilon);
+        },
+        [](auto s) {
+          return rows::layernorm_warp_backward<decltype(s)::value>;
+        });
   if (int32_t status = checkLaunch("layernorm_grad"))
     return status;
   return normWeightGrads(context, "layernorm_grad", args.in(0), args.in(1),
