@@ -1054,6 +1054,20 @@ void lookupAndLossCases(loom_cuda_context *context) {
             integers({3, 4}, 0, 1000, LOOM_DTYPE_I64)},
            {result({3, 4, 1000})}, {20}),
       context);
+  // Masked logits, -inf at odd classes (the labels even): the kernels'
+  // online maximum and sum skip them.
+  Tensor masked = uniform({6, 300}, -3, 3);
+  for (size_t i = 1; i < masked.values.size(); i += 2)
+    masked.values[i] = -INFINITY;
+  Tensor evenLabels = integers({6}, 0, 150);
+  for (double &label : evenLabels.values)
+    label *= 2;
+  run(make("cross_entropy masked", KERNELS(cross_entropy), {masked, evenLabels},
+           {result({}, false)}, {0}),
+      context);
+  run(make("cross_entropy_grad masked", KERNELS(cross_entropy_grad),
+           {dloss, masked, evenLabels}, {result({6, 300})}, {0}),
+      context);
 }
 
 /// AdamW's attributes: lr, beta1, beta2, eps, weight_decay.

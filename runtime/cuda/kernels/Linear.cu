@@ -49,20 +49,28 @@ __global__ void convert_kernel(const float *from, Floats to, int64_t n) {
   LOOM_GRID_STRIDE(e, n) { to.store(e, from[e]); }
 }
 
-/// max(row) and sum(exp(row - max)) of row `base` over the block; an
+/// max(row) and sum(exp(row - max)) of row `base` over the block, reading
+/// the row once: each thread keeps its running maximum and its sum scaled
+/// to it (rescaled when the maximum grows, the online softmax), then the
+/// block takes the largest maximum and the threads' sums rescaled to it. An
 /// infinite maximum gives the sum 1 (the interpreter's logSumExp is the
-/// maximum itself then).
+/// maximum itself then); -inf logits add nothing.
 __device__ float2 rowExpSum(Floats logits, int64_t base, int64_t vocab) {
-  float max = -INFINITY;
-  for (int64_t v = threadIdx.x; v < vocab; v += blockDim.x)
-    max = fmaxf(max, logits[base + v]);
-  max = blockReduce(max, MaxOp(), -INFINITY);
-  if (isinf(max))
-    return make_float2(max, 1.0f);
-  float sum = 0.0f;
-  for (int64_t v = threadIdx.x; v < vocab; v += blockDim.x)
-    sum += expf(logits[base + v] - max);
-  return make_float2(max, blockReduce(sum, SumOp(), 0.0f));
+  float max = -INFINITY, sum = 0.0f;
+  for (int64_t v = threadIdx.x; v < vocab; v += blockDim.x) {
+    float x = logits[base + v];
+    if (x > max) {
+      sum = sum * expf(max - x) + 1.0f; // expf(-inf) = 0 at the first
+      max = x;
+    } else if (x != -INFINITY) {
+      sum += expf(x - max);
+    }
+  }
+  float rowMax = blockReduce(max, MaxOp(), -INFINITY);
+  if (isinf(rowMax))
+    return make_float2(rowMax, 1.0f);
+  float scaled = max == -INFINITY ? 0.0f : sum * expf(max - rowMax);
+  return make_float2(rowMax, blockReduce(scaled, SumOp(), 0.0f));
 }
 
 /// partials[block] = the sum over the block's rows of logsumexp(row) -
