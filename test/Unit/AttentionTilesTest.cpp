@@ -142,7 +142,22 @@ emu::Dim3 gridOf(int64_t rows, int64_t heads, int64_t batch) {
           static_cast<unsigned>(heads), static_cast<unsigned>(batch)};
 }
 
-template <int kMaxD> void runCase(const Shape &a) {
+/// A copy of `values` one element past a 16-byte boundary: the kernels'
+/// tile loads go value by value then.
+struct Shifted {
+  std::vector<Bf16> storage;
+  explicit Shifted(const std::vector<Bf16> &values)
+      : storage(values.size() + 8) {
+    Bf16 *start =
+        storage.data() +
+        (8 - reinterpret_cast<uintptr_t>(storage.data()) / 2 % 8) % 8 + 1;
+    std::copy(values.begin(), values.end(), start);
+    data = start;
+  }
+  const Bf16 *data;
+};
+
+template <int kMaxD> void runCase(const Shape &a, bool unaligned = false) {
   std::mt19937 rng(7);
   std::vector<Bf16> q = randomBf16(a.batch * a.seq * a.heads * a.dim, rng, 2),
                     k = randomBf16(a.batch * a.kvSeq * a.kvHeads * a.dim, rng,
@@ -150,6 +165,11 @@ template <int kMaxD> void runCase(const Shape &a) {
                     v = randomBf16(k.size(), rng, 1),
                     dout = randomBf16(q.size(), rng, 1);
   Reference reference{a, widen(q), widen(k), widen(v)};
+  Shifted qShifted(q), kShifted(k), vShifted(v), doutShifted(dout);
+  const Bf16 *qIn = unaligned ? qShifted.data : q.data(),
+             *kIn = unaligned ? kShifted.data : k.data(),
+             *vIn = unaligned ? vShifted.data : v.data(),
+             *doutIn = unaligned ? doutShifted.data : dout.data();
 
   // Forward: out in bf16, lse in f32.
   std::vector<Bf16> out(q.size());
@@ -157,7 +177,7 @@ template <int kMaxD> void runCase(const Shape &a) {
   emu::launch(gridOf(a.seq, a.heads, a.batch), tiles::kThreads,
               tiles::forwardSharedBytes(a.dim), [&] {
                 tiles::attention_tiles_forward<kMaxD>(
-                    a, q.data(), k.data(), v.data(), Tensor{out.data(), true},
+                    a, qIn, kIn, vIn, Tensor{out.data(), true},
                     Tensor{lse.data(), false});
               });
   std::vector<double> wantOut, wantLse;
@@ -185,16 +205,15 @@ template <int kMaxD> void runCase(const Shape &a) {
   emu::launch(gridOf(a.seq, a.heads, a.batch), tiles::kThreads,
               tiles::dqSharedBytes(a.dim), [&] {
                 tiles::attention_tiles_dq<kMaxD>(
-                    a, dout.data(), q.data(), k.data(), v.data(),
-                    Tensor{lse.data(), false}, rowDot.data(),
-                    Tensor{dq.data(), true});
+                    a, doutIn, qIn, kIn, vIn, Tensor{lse.data(), false},
+                    rowDot.data(), Tensor{dq.data(), true});
               });
   emu::launch(gridOf(a.kvSeq, a.kvHeads, a.batch), tiles::kThreads,
               tiles::dkdvSharedBytes(a.dim), [&] {
                 tiles::attention_tiles_dkdv<kMaxD>(
-                    a, dout.data(), q.data(), k.data(), v.data(),
-                    Tensor{lse.data(), false}, rowDot.data(),
-                    Tensor{dk.data(), true}, Tensor{dv.data(), true});
+                    a, doutIn, qIn, kIn, vIn, Tensor{lse.data(), false},
+                    rowDot.data(), Tensor{dk.data(), true},
+                    Tensor{dv.data(), true});
               });
   std::vector<double> wantDq, wantDk, wantDv;
   reference.backward(widen(dout), rowDotWide, wantDq, wantDk, wantDv);
@@ -227,6 +246,12 @@ TEST(AttentionTilesTest, CrossLengthsNotCausal) {
 // Two batches, a head size (80) that uses part of the 128 bound.
 TEST(AttentionTilesTest, TwoBatchesHead80) {
   runCase<128>(shape(2, 20, 2, 20, 2, 80, true));
+}
+
+// GPT-2's head size with every input one element off 16 bytes: the tile
+// loads value by value instead of 16 bytes at once.
+TEST(AttentionTilesTest, UnalignedInputsHead64) {
+  runCase<64>(shape(1, 70, 2, 70, 1, 64, true), /*unaligned=*/true);
 }
 
 // The largest head size, three key tiles.

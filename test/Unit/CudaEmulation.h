@@ -169,6 +169,24 @@ inline float toFloat(Bf16 value) {
   return f;
 }
 
+/// 16 bytes moved at once; the pointer must be 16-byte aligned, as for a
+/// uint4 load or store on the GPU.
+struct Vec16 {
+  unsigned char bytes[16];
+};
+inline Vec16 load16(const void *p) {
+  if (reinterpret_cast<uintptr_t>(p) % 16 != 0)
+    emu::fail("a 16-byte load from an address not 16-byte aligned");
+  Vec16 value;
+  std::memcpy(value.bytes, p, 16);
+  return value;
+}
+inline void store16(void *p, Vec16 value) {
+  if (reinterpret_cast<uintptr_t>(p) % 16 != 0)
+    emu::fail("a 16-byte store to an address not 16-byte aligned");
+  std::memcpy(p, value.bytes, 16);
+}
+
 namespace wmma {
 struct matrix_a {};
 struct matrix_b {};

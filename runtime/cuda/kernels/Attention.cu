@@ -51,6 +51,13 @@ __device__ __forceinline__ Bf16 toBf16(float value) {
 __device__ __forceinline__ float toFloat(Bf16 value) {
   return __bfloat162float(value);
 }
+using Vec16 = uint4;
+__device__ __forceinline__ Vec16 load16(const void *p) {
+  return *static_cast<const uint4 *>(p);
+}
+__device__ __forceinline__ void store16(void *p, Vec16 value) {
+  *static_cast<uint4 *>(p) = value;
+}
 } // namespace loom::cuda::tiles
 #define LOOM_TILE_DEVICE __device__ __forceinline__
 #define LOOM_TILE_KERNEL __global__ __launch_bounds__(128)

@@ -24,6 +24,8 @@
 // includer, so that test/Unit/AttentionTilesTest.cpp runs these kernels on
 // the host through an emulation of it (test/Unit/CudaEmulation.h):
 //   Bf16, toBf16(float), toFloat(Bf16)      the bf16 type and conversions
+//   Vec16, load16(p), store16(p, v)         16 bytes, moved at once from
+//                                           and to 16-byte aligned p
 //   namespace wmma                          fragment, fill_fragment,
 //                                           load/store_matrix_sync, mma_sync
 //   threadIdx, blockIdx, __syncthreads, __syncwarp, __shfl_xor_sync
@@ -120,10 +122,26 @@ using FragBT =
 using FragC = wmma::fragment<wmma::accumulator, kEdge, kEdge, kEdge, float>;
 
 /// Rows [first, first + kRows) of one head (starting at `head`) of a bf16
-/// tensor of rows `stride` apart into tile[kRows][dim], zeros past `rows`.
+/// tensor of rows `stride` apart into tile[kRows][dim], zeros past `rows`:
+/// 16 bytes (8 values) per load where the head starts on 16 bytes and the
+/// stride keeps its rows there (dim is a multiple of 16 on this path), as
+/// the kernels' own tensors do; else value by value.
 LOOM_TILE_DEVICE void loadTile(Bf16 *tile, const Bf16 *from, int64_t head,
                                int64_t stride, int64_t first, int64_t rows,
                                int dim) {
+  constexpr int kPerVector = 16 / sizeof(Bf16);
+  if (reinterpret_cast<uintptr_t>(from + head) % 16 == 0 &&
+      stride % kPerVector == 0) {
+    int vectors = dim / kPerVector; // per row
+    for (int i = threadIdx.x; i < kRows * vectors; i += kThreads) {
+      int row = i / vectors, at = (i % vectors) * kPerVector;
+      Vec16 value = {};
+      if (first + row < rows)
+        value = load16(from + head + (first + row) * stride + at);
+      store16(tile + row * dim + at, value);
+    }
+    return;
+  }
   for (int i = threadIdx.x; i < kRows * dim; i += kThreads) {
     int row = i / dim, d = i % dim;
     tile[i] = first + row < rows ? from[head + (first + row) * stride + d]
