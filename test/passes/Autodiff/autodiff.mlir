@@ -177,6 +177,58 @@ func.func @forward(%a: tensor<4x6xf32> {loom.name = "a"}, %b: tensor<4x2xf32> {l
 
 // -----
 
+// The gradients of slices side by side join into one concat instead of a
+// sum of pads: q, k, v cut from one [4, 6] projection give concat(dq, dk,
+// dv) in column order, whatever order the backward pass meets them in.
+func.func @forward(%qkv: tensor<4x6xf32> {loom.name = "qkv"}) -> tensor<f32> {
+  %q = loom.slice %qkv [0, 0] : tensor<4x6xf32> -> tensor<4x2xf32>
+  %k = loom.slice %qkv [0, 2] : tensor<4x6xf32> -> tensor<4x2xf32>
+  %v = loom.slice %qkv [0, 4] : tensor<4x6xf32> -> tensor<4x2xf32>
+  %qk = loom.mul %q, %k : (tensor<4x2xf32>, tensor<4x2xf32>) -> tensor<4x2xf32>
+  %o = loom.mul %qk, %v : (tensor<4x2xf32>, tensor<4x2xf32>) -> tensor<4x2xf32>
+  %l = loom.reduce_sum %o [0, 1] : tensor<4x2xf32> -> tensor<f32>
+  return %l : tensor<f32>
+}
+
+// CHECK-LABEL: func.func @forward_backward
+// CHECK: %[[Q:.+]] = loom.slice %arg0 [0, 0]
+// CHECK: %[[K:.+]] = loom.slice %arg0 [0, 2]
+// CHECK: %[[QK:.+]] = loom.mul %[[Q]], %[[K]]
+// CHECK-NOT: loom.pad
+// CHECK-NOT: loom.add
+// CHECK: %[[DV:.+]] = loom.mul %{{.+}}, %[[QK]]
+// CHECK: %[[DQ:.+]] = loom.mul %{{.+}}, %[[K]]
+// CHECK: %[[DK:.+]] = loom.mul %{{.+}}, %[[Q]]
+// CHECK: %[[DQKV:.+]] = loom.concat %[[DQ]], %[[DK]], %[[DV]] {axis = 1 : i64}
+// CHECK-NOT: loom.pad
+// CHECK-NOT: loom.add
+// CHECK: return %{{.+}}, %[[DQKV]]
+
+// -----
+
+// Slices that touch but leave part of the value uncovered join into one
+// padded concat; a slice apart from them keeps its own pad and the sum.
+// (The backward pass meets the slices last to first: b, a, then c, which
+// does not touch the box of a and b.)
+func.func @forward(%x: tensor<3x8xf32> {loom.name = "x"}) -> tensor<f32> {
+  %c = loom.slice %x [0, 6] : tensor<3x8xf32> -> tensor<3x2xf32>
+  %a = loom.slice %x [0, 1] : tensor<3x8xf32> -> tensor<3x2xf32>
+  %b = loom.slice %x [0, 3] : tensor<3x8xf32> -> tensor<3x2xf32>
+  %ab = loom.mul %a, %b : (tensor<3x2xf32>, tensor<3x2xf32>) -> tensor<3x2xf32>
+  %abc = loom.add %ab, %c : (tensor<3x2xf32>, tensor<3x2xf32>) -> tensor<3x2xf32>
+  %l = loom.reduce_sum %abc [0, 1] : tensor<3x2xf32> -> tensor<f32>
+  return %l : tensor<f32>
+}
+
+// CHECK-LABEL: func.func @forward_backward
+// CHECK: %[[AB:.+]] = loom.concat %{{.+}}, %{{.+}} {axis = 1 : i64} : (tensor<3x2xf32>, tensor<3x2xf32>) -> tensor<3x4xf32>
+// CHECK: %[[DAB:.+]] = loom.pad %[[AB]] low [0, 1] : tensor<3x4xf32> -> tensor<3x8xf32>
+// CHECK: %[[DC:.+]] = loom.pad %{{.+}} low [0, 6] : tensor<3x2xf32> -> tensor<3x8xf32>
+// CHECK: %[[DX:.+]] = loom.add %[[DAB]], %[[DC]]
+// CHECK: return %{{.+}}, %[[DX]]
+
+// -----
+
 // Dropout's gradient replays the same mask: same step, rate, seed and key;
 // the integer step gets no gradient.
 func.func @forward(%x: tensor<4x8xf32> {loom.name = "x"}, %step: tensor<i64> {loom.name = "step"}) -> tensor<f32> {
