@@ -8,10 +8,11 @@
 // and dq kernels, keys in the dk/dv kernel), each warp 16 of them; the other
 // side passes through shared memory 64 rows at a time.
 //
-//   forward  S = Q K^T; the online softmax on the warp's rows (their running
-//            maximum and sum in registers, the same in every lane); P in
-//            bf16; the f32 output accumulator, in shared memory, rescaled
-//            and then O += P V.
+//   forward  S = Q K^T; the online softmax on the warp's rows, two lanes
+//            per row, each with half its columns (the row's running
+//            maximum and sum in both lanes' registers, met by one
+//            shuffle); P in bf16; the f32 output accumulator, in shared
+//            memory, rescaled and then O += P V.
 //   dq       S = Q K^T and dP = dO V^T; dS = P * (dP - rowsum(dO * O)) in
 //            bf16; dq += scale * dS K, in fragments.
 //   dk, dv   the transposes, per block of keys: S^T = K Q^T, dP^T = V dO^T,
@@ -257,61 +258,64 @@ LOOM_TILE_KERNEL void attention_tiles_forward(Shape a, const Bf16 *q,
   for (int i = threadIdx.x; i < kRows * dim; i += kThreads)
     acc[i] = 0.0f;
   // The warp's rows: query first + mine + r is row mine + r of the tiles.
-  int mine = warp * kEdge;
-  float *myScores = scores + mine * kRows, *myAcc = acc + mine * dim;
-  Bf16 *myProbs = probs + mine * kRows;
-  float rowMax[kEdge], rowSum[kEdge];
-#pragma unroll
-  for (int r = 0; r < kEdge; ++r) {
-    rowMax[r] = -INFINITY;
-    rowSum[r] = 0.0f;
-  }
+  // Lanes 2r and 2r + 1 share row r of the warp's 16, each taking half of
+  // the tile's 64 columns (and of the row's accumulator), and meet by one
+  // shuffle; each walks its half from a lane-dependent start, so that the
+  // warp's 32 lanes read 32 different banks.
+  int mine = warp * kEdge, row = lane / 2, half = lane % 2;
+  int64_t s = first + mine + row;
+  float *rowScores = scores + (mine + row) * kRows + half * (kRows / 2);
+  Bf16 *rowProbs = probs + (mine + row) * kRows + half * (kRows / 2);
+  float *rowAcc = acc + (mine + row) * dim + half * (dim / 2);
+  float rowMax = -INFINITY, rowSum = 0.0f;
 
   for (int64_t t0 = 0; t0 < a.keysFor(first); t0 += kRows) {
     __syncthreads(); // the previous tile's keys and values are used up
     loadTile(keys, k, kvHead, a.kvStride(), t0, a.kvSeq, dim);
     loadTile(values, v, kvHead, a.kvStride(), t0, a.kvSeq, dim);
     __syncthreads();
-    timesTransposed(queries + mine * dim, keys, myScores, dim);
+    timesTransposed(queries + mine * dim, keys, scores + mine * kRows, dim);
     __syncwarp();
+    constexpr int kHalf = kRows / 2;
+    float x[kHalf];
+    float tileMax = -INFINITY;
 #pragma unroll
-    for (int r = 0; r < kEdge; ++r) {
-      int64_t s = first + mine + r;
-      float x[2];
-      for (int half = 0; half < 2; ++half) {
-        int col = lane + 32 * half;
-        x[half] = a.sees(s, t0 + col) ? myScores[r * kRows + col] * a.scale
-                                      : -INFINITY;
-      }
-      float newMax = fmaxf(rowMax[r], warpMax(fmaxf(x[0], x[1])));
-      // A row that has seen no key yet keeps max -inf, sum 0 and p = 0.
-      float correction = newMax == -INFINITY ? 1.0f : expf(rowMax[r] - newMax);
-      float tileSum = 0.0f;
-      for (int half = 0; half < 2; ++half) {
-        float p = x[half] == -INFINITY ? 0.0f : expf(x[half] - newMax);
-        myProbs[r * kRows + lane + 32 * half] = toBf16(p);
-        tileSum += p;
-      }
-      rowSum[r] = rowSum[r] * correction + warpSum(tileSum);
-      rowMax[r] = newMax;
-      for (int d = lane; d < dim; d += 32)
-        myAcc[r * dim + d] *= correction;
+    for (int j = 0; j < kHalf; ++j) {
+      int col = (j + lane) % kHalf;
+      x[j] = a.sees(s, t0 + half * kHalf + col) ? rowScores[col] * a.scale
+                                                : -INFINITY;
+      tileMax = fmaxf(tileMax, x[j]);
     }
+    float newMax =
+        fmaxf(rowMax, fmaxf(tileMax, __shfl_xor_sync(0xffffffffu, tileMax, 1)));
+    // A row that has seen no key yet keeps max -inf, sum 0 and p = 0.
+    float correction = newMax == -INFINITY ? 1.0f : expf(rowMax - newMax);
+    float tileSum = 0.0f;
+#pragma unroll
+    for (int j = 0; j < kHalf; ++j) {
+      int col = (j + lane) % kHalf;
+      float p = x[j] == -INFINITY ? 0.0f : expf(x[j] - newMax);
+      rowProbs[col] = toBf16(p);
+      tileSum += p;
+    }
+    tileSum += __shfl_xor_sync(0xffffffffu, tileSum, 1);
+    rowSum = rowSum * correction + tileSum;
+    rowMax = newMax;
+    for (int j = 0; j < dim / 2; ++j)
+      rowAcc[(j + lane) % (dim / 2)] *= correction;
     __syncwarp();
-    accumulateInto(myAcc, myProbs, values, dim);
+    accumulateInto(acc + mine * dim, probs + mine * kRows, values, dim);
   }
   __syncwarp();
-#pragma unroll
-  for (int r = 0; r < kEdge; ++r) {
-    int64_t s = first + mine + r;
-    if (s >= a.seq)
-      break;
-    float inverse = 1.0f / rowSum[r];
-    for (int d = lane; d < dim; d += 32)
-      out.store(a.qHead(b, h) + s * a.qStride() + d,
-                myAcc[r * dim + d] * inverse);
-    if (lane == 0)
-      lse.store(a.statRow(b, h) + s, rowMax[r] + logf(rowSum[r]));
+  if (s < a.seq) {
+    float inverse = 1.0f / rowSum;
+    int64_t at = a.qHead(b, h) + s * a.qStride() + half * (dim / 2);
+    for (int j = 0; j < dim / 2; ++j) {
+      int d = (j + lane) % (dim / 2);
+      out.store(at + d, rowAcc[d] * inverse);
+    }
+    if (half == 0)
+      lse.store(a.statRow(b, h) + s, rowMax + logf(rowSum));
   }
 }
 
