@@ -29,7 +29,8 @@
 //                                           and to 16-byte aligned p
 //   namespace wmma                          fragment, fill_fragment,
 //                                           load/store_matrix_sync, mma_sync
-//   threadIdx, blockIdx, __syncthreads, __syncwarp, __shfl_xor_sync
+//   threadIdx, blockIdx, gridDim, __syncthreads, __syncwarp,
+//   __shfl_xor_sync
 //   LOOM_TILE_DEVICE                        a device function's qualifiers
 //   LOOM_TILE_KERNEL                        a kernel's (128 threads)
 //   LOOM_TILE_SHARED(name)                  `unsigned char *name`: the
@@ -252,7 +253,9 @@ LOOM_TILE_KERNEL void attention_tiles_forward(Shape a, const Bf16 *q,
 
   int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
   int64_t b = blockIdx.z, h = blockIdx.y;
-  int64_t first = static_cast<int64_t>(blockIdx.x) * kRows;
+  // Last queries first: under a causal mask they see the most keys, and
+  // the GPU starts blocks in order, so the long ones do not trail.
+  int64_t first = static_cast<int64_t>(gridDim.x - 1 - blockIdx.x) * kRows;
   int64_t kvHead = a.kvHead(b, h / (a.heads / a.kvHeads));
   loadTile(queries, q, a.qHead(b, h), a.qStride(), first, a.seq, dim);
   for (int i = threadIdx.x; i < kRows * dim; i += kThreads)
@@ -338,7 +341,9 @@ attention_tiles_dq(Shape a, const Bf16 *dout, const Bf16 *q, const Bf16 *k,
 
   int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
   int64_t b = blockIdx.z, h = blockIdx.y;
-  int64_t first = static_cast<int64_t>(blockIdx.x) * kRows;
+  // Last queries first: under a causal mask they see the most keys, and
+  // the GPU starts blocks in order, so the long ones do not trail.
+  int64_t first = static_cast<int64_t>(gridDim.x - 1 - blockIdx.x) * kRows;
   int64_t kvHead = a.kvHead(b, h / (a.heads / a.kvHeads));
   loadTile(queries, q, a.qHead(b, h), a.qStride(), first, a.seq, dim);
   loadTile(gradOuts, dout, a.qHead(b, h), a.qStride(), first, a.seq, dim);
