@@ -69,7 +69,10 @@ __device__ float2 rowExpSum(Floats logits, int64_t base, int64_t vocab) {
   float rowMax = blockReduce(max, MaxOp(), -INFINITY);
   if (isinf(rowMax))
     return make_float2(rowMax, 1.0f);
-  float scaled = max == -INFINITY ? 0.0f : sum * expf(max - rowMax);
+  // A thread that saw only -inf adds nothing; one whose sum a NaN logit
+  // spoiled (its maximum still -inf) passes the NaN on, as the CPU does.
+  float scaled =
+      max == -INFINITY && !isnan(sum) ? 0.0f : sum * expf(max - rowMax);
   return make_float2(rowMax, blockReduce(scaled, SumOp(), 0.0f));
 }
 
