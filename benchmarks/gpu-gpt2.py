@@ -197,9 +197,19 @@ def main():
     print(f"{'loom (cuda)':<16} {batch:>11} {median * 1e3:>9.1f} {tps:>10.0f} {mfu:>7}  "
           f"(loss {loss:.4f} at step {args.steps})", flush=True)
     if args.loom_profile:
-        run_loom(artifact, args, steps=5, profile=args.loom_profile)
-        with open(args.loom_profile) as table:
-            print(f"\nLoom's kernels, micro-batch {batch} ({args.loom_profile}):")
+        # The table of this run only: an old one is removed first; under a
+        # launcher of several ranks the runtime writes FILE.rank0 and so on.
+        for stale in (args.loom_profile, args.loom_profile + ".rank0"):
+            if os.path.exists(stale):
+                os.remove(stale)
+        if not run_loom(artifact, args, steps=5, profile=args.loom_profile):
+            sys.exit("gpu-gpt2.py: the profiled Loom run ran out of GPU memory")
+        path = next((p for p in (args.loom_profile, args.loom_profile + ".rank0")
+                     if os.path.exists(p)), None)
+        if not path:
+            sys.exit(f"gpu-gpt2.py: the profiled Loom run wrote no {args.loom_profile}")
+        with open(path) as table:
+            print(f"\nLoom's kernels, micro-batch {batch} ({path}):")
             print(table.read(), end="")
 
 

@@ -755,9 +755,10 @@ void matmulCases(loom_cuda_context *context) {
 
 /// Leading dimensions that are not a multiple of 16 bytes, staged through
 /// the scratch with aligned ones (GemmStaging.h): the lm head's three GEMMs
-/// at a vocabulary of 1001, and an odd k under bias_gelu_aux. A context
-/// with 1 MiB of scratch runs them in chunks of 64 to 320 rows (2 to 6 per
-/// GEMM); the 64 MiB one in one chunk.
+/// at a vocabulary of 1001, an odd rhs, and bias_gelu_aux with an odd k
+/// (cuBLASLt's GELU_AUX_BIAS, the bf16 run, with a chunk's own aux). A
+/// context with 1 MiB of scratch runs them in 2 to 4 chunks of 192 to 2368
+/// rows; the 64 MiB one in one chunk.
 void matmulStagedCases(loom_cuda_context *context, cudaStream_t stream) {
   loom_cuda_context *small = nullptr;
   if (loom_cuda_context_create(stream, int64_t{1} << 20, &small) != 0) {
@@ -775,7 +776,7 @@ void matmulStagedCases(loom_cuda_context *context, cudaStream_t stream) {
       {"logits", {700, 64}, {1001, 64}, {700, 1001}, false, true},
       {"logits grad", {700, 1001}, {1001, 64}, {700, 64}, false, false},
       {"embedding grad", {700, 1001}, {700, 64}, {1001, 64}, true, false},
-      {"odd rhs", {300, 48}, {48, 77}, {300, 77}, false, false},
+      {"odd rhs", {5000, 48}, {48, 77}, {5000, 77}, false, false},
   };
   for (loom_cuda_context *c : {small, context})
     for (const Shape &s : shapes)
@@ -784,10 +785,11 @@ void matmulStagedCases(loom_cuda_context *context, cudaStream_t stream) {
                KERNELS(matmul), {uniform(s.lhs), uniform(s.rhs)},
                {result(s.out)}, {s.transLhs, s.transRhs, LOOM_EPILOGUE_NONE}),
           c);
-  run(make("matmul staged bias_gelu_aux odd k (chunks)", KERNELS(matmul),
-           {uniform({700, 33}), uniform({33, 64}, -0.5, 0.5), uniform({64})},
-           {result({700, 64}), result({700, 64})},
-           {0, 0, LOOM_EPILOGUE_BIAS_GELU_AUX}),
+  run(make(
+          "matmul staged bias_gelu_aux odd k (chunks)", KERNELS(matmul),
+          {uniform({700, 1001}), uniform({1001, 64}, -0.1, 0.1), uniform({64})},
+          {result({700, 64}), result({700, 64})},
+          {0, 0, LOOM_EPILOGUE_BIAS_GELU_AUX}),
       small);
   loom_cuda_context_destroy(small);
 }
@@ -2080,12 +2082,15 @@ void profileCases(cudaStream_t stream) {
                ? std::string()
                : table.substr(at + 1, table.find('\n', at + 1) - at - 1);
   };
-  std::string matmulRow = row("matmul 1 x [64 x 80 x 96] none");
+  const std::string matmulLabel = "matmul 1 x [64 x 80 x 96] none";
+  std::string matmulRow = row(matmulLabel);
   std::string addRow = row("add");
+  // The calls per step follow the label.
   double matmulCalls = 0, addCalls = 0;
-  std::sscanf(matmulRow.c_str() + std::min(matmulRow.size(), size_t{44}), "%lf",
-              &matmulCalls);
-  std::sscanf(addRow.c_str() + std::min(addRow.size(), size_t{44}), "%lf",
+  std::sscanf(matmulRow.c_str() +
+                  std::min(matmulRow.size(), matmulLabel.size()),
+              "%lf", &matmulCalls);
+  std::sscanf(addRow.c_str() + std::min(addRow.size(), size_t{3}), "%lf",
               &addCalls);
   bool ok = status == 0 && table.find("2 steps timed") != std::string::npos &&
             matmulCalls == 2.0 && addCalls == 1.0;

@@ -15,7 +15,8 @@
 // workspace: per chunk, the lhs' rows (its columns when it is transposed)
 // and the result's rows; the rhs, which every chunk reads whole, is staged
 // once. A chunk's rows are whole rows of the result, so no chunk sums into
-// another's output and the result does not depend on the chunking. Batched
+// another's output (the bits may still differ with the chunk size, through
+// the algorithm cuBLASLt picks for a chunk's shape). Batched
 // GEMMs, and GEMMs whose staged pieces would not fit 64 rows, run as given.
 //
 // Pure C++ (no CUDA): Matmul.cu runs a plan with cudaMemcpy2DAsync and

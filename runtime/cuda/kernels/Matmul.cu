@@ -265,10 +265,11 @@ struct DeviceStagingOps {
     cudaError_t status =
         cudaMemcpy2DAsync(dst, dstPitch, src, srcPitch, width, height,
                           cudaMemcpyDeviceToDevice, context->stream);
-    return status == cudaSuccess
-               ? 0
-               : fail("loom_cuda_matmul: staging a matrix: %s",
-                      cudaGetErrorString(status));
+    if (status == cudaSuccess)
+      return 0;
+    cudaGetLastError(); // reported here, not at the next launch check
+    return fail("loom_cuda_matmul: staging a matrix: %s",
+                cudaGetErrorString(status));
   }
   int32_t gemm(const GemmCall &call) {
     return cuda::gemm(context, shape, types, epilogue, call);
@@ -393,7 +394,8 @@ int32_t productWithEpilogue(loom_cuda_context *context, const KernelArgs &args,
     // GELU_AUX_BIAS's D is gelu(pre), its aux pre; otherwise D is result 0.
     bool intoOut = lt.kind == CUBLASLT_EPILOGUE_GELU_AUX_BIAS;
     status = stagedGemm(context, s, lhs, rhs, intoOut ? out : result, lt);
-    if (status == 0)
+    // The next epilogue only when cuBLASLt has no algorithm for this one.
+    if (status != kNoAlgorithm)
       break;
   }
   if (status == kNoAlgorithm)

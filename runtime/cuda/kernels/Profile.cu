@@ -13,7 +13,8 @@
 // touches) and only its total is shown. The value is where the table goes:
 // a file path, or 1 for standard error.
 //
-// An interval spans from the moment the stream reaches the first event to
+// Every kernel entry point but the collectives' is timed. An interval
+// spans from the moment the stream reaches the first event to
 // the moment it reaches the second: the kernels' time, plus any wait for
 // the host to launch them when the host is behind (so a host-bound step
 // shows as time in its cheapest kernels). Collectives run on the
@@ -118,11 +119,14 @@ public:
                  "of %.3f ms; %.3f ms of kernel calls per step\n",
                  static_cast<long long>(std::max<int64_t>(steps - 1, 0)),
                  warmMs, allMs * perStep);
-    std::fprintf(out, "%-44s %10s %10s %10s %7s\n", "call", "calls/step",
+    int width = 44; // the label column: the longest label's width
+    for (const auto &row : rows)
+      width = std::max(width, static_cast<int>(row.first.size()));
+    std::fprintf(out, "%-*s %10s %10s %10s %7s\n", width, "call", "calls/step",
                  "ms/step", "us/call", "share");
     for (const auto &[name, total] : rows)
-      std::fprintf(out, "%-44s %10.1f %10.3f %10.1f %6.1f%%\n", name.c_str(),
-                   total.calls * perStep, total.ms * perStep,
+      std::fprintf(out, "%-*s %10.1f %10.3f %10.1f %6.1f%%\n", width,
+                   name.c_str(), total.calls * perStep, total.ms * perStep,
                    1e3 * total.ms / static_cast<double>(total.calls),
                    allMs > 0.0 ? 100.0 * total.ms / allMs : 0.0);
     if (out != stderr)
@@ -168,9 +172,11 @@ private:
 /// The launcher's rank and world size (Open MPI, MPICH/PMI, Slurm), or
 /// {0, 1}.
 std::pair<long, long> launcherRank() {
+  // Slurm's step size, not SLURM_NTASKS: a batch script's single process
+  // sees the allocation's task count there.
   const char *names[][2] = {{"OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE"},
                             {"PMI_RANK", "PMI_SIZE"},
-                            {"SLURM_PROCID", "SLURM_NTASKS"}};
+                            {"SLURM_PROCID", "SLURM_STEP_NUM_TASKS"}};
   for (const auto &name : names) {
     const char *rank = std::getenv(name[0]), *size = std::getenv(name[1]);
     if (rank && size)
