@@ -16,7 +16,9 @@
 #include <cuda_runtime.h>
 
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
+#include <string>
 #include <vector>
 
 namespace {
@@ -165,22 +167,34 @@ int main() {
   ok &= bench("matmul lm head dW (lhs^T)", loom_cuda_matmul,
               {bf16({kTokens, kVocab}), bf16({kTokens, c})},
               {bf16({kVocab, c})}, {1, 0, 0}, gemm * kVocab, context, stream);
-  ok &= bench("attention", loom_cuda_attention,
-              {bf16({b, s, h, d}), bf16({b, s, h, d}), bf16({b, s, h, d})},
-              {bf16({b, s, h, d}), f32({b, h, s})}, attention, attentionFlops,
-              context, stream);
-  ok &= bench("attention_grad", loom_cuda_attention_grad,
-              {bf16({b, s, h, d}), bf16({b, s, h, d}), bf16({b, s, h, d}),
-               bf16({b, s, h, d}), bf16({b, s, h, d}), f32({b, h, s})},
-              {bf16({b, s, h, d}), bf16({b, s, h, d}), bf16({b, s, h, d})},
-              attention, 2.5 * attentionFlops, context, stream);
-  ok &= bench("layernorm", loom_cuda_layernorm,
-              {bf16({b, s, c}), f32({c}), f32({c})}, {bf16({b, s, c})},
-              {real(1e-5)}, 0.0, context, stream);
-  ok &= bench("layernorm_grad", loom_cuda_layernorm_grad,
-              {bf16({b, s, c}), bf16({b, s, c}), f32({c})},
-              {bf16({b, s, c}), f32({c}), f32({c})}, {real(1e-5)}, 0.0, context,
-              stream);
+  // Each twice: the default kernels, then the ones LOOM_CUDA_ATTENTION=simt
+  // and LOOM_CUDA_NORM=block keep (the CUDA-core attention, the
+  // block-per-row layernorm), for the difference.
+  for (bool fallback : {false, true}) {
+    if (fallback) {
+      setenv("LOOM_CUDA_ATTENTION", "simt", 1);
+      setenv("LOOM_CUDA_NORM", "block", 1);
+    }
+    std::string suffix = fallback ? " (simt/block)" : "";
+    ok &= bench(("attention" + suffix).c_str(), loom_cuda_attention,
+                {bf16({b, s, h, d}), bf16({b, s, h, d}), bf16({b, s, h, d})},
+                {bf16({b, s, h, d}), f32({b, h, s})}, attention, attentionFlops,
+                context, stream);
+    ok &= bench(("attention_grad" + suffix).c_str(), loom_cuda_attention_grad,
+                {bf16({b, s, h, d}), bf16({b, s, h, d}), bf16({b, s, h, d}),
+                 bf16({b, s, h, d}), bf16({b, s, h, d}), f32({b, h, s})},
+                {bf16({b, s, h, d}), bf16({b, s, h, d}), bf16({b, s, h, d})},
+                attention, 2.5 * attentionFlops, context, stream);
+    ok &= bench(("layernorm" + suffix).c_str(), loom_cuda_layernorm,
+                {bf16({b, s, c}), f32({c}), f32({c})}, {bf16({b, s, c})},
+                {real(1e-5)}, 0.0, context, stream);
+    ok &= bench(("layernorm_grad" + suffix).c_str(), loom_cuda_layernorm_grad,
+                {bf16({b, s, c}), bf16({b, s, c}), f32({c})},
+                {bf16({b, s, c}), f32({c}), f32({c})}, {real(1e-5)}, 0.0,
+                context, stream);
+  }
+  unsetenv("LOOM_CUDA_ATTENTION");
+  unsetenv("LOOM_CUDA_NORM");
   ok &= bench("gelu", loom_cuda_gelu, {bf16({b, s, 4 * c})},
               {bf16({b, s, 4 * c})}, {}, 0.0, context, stream);
   ok &=
