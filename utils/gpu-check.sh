@@ -23,6 +23,11 @@
 #   build-dir     default /tmp/loom-build-gpu (outside the tree)
 #   case filter   run only the cases whose name contains it (no timings)
 #   LOOM_CUDA_ARCH=90a utils/gpu-check.sh   another target architecture
+#   LOOM_GPU_SANITIZE=1 utils/gpu-check.sh  after the conformance test, run
+#                 it again under compute-sanitizer: memcheck on every case
+#                 (or the filter's), racecheck on the attention cases (the
+#                 shared-memory races the host emulation cannot show). Slow;
+#                 the sanitizer refuses the device on gVisor machines.
 #
 # Exit status: 0 when every case passes (and the timings ran), 1 when a
 # case failed, 77 without a usable GPU, or the build's failure.
@@ -66,6 +71,19 @@ if [ "$probe" -ne 0 ]; then
 fi
 echo "== conformance"
 "$build/LoomCudaKernelTest" ${filter:+"$filter"}
+if [ "${LOOM_GPU_SANITIZE:-0}" != 0 ]; then
+  sanitizer="$(command -v compute-sanitizer || echo "$cuda_root/bin/compute-sanitizer")"
+  if [ -x "$sanitizer" ]; then
+    echo "== compute-sanitizer: memcheck"
+    "$sanitizer" --tool memcheck --error-exitcode 1 \
+      "$build/LoomCudaKernelTest" ${filter:+"$filter"}
+    echo "== compute-sanitizer: racecheck (attention)"
+    "$sanitizer" --tool racecheck --error-exitcode 1 \
+      "$build/LoomCudaKernelTest" attention
+  else
+    echo "gpu-check: no compute-sanitizer; LOOM_GPU_SANITIZE ignored" >&2
+  fi
+fi
 if [ -z "$filter" ]; then
   echo "== timings"
   "$build/LoomCudaKernelBench"
