@@ -892,6 +892,13 @@ void normCases(loom_cuda_context *context) {
   run(make("gelu_grad", KERNELS(gelu_grad),
            {uniform({2000}), uniform({2000}, -5, 5)}, {result({2000})}),
       context);
+  // 2003 elements: 250 groups of 8, then 3 one by one.
+  run(make("gelu 2003", KERNELS(gelu), {uniform({2003}, -5, 5)},
+           {result({2003})}),
+      context);
+  run(make("gelu_grad 2003", KERNELS(gelu_grad),
+           {uniform({2003}), uniform({2003}, -5, 5)}, {result({2003})}),
+      context);
   run(make("silu", KERNELS(silu), {uniform({2000}, -5, 5)}, {result({2000})}),
       context);
   run(make("silu_grad", KERNELS(silu_grad),

@@ -89,6 +89,98 @@ inline int threadsForRow(int64_t size) {
            blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x;        \
        i < (n); i += static_cast<int64_t>(gridDim.x) * blockDim.x)
 
+/// Pointwise kernels over n elements of 16-byte aligned tensors take them 8
+/// at a time (one 16-byte load or store per bf16 tensor, two per f32 one),
+/// then the last n % 8 one by one; `vector` false takes them all one by
+/// one.
+inline bool aligned16(const void *data) {
+  return reinterpret_cast<uintptr_t>(data) % 16 == 0;
+}
+inline unsigned pointwiseBlocks(int64_t n, bool vector) {
+  return blocksFor(vector ? (n + 7) / 8 : n);
+}
+
+/// Elements [i, i + 8) of `t` (i a multiple of 8) as float.
+__device__ __forceinline__ void load8(const Floats &t, int64_t i,
+                                      float (&v)[8]) {
+  if (t.dtype == LOOM_DTYPE_BF16) {
+    uint4 raw = *reinterpret_cast<const uint4 *>(
+        static_cast<const __nv_bfloat16 *>(t.data) + i);
+    const __nv_bfloat162 *pairs =
+        reinterpret_cast<const __nv_bfloat162 *>(&raw);
+#pragma unroll
+    for (int k = 0; k < 4; ++k) {
+      float2 f = __bfloat1622float2(pairs[k]);
+      v[2 * k] = f.x;
+      v[2 * k + 1] = f.y;
+    }
+  } else {
+    const float4 *p = reinterpret_cast<const float4 *>(
+        static_cast<const float *>(t.data) + i);
+    float4 a = p[0], b = p[1];
+    v[0] = a.x, v[1] = a.y, v[2] = a.z, v[3] = a.w;
+    v[4] = b.x, v[5] = b.y, v[6] = b.z, v[7] = b.w;
+  }
+}
+
+/// Stores v into elements [i, i + 8) of `t`, bf16 rounded to nearest even
+/// as Floats::store rounds.
+__device__ __forceinline__ void store8(const Floats &t, int64_t i,
+                                       const float (&v)[8]) {
+  if (t.dtype == LOOM_DTYPE_BF16) {
+    uint4 raw;
+    __nv_bfloat162 *pairs = reinterpret_cast<__nv_bfloat162 *>(&raw);
+#pragma unroll
+    for (int k = 0; k < 4; ++k)
+      pairs[k] = __floats2bfloat162_rn(v[2 * k], v[2 * k + 1]);
+    *reinterpret_cast<uint4 *>(static_cast<__nv_bfloat16 *>(t.data) + i) = raw;
+  } else {
+    float4 *p = reinterpret_cast<float4 *>(static_cast<float *>(t.data) + i);
+    p[0] = make_float4(v[0], v[1], v[2], v[3]);
+    p[1] = make_float4(v[4], v[5], v[6], v[7]);
+  }
+}
+
+/// y[e] = fn(x[e]) for e < n, in a grid-stride loop (see aligned16).
+template <typename Fn>
+__device__ __forceinline__ void pointwise(Floats x, Floats y, int64_t n,
+                                          bool vector, Fn fn) {
+  int64_t first = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x;
+  int64_t stride = static_cast<int64_t>(gridDim.x) * blockDim.x;
+  int64_t groups = vector ? n / 8 : 0;
+  for (int64_t g = first; g < groups; g += stride) {
+    float v[8];
+    load8(x, 8 * g, v);
+#pragma unroll
+    for (int k = 0; k < 8; ++k)
+      v[k] = fn(v[k]);
+    store8(y, 8 * g, v);
+  }
+  for (int64_t e = 8 * groups + first; e < n; e += stride)
+    y.store(e, fn(x[e]));
+}
+
+/// out[e] = fn(a[e], b[e]) for e < n, in a grid-stride loop (see
+/// aligned16).
+template <typename Fn>
+__device__ __forceinline__ void pointwise(Floats a, Floats b, Floats out,
+                                          int64_t n, bool vector, Fn fn) {
+  int64_t first = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x;
+  int64_t stride = static_cast<int64_t>(gridDim.x) * blockDim.x;
+  int64_t groups = vector ? n / 8 : 0;
+  for (int64_t g = first; g < groups; g += stride) {
+    float u[8], v[8];
+    load8(a, 8 * g, u);
+    load8(b, 8 * g, v);
+#pragma unroll
+    for (int k = 0; k < 8; ++k)
+      u[k] = fn(u[k], v[k]);
+    store8(out, 8 * g, u);
+  }
+  for (int64_t e = 8 * groups + first; e < n; e += stride)
+    out.store(e, fn(a[e], b[e]));
+}
+
 struct SumOp {
   template <typename T> __device__ T operator()(T a, T b) const {
     return a + b;

@@ -419,14 +419,16 @@ __device__ __forceinline__ float derivative(float x) {
 }
 
 template <Activation kind>
-__global__ void activation_forward_kernel(Floats x, Floats y, int64_t n) {
-  LOOM_GRID_STRIDE(e, n) { y.store(e, activate<kind>(x[e])); }
+__global__ void activation_forward_kernel(Floats x, Floats y, int64_t n,
+                                          bool vector) {
+  pointwise(x, y, n, vector, [](float v) { return activate<kind>(v); });
 }
 
 template <Activation kind>
 __global__ void activation_backward_kernel(Floats dy, Floats x, Floats dx,
-                                           int64_t n) {
-  LOOM_GRID_STRIDE(e, n) { dx.store(e, dy[e] * derivative<kind>(x[e])); }
+                                           int64_t n, bool vector) {
+  pointwise(dy, x, dx, n, vector,
+            [](float g, float v) { return g * derivative<kind>(v); });
 }
 
 template <Activation kind>
@@ -439,9 +441,10 @@ int32_t activation_forward(KernelArgs &args, loom_cuda_context *context,
     return fail("loom_cuda_%s: the operand and the result differ in size", op);
   if (n == 0)
     return 0;
+  bool vector = aligned16(args.in(0).data) && aligned16(args.out(0).data);
   activation_forward_kernel<kind>
-      <<<blocksFor(n), kThreads, 0, context->stream>>>(floats(args.in(0)),
-                                                       floats(args.out(0)), n);
+      <<<pointwiseBlocks(n, vector), kThreads, 0, context->stream>>>(
+          floats(args.in(0)), floats(args.out(0)), n, vector);
   return checkLaunch(op);
 }
 
@@ -456,9 +459,12 @@ int32_t activation_backward(KernelArgs &args, loom_cuda_context *context,
     return fail("loom_cuda_%s: dy, x and dx differ in size", op);
   if (n == 0)
     return 0;
+  bool vector = aligned16(args.in(0).data) && aligned16(args.in(1).data) &&
+                aligned16(args.out(0).data);
   activation_backward_kernel<kind>
-      <<<blocksFor(n), kThreads, 0, context->stream>>>(
-          floats(args.in(0)), floats(args.in(1)), floats(args.out(0)), n);
+      <<<pointwiseBlocks(n, vector), kThreads, 0, context->stream>>>(
+          floats(args.in(0)), floats(args.in(1)), floats(args.out(0)), n,
+          vector);
   return checkLaunch(op);
 }
 
