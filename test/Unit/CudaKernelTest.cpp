@@ -707,13 +707,16 @@ void reductionCases(loom_cuda_context *context) {
       context);
 }
 
+/// A matmul case: operand and result shapes, which operands are
+/// transposed.
+struct MatmulShape {
+  const char *name;
+  std::vector<int64_t> lhs, rhs, out;
+  bool transLhs, transRhs;
+};
+
 void matmulCases(loom_cuda_context *context) {
-  struct Shape {
-    const char *name;
-    std::vector<int64_t> lhs, rhs, out;
-    bool transLhs, transRhs;
-  };
-  const Shape shapes[] = {
+  const MatmulShape shapes[] = {
       {"matmul", {64, 96}, {96, 80}, {64, 80}, false, false},
       {"matmul lhs^T", {96, 64}, {96, 80}, {64, 80}, true, false},
       {"matmul rhs^T", {64, 96}, {80, 96}, {64, 80}, false, true},
@@ -741,7 +744,7 @@ void matmulCases(loom_cuda_context *context) {
        false},
       {"matmul gpt2 mlp", {256, 768}, {768, 768}, {256, 768}, false, false},
   };
-  for (const Shape &s : shapes) {
+  for (const MatmulShape &s : shapes) {
     run(make(s.name, KERNELS(matmul), {uniform(s.lhs), uniform(s.rhs)},
              {result(s.out)}, {s.transLhs, s.transRhs, LOOM_EPILOGUE_NONE}),
         context);
@@ -767,19 +770,14 @@ void matmulStagedCases(loom_cuda_context *context, cudaStream_t stream) {
     ++failures;
     return;
   }
-  struct Shape {
-    const char *name;
-    std::vector<int64_t> lhs, rhs, out;
-    bool transLhs, transRhs;
-  };
-  const Shape shapes[] = {
+  const MatmulShape shapes[] = {
       {"logits", {700, 64}, {1001, 64}, {700, 1001}, false, true},
       {"logits grad", {700, 1001}, {1001, 64}, {700, 64}, false, false},
       {"embedding grad", {700, 1001}, {700, 64}, {1001, 64}, true, false},
       {"odd rhs", {5000, 48}, {48, 77}, {5000, 77}, false, false},
   };
   for (loom_cuda_context *c : {small, context})
-    for (const Shape &s : shapes)
+    for (const MatmulShape &s : shapes)
       run(make(std::string("matmul staged ") + s.name +
                    (c == small ? " (chunks)" : ""),
                KERNELS(matmul), {uniform(s.lhs), uniform(s.rhs)},
@@ -800,12 +798,7 @@ void matmulStagedCases(loom_cuda_context *context, cudaStream_t stream) {
 /// gelu; f32 results' gelu, bf16 bias_gelu_aux with n not a multiple of 8
 /// (odd n) and k = 0 take Matmul.cu's epilogue kernel.
 void matmulEpilogueCases(loom_cuda_context *context) {
-  struct Shape {
-    const char *name;
-    std::vector<int64_t> lhs, rhs, out;
-    bool transLhs, transRhs;
-  };
-  const Shape shapes[] = {
+  const MatmulShape shapes[] = {
       {"2-d", {64, 96}, {96, 80}, {64, 80}, false, false},
       {"rhs^T", {64, 96}, {80, 96}, {64, 80}, false, true},
       // Folded into one GEMM of 64 rows.
@@ -820,7 +813,7 @@ void matmulEpilogueCases(loom_cuda_context *context) {
   const char *names[] = {"none", "bias", "bias_gelu", "bias_gelu_aux"};
   for (int64_t epilogue : {LOOM_EPILOGUE_BIAS, LOOM_EPILOGUE_BIAS_GELU,
                            LOOM_EPILOGUE_BIAS_GELU_AUX})
-    for (const Shape &s : shapes) {
+    for (const MatmulShape &s : shapes) {
       int64_t k = s.transLhs ? s.lhs[s.lhs.size() - 2] : s.lhs.back();
       double scale = 3.0 / std::sqrt(static_cast<double>(k));
       std::vector<Tensor> outs = {result(s.out)};

@@ -110,7 +110,7 @@ void runCase(const Case &c, bool bf16) {
   auto launch = [&](auto kernel) {
     emu::launch({c.blocks, 1, 1}, rows::kThreads, 0, kernel);
   };
-  auto forward = [&](auto s) {
+  rows::withSlots(slots, [&](auto s) {
     constexpr int kSlots = decltype(s)::value;
     launch([&] {
       rows::layernorm_warp_forward<kSlots>(x.tensor(), gamma.tensor(),
@@ -122,20 +122,7 @@ void runCase(const Case &c, bool bf16) {
           dy.tensor(), x.tensor(), gamma.tensor(), dx.tensor(), stats.data(),
           c.rows, c.size, epsilon);
     });
-  };
-  switch (slots) {
-  case 8:
-    forward(std::integral_constant<int, 8>());
-    break;
-  case 16:
-    forward(std::integral_constant<int, 16>());
-    break;
-  case 24:
-    forward(std::integral_constant<int, 24>());
-    break;
-  default:
-    forward(std::integral_constant<int, 32>());
-  }
+  });
 
   std::vector<double> wantY(n), wantDx(n), wantStats(2 * c.rows);
   for (int64_t r = 0; r < c.rows; ++r) {

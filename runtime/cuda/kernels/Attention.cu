@@ -129,7 +129,7 @@ __global__ void attention_forward_kernel(Attention a, Floats q, Floats k,
   int64_t b = blockIdx.z, h = blockIdx.y;
   int64_t s = blockIdx.x * static_cast<int64_t>(kRows) + threadIdx.x;
   bool active = s < a.seq;
-  int64_t kvHead = a.kvHead(b, h / (a.heads / a.kvHeads));
+  int64_t kvHead = a.kvHeadFor(b, h);
   int64_t qRow = a.qHead(b, h) + s * a.qStride();
   float query[kMaxD], acc[kMaxD];
   if (active)
@@ -210,7 +210,7 @@ __global__ void attention_backward_dq_kernel(Attention a, Floats dout, Floats q,
   int64_t b = blockIdx.z, h = blockIdx.y;
   int64_t s = blockIdx.x * static_cast<int64_t>(kRows) + threadIdx.x;
   bool active = s < a.seq;
-  int64_t kvHead = a.kvHead(b, h / (a.heads / a.kvHeads));
+  int64_t kvHead = a.kvHeadFor(b, h);
   int64_t qRow = a.qHead(b, h) + s * a.qStride();
   float query[kMaxD], gradOut[kMaxD], acc[kMaxD];
   float rowLse = 0.0f, dotTerm = 0.0f;

@@ -85,6 +85,10 @@ struct Shape {
   LOOM_TILE_DEVICE int64_t kvHead(int64_t b, int64_t kv) const {
     return (b * kvSeq * kvHeads + kv) * dim;
   }
+  /// kvHead of the key/value head that serves query head h.
+  LOOM_TILE_DEVICE int64_t kvHeadFor(int64_t b, int64_t h) const {
+    return kvHead(b, h / (heads / kvHeads));
+  }
   /// The offset of (b, h, s = 0) in lse-shaped tensors [B, Hq, S].
   LOOM_TILE_DEVICE int64_t statRow(int64_t b, int64_t h) const {
     return (b * heads + h) * seq;
@@ -225,6 +229,13 @@ storeRows(const FragC (&sums)[kMaxD / kEdge], float *staging, Tensor to,
   __syncwarp();
 }
 
+/// The first query of this block's tile, last tiles first: under a causal
+/// mask they see the most keys, and the GPU starts blocks in order, so the
+/// long ones do not trail.
+LOOM_TILE_DEVICE int64_t reversedTileFirst() {
+  return static_cast<int64_t>(gridDim.x - 1 - blockIdx.x) * kRows;
+}
+
 LOOM_TILE_DEVICE float warpMax(float value) {
   for (int offset = 16; offset > 0; offset >>= 1)
     value = fmaxf(value, __shfl_xor_sync(0xffffffffu, value, offset));
@@ -253,10 +264,8 @@ LOOM_TILE_KERNEL void attention_tiles_forward(Shape a, const Bf16 *q,
 
   int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
   int64_t b = blockIdx.z, h = blockIdx.y;
-  // Last queries first: under a causal mask they see the most keys, and
-  // the GPU starts blocks in order, so the long ones do not trail.
-  int64_t first = static_cast<int64_t>(gridDim.x - 1 - blockIdx.x) * kRows;
-  int64_t kvHead = a.kvHead(b, h / (a.heads / a.kvHeads));
+  int64_t first = reversedTileFirst();
+  int64_t kvHead = a.kvHeadFor(b, h);
   loadTile(queries, q, a.qHead(b, h), a.qStride(), first, a.seq, dim);
   for (int i = threadIdx.x; i < kRows * dim; i += kThreads)
     acc[i] = 0.0f;
@@ -341,10 +350,8 @@ attention_tiles_dq(Shape a, const Bf16 *dout, const Bf16 *q, const Bf16 *k,
 
   int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
   int64_t b = blockIdx.z, h = blockIdx.y;
-  // Last queries first: under a causal mask they see the most keys, and
-  // the GPU starts blocks in order, so the long ones do not trail.
-  int64_t first = static_cast<int64_t>(gridDim.x - 1 - blockIdx.x) * kRows;
-  int64_t kvHead = a.kvHead(b, h / (a.heads / a.kvHeads));
+  int64_t first = reversedTileFirst();
+  int64_t kvHead = a.kvHeadFor(b, h);
   loadTile(queries, q, a.qHead(b, h), a.qStride(), first, a.seq, dim);
   loadTile(gradOuts, dout, a.qHead(b, h), a.qStride(), first, a.seq, dim);
   int mine = warp * kEdge;

@@ -267,26 +267,6 @@ unsigned warpRowBlocks(const Rows &rows) {
                            1 << 16)));
 }
 
-/// Calls `launch(kernel)` with the instance `instance(slots)` of a
-/// warp-per-row kernel (8, 16, 24 or 32 slots per lane).
-template <typename Launch, typename Instance>
-void launchWarpRows(int slots, Launch launch, Instance instance) {
-  switch (slots) {
-  case 8:
-    launch(instance(std::integral_constant<int, 8>()));
-    break;
-  case 16:
-    launch(instance(std::integral_constant<int, 16>()));
-    break;
-  case 24:
-    launch(instance(std::integral_constant<int, 24>()));
-    break;
-  default:
-    launch(instance(std::integral_constant<int, 32>()));
-    break;
-  }
-}
-
 int32_t layerNorm(KernelArgs &args, loom_cuda_context *context) {
   if (int32_t status = args.expect("layernorm", 3, 1))
     return status;
@@ -304,15 +284,11 @@ int32_t layerNorm(KernelArgs &args, loom_cuda_context *context) {
                                context->stream>>>(x, gamma, beta, y, rows.count,
                                                   rows.size, epsilon);
   else
-    launchWarpRows(
-        slots,
-        [&](auto kernel) {
-          kernel<<<warpRowBlocks(rows), rows::kThreads, 0, context->stream>>>(
+    rows::withSlots(slots, [&](auto s) {
+      rows::layernorm_warp_forward<decltype(s)::value>
+          <<<warpRowBlocks(rows), rows::kThreads, 0, context->stream>>>(
               x, gamma, beta, y, rows.count, rows.size, epsilon);
-        },
-        [](auto s) {
-          return rows::layernorm_warp_forward<decltype(s)::value>;
-        });
+    });
   return checkLaunch("layernorm");
 }
 
@@ -340,15 +316,11 @@ int32_t layerNormGrad(KernelArgs &args, loom_cuda_context *context) {
                                 context->stream>>>(
         dy, x, gamma, dx, stats, rows.count, rows.size, epsilon);
   else
-    launchWarpRows(
-        slots,
-        [&](auto kernel) {
-          kernel<<<warpRowBlocks(rows), rows::kThreads, 0, context->stream>>>(
+    rows::withSlots(slots, [&](auto s) {
+      rows::layernorm_warp_backward<decltype(s)::value>
+          <<<warpRowBlocks(rows), rows::kThreads, 0, context->stream>>>(
               dy, x, gamma, dx, stats, rows.count, rows.size, epsilon);
-        },
-        [](auto s) {
-          return rows::layernorm_warp_backward<decltype(s)::value>;
-        });
+    });
   if (int32_t status = checkLaunch("layernorm_grad"))
     return status;
   return normWeightGrads(context, "layernorm_grad", args.in(0), args.in(1),

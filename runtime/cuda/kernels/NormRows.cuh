@@ -28,6 +28,7 @@
 #define LOOM_RUNTIME_CUDA_KERNELS_NORMROWS_CUH
 
 #include <cstdint>
+#include <type_traits>
 
 namespace loom::cuda::rows {
 
@@ -48,6 +49,21 @@ inline int slotsFor(int64_t size) {
     if (size <= 32 * slots)
       return slots;
   return 0;
+}
+
+/// Calls `fn(std::integral_constant<int, slots>())`: the kernels'
+/// instance for `slots` (a value slotsFor returns, not 0).
+template <typename Fn> void withSlots(int slots, Fn fn) {
+  switch (slots) {
+  case 8:
+    return fn(std::integral_constant<int, 8>());
+  case 16:
+    return fn(std::integral_constant<int, 16>());
+  case 24:
+    return fn(std::integral_constant<int, 24>());
+  default:
+    return fn(std::integral_constant<int, 32>());
+  }
 }
 
 /// A row of `size` elements at `base` of `t`, in the lane's Slots slots
