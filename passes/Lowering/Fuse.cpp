@@ -79,16 +79,17 @@ SmallVector<Value> usedOutside(ArrayRef<Operation *> ops) {
   return outputs;
 }
 
-/// Replaces `ops` (ending with the last of them in block order; each
-/// erased after the ops that read it) by a loom.fused after that last op,
+/// Replaces `ops` by a loom.fused right after `anchor` (one of them; by
+/// default the last of `ops`, which must then be the last in block order),
 /// with `inputs` as its block arguments. `fillBody` builds the body from
 /// them (at `b`, in the new block) and returns the values it yields for
 /// `outputs`, whose uses outside `ops` move to the fused op's results.
 FusedOp
 outline(ArrayRef<Operation *> ops, ArrayRef<Value> inputs,
         ArrayRef<Value> outputs,
-        llvm::function_ref<SmallVector<Value>(OpBuilder &, Block &)> fillBody) {
-  Operation *last = ops.back();
+        llvm::function_ref<SmallVector<Value>(OpBuilder &, Block &)> fillBody,
+        Operation *anchor = nullptr) {
+  Operation *last = anchor ? anchor : ops.back();
   OpBuilder b(last->getContext());
   b.setInsertionPointAfter(last);
   SmallVector<Type> resultTypes;
@@ -105,9 +106,62 @@ outline(ArrayRef<Operation *> ops, ArrayRef<Value> inputs,
     Value(output).replaceUsesWithIf(
         fused.getResult(index),
         [&](OpOperand &use) { return !members.contains(use.getOwner()); });
-  for (Operation *op : llvm::reverse(ops))
+  // Readers before what they read.
+  SmallVector<Operation *> erased(ops);
+  llvm::sort(erased,
+             [](Operation *a, Operation *b) { return b->isBeforeInBlock(a); });
+  for (Operation *op : erased)
     op->erase();
   return fused;
+}
+
+/// The op of `ops` after which a loom.fused of them can stand, the latest
+/// that works: every value of `inputs` is defined before it, and every
+/// reader of `outputs` outside `ops` comes after it. Null when none does.
+Operation *anchorFor(ArrayRef<Operation *> ops, ArrayRef<Value> inputs,
+                     ArrayRef<Value> outputs) {
+  llvm::SmallPtrSet<Operation *, 8> members(ops.begin(), ops.end());
+  SmallVector<Operation *> candidates(ops);
+  llvm::sort(candidates,
+             [](Operation *a, Operation *b) { return b->isBeforeInBlock(a); });
+  Block *block = ops.front()->getBlock();
+  for (Operation *candidate : candidates) {
+    bool inputsReady = llvm::all_of(inputs, [&](Value input) {
+      Operation *def = input.getDefiningOp();
+      return !def ||
+             (!members.contains(def) && def->isBeforeInBlock(candidate));
+    });
+    bool readersAfter = llvm::all_of(outputs, [&](Value output) {
+      return llvm::all_of(output.getUsers(), [&](Operation *user) {
+        Operation *inBlock = block->findAncestorOpInBlock(*user);
+        return members.contains(user) ||
+               (inBlock && candidate->isBeforeInBlock(inBlock));
+      });
+    });
+    if (inputsReady && readersAfter)
+      return candidate;
+  }
+  return nullptr;
+}
+
+/// outline() of `ops` after anchorFor's op, the body built by `fillBody`
+/// with `inputs` mapped to the block arguments; false (nothing changed)
+/// where no op of `ops` can be the anchor.
+bool outlineWherePossible(
+    ArrayRef<Operation *> ops, ArrayRef<Value> inputs, ArrayRef<Value> outputs,
+    llvm::function_ref<SmallVector<Value>(OpBuilder &, IRMapping &)> fillBody) {
+  Operation *anchor = anchorFor(ops, inputs, outputs);
+  if (!anchor)
+    return false;
+  outline(
+      ops, inputs, outputs,
+      [&](OpBuilder &b, Block &body) {
+        IRMapping map;
+        map.map(inputs, body.getArguments());
+        return fillBody(b, map);
+      },
+      anchor);
+  return true;
 }
 
 /// outline() with the ops cloned as they are, reading the block arguments
@@ -124,24 +178,41 @@ FusedOp outlineAsIs(ArrayRef<Operation *> ops, ArrayRef<Value> outputs) {
   });
 }
 
-/// matmul -> add(bias) [-> gelu] into one loom.fused (see Passes.td).
+/// The tensor `add` adds to `value` when it has `value`'s type (a
+/// residual), other than `value` and `excluded`; null otherwise.
+Value residualOf(AddOp add, Value value, ArrayRef<Value> excluded) {
+  if (add.getLhs() == add.getRhs() || add.getType() != value.getType())
+    return Value();
+  Value other = add.getLhs() == value ? add.getRhs() : add.getLhs();
+  if (other.getType() != value.getType() || llvm::is_contained(excluded, other))
+    return Value();
+  return other;
+}
+
+/// matmul -> add(bias) [-> gelu | -> add(residual)], or matmul ->
+/// add(residual), into one loom.fused (see Passes.td).
 void fuseEpilogues(Block &block) {
   for (MatmulOp matmul : llvm::make_early_inc_range(block.getOps<MatmulOp>())) {
     Value product = matmul.getResult();
     if (!product.hasOneUse() || !allFusibleTensors(matmul))
       continue;
     auto add = dyn_cast<AddOp>(*product.getUsers().begin());
-    if (!add || add.getLhs() == add.getRhs())
-      continue;
-    Value bias = add.getLhs() == product ? add.getRhs() : add.getLhs();
     auto productType = cast<RankedTensorType>(product.getType());
+    if (!add || add.getLhs() == add.getRhs() ||
+        cast<RankedTensorType>(matmul.getLhs().getType()).getElementType() !=
+            productType.getElementType())
+      continue;
+    SmallVector<Value> operands = {matmul.getLhs(), matmul.getRhs()};
+    if (residualOf(add, product, operands)) {
+      outlineAsIs({matmul, add}, {add.getResult()});
+      continue;
+    }
+    Value bias = add.getLhs() == product ? add.getRhs() : add.getLhs();
     auto biasType = dyn_cast<RankedTensorType>(bias.getType());
     if (!biasType || biasType.getRank() != 1 || productType.getRank() < 1 ||
         biasType.getDimSize(0) != productType.getShape().back() ||
         biasType.getElementType() != productType.getElementType() ||
-        add.getType() != productType ||
-        cast<RankedTensorType>(matmul.getLhs().getType()).getElementType() !=
-            productType.getElementType())
+        add.getType() != productType)
       continue;
 
     SmallVector<Operation *> ops = {matmul, add};
@@ -161,8 +232,117 @@ void fuseEpilogues(Block &block) {
       if (!sumUsedElsewhere)
         outputs.clear();
       outputs.push_back(gelu.getResult());
+    } else if (add->hasOneUse()) {
+      // A residual added to a sum that nothing else reads.
+      operands.push_back(bias);
+      auto second = dyn_cast<AddOp>(*add->getUsers().begin());
+      if (second && residualOf(second, add.getResult(), operands)) {
+        ops.push_back(second);
+        outputs = {second.getResult()};
+      }
     }
     outlineAsIs(ops, outputs);
+  }
+}
+
+/// Whether `reduce` sums its operand over every dimension but the last
+/// into [n], as a bias gradient does.
+bool sumsRows(ReduceSumOp reduce) {
+  auto type = cast<RankedTensorType>(reduce.getX().getType());
+  if (reduce.getKeepDims() || type.getRank() < 2 ||
+      !isFusibleTensor(reduce.getX().getType()))
+    return false;
+  return llvm::equal(reduce.getDims(),
+                     llvm::seq<int64_t>(0, type.getRank() - 1));
+}
+
+/// The reduce_sum summing `value`'s rows (sumsRows) among its users.
+ReduceSumOp rowSumOf(Value value) {
+  for (Operation *user : value.getUsers())
+    if (auto reduce = dyn_cast<ReduceSumOp>(user))
+      if (reduce.getX() == value && sumsRows(reduce))
+        return reduce;
+  return ReduceSumOp();
+}
+
+/// Whether a matmul can take a backward epilogue: f32 or bf16 operands and
+/// a result of their element type.
+bool takesBackwardEpilogue(MatmulOp matmul) {
+  return allFusibleTensors(matmul) &&
+         cast<RankedTensorType>(matmul.getLhs().getType()).getElementType() ==
+             cast<RankedTensorType>(matmul.getType()).getElementType() &&
+         matmul.getLhs() != matmul.getRhs();
+}
+
+/// matmul -> gelu_grad(product, pre) whose rows a reduce_sum sums, into one
+/// loom.fused with inputs (lhs, rhs, pre) and results (dpre, db): the
+/// dgelu_bias_grad epilogue (see Passes.td).
+void fuseGeluBiasGrads(Block &block) {
+  for (GeluGradOp geluGrad :
+       llvm::make_early_inc_range(block.getOps<GeluGradOp>())) {
+    auto matmul = geluGrad.getDy().getDefiningOp<MatmulOp>();
+    Value pre = geluGrad.getX();
+    if (!matmul || !matmul->hasOneUse() || !takesBackwardEpilogue(matmul) ||
+        pre.getType() != matmul.getType() || pre == matmul.getLhs() ||
+        pre == matmul.getRhs())
+      continue;
+    ReduceSumOp reduce = rowSumOf(geluGrad.getResult());
+    if (!reduce)
+      continue;
+    SmallVector<Value> inputs = {matmul.getLhs(), matmul.getRhs(), pre};
+    outlineWherePossible(
+        {matmul, geluGrad, reduce}, inputs,
+        {geluGrad.getResult(), reduce.getResult()},
+        [&](OpBuilder &b, IRMapping &map) -> SmallVector<Value> {
+          b.clone(*matmul, map);
+          Value dpre = b.clone(*geluGrad, map)->getResult(0);
+          return {dpre, b.clone(*reduce, map)->getResult(0)};
+        });
+  }
+}
+
+/// A reduce_sum of dy's rows beside a matmul whose untransposed rank-2 rhs
+/// is dy (or dy reshaped to [rows, n]), as a weight gradient x^T.dy and its
+/// bias gradient are, into one loom.fused with inputs (lhs, rhs) and
+/// results (product, db): the bias_grad epilogue (see Passes.td).
+void fuseBiasGrads(Block &block) {
+  for (ReduceSumOp reduce :
+       llvm::make_early_inc_range(block.getOps<ReduceSumOp>())) {
+    if (!sumsRows(reduce))
+      continue;
+    Value dy = reduce.getX();
+    auto dyType = cast<RankedTensorType>(dy.getType());
+    // dy itself, or a reshape of it keeping its last dimension.
+    SmallVector<Value> asRhs;
+    if (dyType.getRank() == 2)
+      asRhs.push_back(dy);
+    for (Operation *user : dy.getUsers())
+      if (auto reshape = dyn_cast<ReshapeOp>(user)) {
+        auto shape = cast<RankedTensorType>(reshape.getType()).getShape();
+        if (shape.size() == 2 && shape.back() == dyType.getShape().back())
+          asRhs.push_back(reshape.getResult());
+      }
+    MatmulOp matmul;
+    for (Value rhs : asRhs)
+      for (Operation *user : rhs.getUsers())
+        if (auto candidate = dyn_cast<MatmulOp>(user))
+          if (!matmul && candidate.getRhs() == rhs &&
+              !candidate.getTransposeRhs() && takesBackwardEpilogue(candidate))
+            matmul = candidate;
+    if (!matmul || cast<RankedTensorType>(matmul.getType()).getElementType() !=
+                       dyType.getElementType())
+      continue;
+    Value rhs = matmul.getRhs();
+    outlineWherePossible(
+        {reduce, matmul}, {matmul.getLhs(), rhs},
+        {matmul.getResult(), reduce.getResult()},
+        [&](OpBuilder &b, IRMapping &map) -> SmallVector<Value> {
+          Value product = b.clone(*matmul, map)->getResult(0);
+          int64_t rows[] = {0};
+          Value db = ReduceSumOp::create(b, reduce.getLoc(), map.lookup(rhs),
+                                         rows, /*keepDims=*/false);
+          return {product, db};
+        });
   }
 }
 
@@ -307,8 +487,11 @@ struct FusePass : impl::LoomFuseBase<FusePass> {
       if (!fn.getBody().hasOneBlock())
         continue;
       Block &block = fn.getBody().front();
-      if (epilogues)
+      if (epilogues) {
+        fuseGeluBiasGrads(block);
+        fuseBiasGrads(block);
         fuseEpilogues(block);
+      }
       if (elementwise)
         fuseChains(block);
       if (optimizer)

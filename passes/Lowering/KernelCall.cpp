@@ -363,49 +363,93 @@ LogicalResult unsupportedBody(FusedOp fused, const Target &target) {
   return fused.emitOpError()
          << "has no " << target.library << " kernel for its body ("
          << target.flag
-         << " runs a matmul with a bias [and gelu] epilogue, AdamW updates "
+         << " runs a matmul with one of its epilogues, AdamW updates "
             "or a chain of elementwise ops; see --loom-fuse)";
 }
 
-/// A matmul body: matmul(lhs, rhs), add(product, bias), optionally gelu
-/// of the sum, yielding the sum, the gelu or both (in that order).
+/// Whether `add` adds `a` and `b`, in either order.
+bool adds(AddOp add, Value a, Value b) {
+  return add && ((add.getLhs() == a && add.getRhs() == b) ||
+                 (add.getLhs() == b && add.getRhs() == a));
+}
+
+/// The epilogue a matmul body computes (loom_cpu_kernels.h), the body's
+/// ops after the matmul in `rest`, its block arguments `args` (lhs, rhs,
+/// then the epilogue's operands) and its yielded values `yielded`: the
+/// forms --loom-fuse builds, and nothing else.
+std::optional<loom_matmul_epilogue>
+classifyEpilogue(Value product, ArrayRef<Operation *> rest,
+                 ArrayRef<BlockArgument> args, ArrayRef<Value> yielded) {
+  auto at = [&](size_t i) {
+    return i < rest.size() ? rest[i] : static_cast<Operation *>(nullptr);
+  };
+  auto results = [&](std::initializer_list<Value> values) {
+    return llvm::equal(yielded, values);
+  };
+  auto isRowSum = [](Operation *op, Value of) {
+    auto reduce = dyn_cast_or_null<ReduceSumOp>(op);
+    if (!reduce || reduce.getX() != of || reduce.getKeepDims())
+      return false;
+    int64_t rank = cast<RankedTensorType>(of.getType()).getRank();
+    return llvm::equal(reduce.getDims(), llvm::seq<int64_t>(0, rank - 1));
+  };
+  auto first = dyn_cast_or_null<AddOp>(at(0));
+  size_t numArgs = args.size();
+  if (rest.size() == 1 && numArgs == 3 && adds(first, product, args[2])) {
+    bool isBias = cast<RankedTensorType>(args[2].getType()).getRank() == 1;
+    if (!results({first.getResult()}) ||
+        (!isBias && args[2].getType() != product.getType()))
+      return std::nullopt;
+    return isBias ? LOOM_EPILOGUE_BIAS : LOOM_EPILOGUE_RESIDUAL;
+  }
+  if (rest.size() == 2 && numArgs == 3 && adds(first, product, args[2])) {
+    auto gelu = dyn_cast<GeluOp>(at(1));
+    if (!gelu || gelu.getX() != first.getResult())
+      return std::nullopt;
+    if (results({gelu.getResult()}))
+      return LOOM_EPILOGUE_BIAS_GELU;
+    if (results({first.getResult(), gelu.getResult()}))
+      return LOOM_EPILOGUE_BIAS_GELU_AUX;
+    return std::nullopt;
+  }
+  if (rest.size() == 2 && numArgs == 4 && adds(first, product, args[2]) &&
+      adds(dyn_cast<AddOp>(at(1)), first.getResult(), args[3]) &&
+      args[3].getType() == product.getType() && results({at(1)->getResult(0)}))
+    return LOOM_EPILOGUE_BIAS_RESIDUAL;
+  if (rest.size() == 1 && numArgs == 2 && isRowSum(at(0), args[1]) &&
+      results({product, at(0)->getResult(0)}))
+    return LOOM_EPILOGUE_BIAS_GRAD;
+  auto geluGrad = dyn_cast_or_null<GeluGradOp>(at(0));
+  if (rest.size() == 2 && numArgs == 3 && geluGrad &&
+      geluGrad.getDy() == product && geluGrad.getX() == args[2] &&
+      isRowSum(at(1), geluGrad.getResult()) &&
+      results({geluGrad.getResult(), at(1)->getResult(0)}))
+    return LOOM_EPILOGUE_DGELU_BIAS_GRAD;
+  return std::nullopt;
+}
+
+/// A matmul body: matmul(lhs, rhs) then one of the epilogues
+/// classifyEpilogue knows; writes the transposes and the epilogue.
 LogicalResult writeMatmulEpilogue(FusedOp fused, MetaWriter &w,
                                   const Target &target) {
   Block &body = fused.getBody().front();
-  auto ops = body.without_terminator();
-  SmallVector<Operation *> list;
-  for (Operation &op : ops)
-    list.push_back(&op);
-  auto yield = cast<YieldOp>(body.getTerminator());
-  if (list.size() < 2 || list.size() > 3 || body.getNumArguments() != 3)
-    return unsupportedBody(fused, target);
-  auto matmul = dyn_cast<MatmulOp>(list[0]);
-  auto add = dyn_cast<AddOp>(list[1]);
-  GeluOp gelu = list.size() == 3 ? dyn_cast<GeluOp>(list[2]) : GeluOp();
-  if (!matmul || !add || (list.size() == 3 && !gelu) ||
+  SmallVector<Operation *> rest;
+  for (Operation &op : body.without_terminator())
+    rest.push_back(&op);
+  auto matmul = rest.empty() ? MatmulOp() : dyn_cast<MatmulOp>(rest.front());
+  if (!matmul || body.getNumArguments() < 2 ||
       matmul.getLhs() != body.getArgument(0) ||
       matmul.getRhs() != body.getArgument(1))
     return unsupportedBody(fused, target);
-  Value bias = body.getArgument(2);
-  bool sumOfProduct =
-      (add.getLhs() == matmul.getResult() && add.getRhs() == bias) ||
-      (add.getRhs() == matmul.getResult() && add.getLhs() == bias);
-  if (!sumOfProduct || (gelu && gelu.getX() != add.getResult()))
-    return unsupportedBody(fused, target);
-  SmallVector<Value> yielded(yield.getValues());
-  loom_matmul_epilogue epilogue;
-  if (!gelu && yielded == SmallVector<Value>{add.getResult()})
-    epilogue = LOOM_EPILOGUE_BIAS;
-  else if (gelu && yielded == SmallVector<Value>{gelu.getResult()})
-    epilogue = LOOM_EPILOGUE_BIAS_GELU;
-  else if (gelu &&
-           yielded == SmallVector<Value>{add.getResult(), gelu.getResult()})
-    epilogue = LOOM_EPILOGUE_BIAS_GELU_AUX;
-  else
+  SmallVector<Value> yielded(cast<YieldOp>(body.getTerminator()).getValues());
+  std::optional<loom_matmul_epilogue> epilogue =
+      classifyEpilogue(matmul.getResult(), ArrayRef(rest).drop_front(),
+                       body.getArguments(), yielded);
+  if (!epilogue)
     return unsupportedBody(fused, target);
   w.integer(matmul->hasAttr("transpose_lhs") ? 1 : 0);
   w.integer(matmul->hasAttr("transpose_rhs") ? 1 : 0);
-  w.integer(epilogue);
+  w.integer(*epilogue);
   return success();
 }
 

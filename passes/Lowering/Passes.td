@@ -117,7 +117,22 @@ def LoomFuse : Pass<"loom-fuse", "mlir::ModuleOp"> {
       other users, a `loom.gelu_grad` in a training step, must come after
       the gelu), become one `loom.fused` with inputs (lhs, rhs, bias): one
       `matmul` call with a bias or bias-gelu epilogue (cuBLASLt's on the
-      GPU), the sum kept as a second result where it is used elsewhere;
+      GPU), the sum kept as a second result where it is used elsewhere.
+      A residual added to the product (or to the biased sum, when nothing
+      else reads it), a tensor of the product's type other than the
+      matmul's operands, joins too: the residual and bias_residual
+      epilogues (cuBLASLt's C input, beta = 1);
+    - **backward epilogues**: a matmul read only by a `loom.gelu_grad`
+      whose rows (every dimension but the last) a `loom.reduce_sum` sums,
+      as a linear layer's dX and bias gradient before a gelu are, becomes
+      one `loom.fused` (lhs, rhs, pre) -> (dpre, db), the dgelu_bias_grad
+      epilogue (cuBLASLt's DGELU_BGRAD); a `loom.reduce_sum` of dy's rows
+      beside a matmul whose untransposed rank-2 rhs is dy (or dy reshaped
+      to [rows, n]), a weight gradient x^T.dy and its bias gradient,
+      becomes one `loom.fused` (lhs, rhs) -> (dw, db), the bias_grad
+      epilogue (cuBLASLt's BGRADA), its reduce_sum rewritten over the rhs.
+      Each stands after the latest of its ops that every reader of its
+      results follows, or is not formed;
     - **elementwise chains**: connected ops of one result shape among add,
       sub, mul, div, neg, exp, log, sqrt, rsqrt, tanh, cast, gelu,
       gelu_grad, silu and silu_grad on f32 / bf16 tensors become one
@@ -140,7 +155,8 @@ def LoomFuse : Pass<"loom-fuse", "mlir::ModuleOp"> {
   }];
   let options = [
     Option<"epilogues", "epilogues", "bool", /*default=*/"true",
-           "fuse a matmul with its bias add and gelu">,
+           "fuse a matmul with its bias add and gelu or residual add, and "
+           "backward matmuls with their gelu gradient and bias gradient">,
     Option<"elementwise", "elementwise", "bool", /*default=*/"true",
            "fuse chains of elementwise ops">,
     Option<"optimizer", "optimizer", "bool", /*default=*/"true",

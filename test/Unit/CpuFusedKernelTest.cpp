@@ -136,6 +136,83 @@ TEST(CpuFusedKernelTest, TransposedAndBatchedMatmulEpilogues) {
       {/*chains=*/0, /*matmuls=*/2});
 }
 
+/// Residual epilogues: a product plus a residual (residual), and a
+/// product plus a bias plus a residual (bias_residual), the residual on
+/// either side of the add, through a batched lhs.
+TEST(CpuFusedKernelTest, ResidualEpilogues) {
+  expectFusedMatches(
+      R"mlir(
+    func.func @f(%x: tensor<2x5x16xf32>, %w: tensor<16x16xf32>, %b: tensor<16xf32>,
+                 %r: tensor<2x5x16xf32>, %v: tensor<16x7xf32>, %q: tensor<2x5x7xf32>)
+        -> (tensor<2x5x16xf32>, tensor<2x5x7xf32>) {
+      %p = loom.matmul %x, %w : (tensor<2x5x16xf32>, tensor<16x16xf32>) -> tensor<2x5x16xf32>
+      %s = loom.add %p, %b : (tensor<2x5x16xf32>, tensor<16xf32>) -> tensor<2x5x16xf32>
+      %t = loom.add %r, %s : (tensor<2x5x16xf32>, tensor<2x5x16xf32>) -> tensor<2x5x16xf32>
+      %u = loom.matmul %t, %v : (tensor<2x5x16xf32>, tensor<16x7xf32>) -> tensor<2x5x7xf32>
+      %y = loom.add %u, %q : (tensor<2x5x7xf32>, tensor<2x5x7xf32>) -> tensor<2x5x7xf32>
+      return %t, %y : tensor<2x5x16xf32>, tensor<2x5x7xf32>
+    })mlir",
+      {randomFloats({2, 5, 16}, 51), randomFloats({16, 16}, 52),
+       randomFloats({16}, 53), randomFloats({2, 5, 16}, 54),
+       randomFloats({16, 7}, 55), randomFloats({2, 5, 7}, 56)},
+      {/*chains=*/0, /*matmuls=*/2});
+}
+
+/// A linear layer's backward: dgelu_bias_grad (the gelu gradient of
+/// dy.w^T at the pre-activation and its rows' sum) and bias_grad (the
+/// weight gradient x^T.dy beside the sum of dy's rows, dy reshaped), each
+/// one matmul call; the first layer's weight gradient reads dpre, whose
+/// sum is already taken, so it stays a plain matmul.
+TEST(CpuFusedKernelTest, BackwardEpilogues) {
+  expectFusedMatches(
+      R"mlir(
+    func.func @f(%dy: tensor<2x5x6xf32>, %w2: tensor<12x6xf32>, %pre: tensor<2x5x12xf32>,
+                 %h: tensor<2x5x12xf32>, %x: tensor<2x5x4xf32>)
+        -> (tensor<12x6xf32>, tensor<6xf32>, tensor<2x5x12xf32>, tensor<12xf32>,
+            tensor<4x12xf32>) {
+      %db2 = loom.reduce_sum %dy [0, 1] : tensor<2x5x6xf32> -> tensor<6xf32>
+      %hr = loom.reshape %h : tensor<2x5x12xf32> -> tensor<10x12xf32>
+      %dyr = loom.reshape %dy : tensor<2x5x6xf32> -> tensor<10x6xf32>
+      %dw2 = loom.matmul %hr, %dyr {transpose_lhs} : (tensor<10x12xf32>, tensor<10x6xf32>) -> tensor<12x6xf32>
+      %dh = loom.matmul %dy, %w2 {transpose_rhs} : (tensor<2x5x6xf32>, tensor<12x6xf32>) -> tensor<2x5x12xf32>
+      %dpre = loom.gelu_grad %dh, %pre : tensor<2x5x12xf32>
+      %db1 = loom.reduce_sum %dpre [0, 1] : tensor<2x5x12xf32> -> tensor<12xf32>
+      %xr = loom.reshape %x : tensor<2x5x4xf32> -> tensor<10x4xf32>
+      %dpr = loom.reshape %dpre : tensor<2x5x12xf32> -> tensor<10x12xf32>
+      %dw1 = loom.matmul %xr, %dpr {transpose_lhs} : (tensor<10x4xf32>, tensor<10x12xf32>) -> tensor<4x12xf32>
+      return %dw2, %db2, %dpre, %db1, %dw1 : tensor<12x6xf32>, tensor<6xf32>, tensor<2x5x12xf32>, tensor<12xf32>, tensor<4x12xf32>
+    })mlir",
+      {randomFloats({2, 5, 6}, 61), randomFloats({12, 6}, 62),
+       randomFloats({2, 5, 12}, 63), randomFloats({2, 5, 12}, 64),
+       randomFloats({2, 5, 4}, 65)},
+      {/*chains=*/0, /*matmuls=*/2});
+}
+
+/// An empty product keeps its bias gradient: bias_grad of a [0, 12] lhs
+/// still sums the rhs' 12 rows, and the empty matmul does not divide by
+/// its zero elements (IR has no empty tensors; the kernel is called
+/// directly, as the CUDA conformance test calls both libraries).
+TEST(CpuFusedKernelTest, EmptyProductKeepsItsBiasGradient) {
+  std::vector<float> rhs(12 * 16), db(16, -1.0f);
+  for (size_t i = 0; i < rhs.size(); ++i)
+    rhs[i] = static_cast<float>(i % 7) - 3.0f;
+  // lhs [0, 12] and rhs [12, 16] f32; results [0, 16] and [16]; no
+  // transposes, bias_grad.
+  std::vector<int64_t> meta = {
+      2, 2, 0, 2,  0, 12, 0,  2, 12, 16,
+      0, 2, 0, 16, 0, 1,  16, 0, 0,  LOOM_EPILOGUE_BIAS_GRAD};
+  float none = 0;
+  void *buffers[] = {&none, rhs.data(), &none, db.data()};
+  ASSERT_EQ(loom_cpu_matmul(nullptr, buffers, meta.data()), 0)
+      << loom_cpu_last_error();
+  for (int64_t j = 0; j < 16; ++j) {
+    double want = 0;
+    for (int64_t r = 0; r < 12; ++r)
+      want += rhs[r * 16 + j];
+    EXPECT_EQ(db[j], static_cast<float>(want)) << "column " << j;
+  }
+}
+
 /// SwiGLU with a residual, operands broadcasting as rows, columns and
 /// leading dimensions, over more elements than one block of the kernel
 /// (256) along a run that cannot be coalesced.

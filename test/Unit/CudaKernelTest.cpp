@@ -792,6 +792,98 @@ void matmulStagedCases(loom_cuda_context *context, cudaStream_t stream) {
   loom_cuda_context_destroy(small);
 }
 
+/// The epilogues that add a residual or take a bias gradient: residual
+/// and bias_residual (cuBLASLt's C with beta = 1), bias_grad (BGRADA: the
+/// column sums of cuBLASLt's A, our rhs) and dgelu_bias_grad (DGELU_BGRAD,
+/// bf16 results with n a multiple of 8), each also under
+/// LOOM_CUDA_GEMM_EPILOGUES=basic (a plain GEMM, then Matmul.cu's kernels
+/// and sumRows), which batched GEMMs, odd n for DGELU_BGRAD and k = 0
+/// take anyway.
+void matmulResidualAndGradCases(loom_cuda_context *context) {
+  const MatmulShape forward[] = {
+      {"2-d", {64, 96}, {96, 80}, {64, 80}, false, false},
+      {"shared rhs", {4, 16, 32}, {32, 24}, {4, 16, 24}, false, false},
+      {"batched", {3, 2, 32, 48}, {3, 2, 48, 40}, {3, 2, 32, 40}, false, false},
+      {"gpt2 attn proj", {256, 768}, {768, 768}, {256, 768}, false, false},
+      {"odd n", {33, 17}, {17, 65}, {33, 65}, false, false},
+  };
+  // Weight gradients x^T.dy: an untransposed rank-2 rhs.
+  const MatmulShape weightGrads[] = {
+      {"2-d", {64, 96}, {96, 80}, {64, 80}, false, false},
+      {"gpt2 wgrad", {512, 768}, {512, 768}, {768, 768}, true, false},
+      {"shared rhs lhs^T", {4, 32, 16}, {32, 24}, {4, 16, 24}, true, false},
+      {"odd n", {33, 17}, {33, 65}, {17, 65}, true, false},
+  };
+  // dy.w^T into the MLP's hidden width, at the pre-activation.
+  const MatmulShape dgelu[] = {
+      {"gpt2 mlp", {256, 768}, {3072, 768}, {256, 3072}, false, true},
+      {"shared rhs", {4, 16, 32}, {24, 32}, {4, 16, 24}, false, true},
+      {"batched", {3, 16, 32}, {3, 32, 24}, {3, 16, 24}, false, false},
+      {"odd n", {33, 17}, {65, 17}, {33, 65}, false, true},
+  };
+  auto kOf = [](const MatmulShape &s) {
+    return s.transLhs ? s.lhs[s.lhs.size() - 2] : s.lhs.back();
+  };
+  for (const char *mode : {"", "basic"}) {
+    if (*mode)
+      setenv("LOOM_CUDA_GEMM_EPILOGUES", mode, 1);
+    std::string suffix = *mode ? " (basic)" : "";
+    for (const MatmulShape &s : forward) {
+      double scale = 3.0 / std::sqrt(static_cast<double>(kOf(s)));
+      run(make(std::string("matmul residual ") + s.name + suffix,
+               KERNELS(matmul),
+               {uniform(s.lhs), uniform(s.rhs, -scale, scale), uniform(s.out)},
+               {result(s.out)},
+               {s.transLhs, s.transRhs, LOOM_EPILOGUE_RESIDUAL}),
+          context);
+      run(make(std::string("matmul bias_residual ") + s.name + suffix,
+               KERNELS(matmul),
+               {uniform(s.lhs), uniform(s.rhs, -scale, scale),
+                uniform({s.out.back()}), uniform(s.out)},
+               {result(s.out)},
+               {s.transLhs, s.transRhs, LOOM_EPILOGUE_BIAS_RESIDUAL}),
+          context);
+    }
+    for (const MatmulShape &s : weightGrads)
+      run(make(std::string("matmul bias_grad ") + s.name + suffix,
+               KERNELS(matmul), {uniform(s.lhs), uniform(s.rhs)},
+               {result(s.out), result({s.out.back()})},
+               {s.transLhs, s.transRhs, LOOM_EPILOGUE_BIAS_GRAD}),
+          context);
+    for (const MatmulShape &s : dgelu) {
+      double scale = 3.0 / std::sqrt(static_cast<double>(kOf(s)));
+      run(make(std::string("matmul dgelu_bias_grad ") + s.name + suffix,
+               KERNELS(matmul),
+               {uniform(s.lhs), uniform(s.rhs, -scale, scale),
+                uniform(s.out, -3, 3)},
+               {result(s.out), result({s.out.back()})},
+               {s.transLhs, s.transRhs, LOOM_EPILOGUE_DGELU_BIAS_GRAD}),
+          context);
+    }
+  }
+  unsetenv("LOOM_CUDA_GEMM_EPILOGUES");
+  // k = 0: the product is zeros; the bias gradient sums the rhs' 0 rows or
+  // dpre's zeros.
+  run(make("matmul bias_residual k = 0", KERNELS(matmul),
+           {uniform({0, 8}), uniform({0, 16}), uniform({16}), uniform({8, 16})},
+           {result({8, 16})}, {1, 0, LOOM_EPILOGUE_BIAS_RESIDUAL}),
+      context);
+  run(make("matmul bias_grad k = 0", KERNELS(matmul),
+           {uniform({0, 8}), uniform({0, 16})}, {result({8, 16}), result({16})},
+           {1, 0, LOOM_EPILOGUE_BIAS_GRAD}),
+      context);
+  run(make("matmul dgelu_bias_grad k = 0", KERNELS(matmul),
+           {uniform({0, 8}), uniform({0, 16}), uniform({8, 16}, -3, 3)},
+           {result({8, 16}), result({16})},
+           {1, 0, LOOM_EPILOGUE_DGELU_BIAS_GRAD}),
+      context);
+  // m = 0: no product, but a bias gradient of the rhs' 12 rows.
+  run(make("matmul bias_grad m = 0", KERNELS(matmul),
+           {uniform({0, 12}), uniform({12, 16})},
+           {result({0, 16}), result({16})}, {0, 0, LOOM_EPILOGUE_BIAS_GRAD}),
+      context);
+}
+
 /// matmul's epilogues (loom_cpu_kernels.h): the bias [n] has the result's
 /// element type. The rhs is scaled so that the sums are about 1, where the
 /// gelu bends. cuBLASLt adds the bias, and for bf16 results applies the
@@ -844,6 +936,7 @@ void matmulEpilogueCases(loom_cuda_context *context) {
            {uniform({0, 8}), uniform({0, 16}), uniform({16}, -3, 3)},
            {result({8, 16})}, {1, 0, LOOM_EPILOGUE_BIAS_GELU}),
       context);
+  matmulResidualAndGradCases(context);
 }
 
 void normCases(loom_cuda_context *context) {
@@ -1389,8 +1482,8 @@ void failureCases(loom_cuda_context *context) {
                 loom_cuda_matmul(nullptr, biased, shortBias.data(), context) !=
                     0,
                 loom_cuda_last_error(),
-                "loom_cuda_matmul: the bias has rank 1 and 5 elements, "
-                "expected [6]");
+                "loom_cuda_matmul: the bias must be [6] of the result's "
+                "element type");
   std::vector<int64_t> oneResult =
       metaFor({uniform({4, 8}), uniform({8, 6}), uniform({6})},
               {result({4, 6})}, {0, 0, LOOM_EPILOGUE_BIAS_GELU_AUX});

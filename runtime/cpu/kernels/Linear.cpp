@@ -10,12 +10,14 @@
 
 #include "Activation.h"
 #include "KernelArgs.h"
+#include "MatmulEpilogue.h"
 
 #include <cblas.h>
 
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <vector>
 
 namespace loom::cpu {
 namespace {
@@ -47,6 +49,8 @@ void matmul(const View &lhs, const View &rhs, const View &out,
             bool transposeLhs, bool transposeRhs) {
   int64_t m = out.dims[out.rank - 2], n = out.dims[out.rank - 1];
   int64_t k = transposeLhs ? lhs.dims[lhs.rank - 2] : lhs.dims[lhs.rank - 1];
+  if (m * n == 0)
+    return; // an empty result (and no batch count to divide out)
   int64_t batch = out.numElements() / (m * n);
   const T *a = static_cast<const T *>(lhs.data);
   const T *b = static_cast<const T *>(rhs.data);
@@ -193,61 +197,51 @@ bool isFloatType(loom_dtype dtype) {
   return dtype == LOOM_DTYPE_F32 || dtype == LOOM_DTYPE_F64;
 }
 
-/// Fails unless the operands and results suit `epilogue`
-/// (loom_cpu_kernels.h): lhs, rhs (and a bias [n]); one result (two for
-/// bias_gelu_aux, of one shape).
-int32_t checkEpilogue(const KernelArgs &args, loom_matmul_epilogue epilogue) {
-  if (epilogue < LOOM_EPILOGUE_NONE || epilogue > LOOM_EPILOGUE_BIAS_GELU_AUX)
-    return fail("matmul: unknown epilogue %d", static_cast<int>(epilogue));
-  int64_t operands = epilogue == LOOM_EPILOGUE_NONE ? 2 : 3;
-  int64_t results = epilogue == LOOM_EPILOGUE_BIAS_GELU_AUX ? 2 : 1;
-  if (args.numOperands() != operands || args.numResults() != results)
-    return fail("matmul: epilogue %d takes %lld operands and %lld results, "
-                "not %lld and %lld",
-                static_cast<int>(epilogue), static_cast<long long>(operands),
-                static_cast<long long>(results),
-                static_cast<long long>(args.numOperands()),
-                static_cast<long long>(args.numResults()));
+/// The epilogue after the product in results[0] (loom_cpu_kernels.h), in
+/// the order and precision of the ops it stands for: the bias added, then
+/// the residual, each sum rounded to f32; gelu_grad's dy * gelu'(pre); a
+/// bias gradient summed over rows in double, as reduce_sum does. So a
+/// fused f32 step computes the same bits as the unfused one.
+void applyEpilogue(const KernelArgs &args, int64_t epilogue) {
+  kernels::EpilogueForm form;
+  kernels::epilogueForm(epilogue, form);
   const View &out = args.out(0);
-  if (results == 2) {
-    const View &second = args.out(1);
-    if (second.rank != out.rank ||
-        !std::equal(out.dims, out.dims + out.rank, second.dims))
-      return fail("matmul: the epilogue's two results differ in shape");
-  }
-  if (operands == 3) {
-    const View &bias = args.in(2);
-    if (bias.rank != 1 || out.rank < 1 ||
-        bias.dims[0] != out.dims[out.rank - 1])
-      return fail(
-          "matmul: the bias has %lld elements in %lld dimensions, "
-          "expected [%lld]",
-          static_cast<long long>(bias.numElements()),
-          static_cast<long long>(bias.rank),
-          static_cast<long long>(out.rank ? out.dims[out.rank - 1] : 0));
-  }
-  return 0;
-}
-
-/// Adds the bias to every row of the product in results[0] and applies
-/// gelu, as `epilogue` says; bias_gelu_aux keeps the sum in results[0] and
-/// writes gelu of it to results[1].
-void applyEpilogue(const KernelArgs &args, loom_matmul_epilogue epilogue) {
-  const View &out = args.out(0);
-  if (epilogue == LOOM_EPILOGUE_NONE || out.numElements() == 0)
-    return;
-  const float *bias = args.in(2).f32();
-  int64_t n = out.dims[out.rank - 1], rows = out.numElements() / n;
+  int64_t n = out.dims[out.rank - 1];
+  int64_t rows = n == 0 ? 0 : out.numElements() / n;
   float *sum = out.f32();
-  float *activation =
-      epilogue == LOOM_EPILOGUE_BIAS_GELU_AUX ? args.out(1).f32() : sum;
+  const float *bias = form.bias >= 0 ? args.in(form.bias).f32() : nullptr;
+  const float *residual =
+      form.residual >= 0 ? args.in(form.residual).f32() : nullptr;
+  const float *pre = form.pre >= 0 ? args.in(form.pre).f32() : nullptr;
+  float *activation = form.keepsSum ? args.out(1).f32() : sum;
   for (int64_t r = 0; r < rows; ++r)
     for (int64_t j = 0; j < n; ++j) {
-      float x = sum[r * n + j] + bias[j];
-      sum[r * n + j] = x;
-      if (epilogue != LOOM_EPILOGUE_BIAS)
-        activation[r * n + j] = gelu(x);
+      int64_t e = r * n + j;
+      float x = sum[e];
+      if (bias)
+        x = x + bias[j];
+      if (residual)
+        x = x + residual[e];
+      if (pre)
+        x = x * geluDerivative(pre[e]);
+      sum[e] = x;
+      if (form.gelu)
+        activation[e] = gelu(x);
     }
+  if (!form.biasGrad)
+    return;
+  // bias_grad sums the rows of the rhs [k, n], dgelu_bias_grad those of dpre.
+  const View &summed =
+      epilogue == LOOM_EPILOGUE_BIAS_GRAD ? args.in(1) : args.out(0);
+  int64_t summedRows = n == 0 ? 0 : summed.numElements() / n;
+  const float *x = summed.f32();
+  std::vector<double> sums(static_cast<size_t>(n), 0.0);
+  for (int64_t r = 0; r < summedRows; ++r)
+    for (int64_t j = 0; j < n; ++j)
+      sums[j] += x[r * n + j];
+  float *db = args.out(1).f32();
+  for (int64_t j = 0; j < n; ++j)
+    db[j] = static_cast<float>(sums[j]);
 }
 
 } // namespace
@@ -261,9 +255,11 @@ int32_t loom_cpu_matmul(const loom_call_frame *, void *const *buffers,
                         const int64_t *meta) {
   KernelArgs args(buffers, meta);
   bool transposeLhs = args.unit(), transposeRhs = args.unit();
-  auto epilogue = static_cast<loom_matmul_epilogue>(args.integer());
-  if (int32_t status = checkEpilogue(args, epilogue))
-    return status;
+  int64_t epilogue = args.integer();
+  char error[256];
+  if (!loom::kernels::checkMatmulEpilogue(args, epilogue, transposeRhs,
+                                          "loom_cpu", error, sizeof error))
+    return fail("%s", error);
   const View &lhs = args.in(0), &rhs = args.in(1), &out = args.out(0);
   if (lhs.rank < 2 || rhs.rank < 2 || out.rank != lhs.rank)
     return fail("matmul: operands of rank %lld and %lld, result of rank %lld",

@@ -86,6 +86,13 @@ int32_t checkLaunch(const char *op);
 int32_t needScratch(const loom_cuda_context *context, const char *op,
                     int64_t bytes);
 
+/// out[j] = the sum over the rows of x, a contiguous [rows, n] tensor
+/// (f32 or bf16), in double as reduce_sum sums (Layout.cu): matmul's bias
+/// gradients where cuBLASLt does not take them. `op` names the caller for
+/// messages.
+int32_t sumRows(loom_cuda_context *context, const View &x, int64_t rows,
+                int64_t n, const View &out, const char *op);
+
 /// The bytes of operand 0 into result 0, on the context's stream (copy,
 /// reshape); `name` is the op's, for messages.
 int32_t copyBytes(void *const *buffers, const int64_t *meta,

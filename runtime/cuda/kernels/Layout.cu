@@ -326,20 +326,10 @@ int64_t chunksFor(const ReduceWalk &walk, const loom_cuda_context *context) {
   return std::max<int64_t>(chunks, 1);
 }
 
+/// Runs the reduction `walk` of `x` into `out` (walk.groups elements).
 template <Reduction kind>
-int32_t reduce(void *const *buffers, const int64_t *meta,
-               loom_cuda_context *context, const char *op) {
-  KernelArgs args(buffers, meta);
-  if (int32_t status = args.expect(op, 1, 1))
-    return status;
-  const View &x = args.in(0), &out = args.out(0);
-  ReduceWalk walk;
-  if (int32_t status = readReduction(op, args, x, walk))
-    return status;
-  if (out.numElements() != walk.groups)
-    return fail("loom_cuda_%s: the result has %lld elements, expected %lld", op,
-                static_cast<long long>(out.numElements()),
-                static_cast<long long>(walk.groups));
+int32_t runReduction(loom_cuda_context *context, const View &x, const View &out,
+                     const ReduceWalk &walk, const char *op) {
   if (walk.groups == 0)
     return 0;
   if (walk.contiguous()) {
@@ -367,6 +357,23 @@ int32_t reduce(void *const *buffers, const int64_t *meta,
       <<<blocksFor(walk.groups), kThreads, 0, context->stream>>>(
           partial, floats(out), walk, chunks);
   return checkLaunch(op);
+}
+
+template <Reduction kind>
+int32_t reduce(void *const *buffers, const int64_t *meta,
+               loom_cuda_context *context, const char *op) {
+  KernelArgs args(buffers, meta);
+  if (int32_t status = args.expect(op, 1, 1))
+    return status;
+  const View &x = args.in(0), &out = args.out(0);
+  ReduceWalk walk;
+  if (int32_t status = readReduction(op, args, x, walk))
+    return status;
+  if (out.numElements() != walk.groups)
+    return fail("loom_cuda_%s: the result has %lld elements, expected %lld", op,
+                static_cast<long long>(out.numElements()),
+                static_cast<long long>(walk.groups));
+  return runReduction<kind>(context, x, out, walk, op);
 }
 
 /// dx: each group's dy shared evenly between the elements equal to its
@@ -406,6 +413,16 @@ __global__ void reduce_max_grad_blocks_kernel(Floats dy, Floats x, Floats dx,
 }
 
 } // namespace
+
+int32_t sumRows(loom_cuda_context *context, const View &x, int64_t rows,
+                int64_t n, const View &out, const char *op) {
+  ReduceWalk walk;
+  pushDim(walk.keptRank, walk.keptSize, walk.keptStride, n, 1);
+  pushDim(walk.reducedRank, walk.reducedSize, walk.reducedStride, rows, n);
+  walk.groups = n;
+  walk.perGroup = rows;
+  return runReduction<Reduction::Sum>(context, x, out, walk, op);
+}
 } // namespace loom::cuda
 
 using namespace loom::cuda;

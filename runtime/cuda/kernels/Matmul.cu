@@ -36,13 +36,28 @@
 // depends on what cuBLASLt supports, all within bf16's precision (an f32
 // sum is rounded once on every path).
 //
+// The other epilogues: a residual is cuBLASLt's C (beta = 1, with or
+// without the bias epilogue); bias_grad's sums of the rhs' rows are
+// BGRADA's (the rhs is cuBLASLt's A, reduced over k); dgelu_bias_grad is
+// DGELU_BGRAD (the gelu gradient at pre as its aux, the sums of D's rows
+// as the bias; bf16 results with n a multiple of 8, for the reason above).
+// They take cuBLASLt only for an unbatched GEMM that is not staged (their
+// sums would be cut by the chunks) and without LOOM_CUDA_GEMM_EPILOGUES=
+// basic; otherwise, or when cuBLASLt has no algorithm for them, a plain
+// GEMM is followed by epilogue_forward (the residual), dgelu_kernel (the
+// gelu gradient in place) and sumRows (Layout.cu's reduction, in double).
+//
 //===----------------------------------------------------------------------===//
 
 #include "Activation.cuh"
 #include "Device.cuh"
 #include "GemmStaging.h"
 
+#include "MatmulEpilogue.h"
 #include "loom/loom_cpu_kernels.h"
+
+#include <cstdlib>
+#include <cstring>
 
 namespace loom::cuda {
 namespace {
@@ -117,11 +132,15 @@ constexpr int32_t kNoAlgorithm = -1;
 
 /// What cuBLASLt does after the product: nothing (DEFAULT), add `bias`
 /// (one value per column of our C), and apply the gelu, GELU_AUX_BIAS
-/// storing its input into `aux` (C's shape and type).
+/// storing its input into `aux` (C's shape and type); BGRADA writes the
+/// rhs' column sums into `bias`, DGELU_BGRAD takes the gelu gradient at
+/// `aux` (read) and writes the sums of its columns into `bias`. With a
+/// `residual`, cuBLASLt's C input, the product is added to it (beta = 1).
 struct LtEpilogue {
   cublasLtEpilogue_t kind = CUBLASLT_EPILOGUE_DEFAULT;
   const void *bias = nullptr;
   void *aux = nullptr;
+  const void *residual = nullptr;
 };
 
 /// Sets the epilogue's attributes on `desc`, with `aux` the chunk's own
@@ -217,7 +236,10 @@ int32_t gemm(loom_cuda_context *context, const GemmShape &s,
   uint64_t workspace = static_cast<uint64_t>(call.workspaceBytes);
   uint32_t alignA = alignmentOf(call.rhs, s.strideB * types.inBytes, batch);
   uint32_t alignB = alignmentOf(call.lhs, m * k * types.inBytes, batch);
-  uint32_t alignC = alignmentOf(call.out, m * n * types.outBytes, batch);
+  // C is the residual (beta = 1) or, unread, the result itself.
+  const void *c = epilogue.residual ? epilogue.residual : call.out;
+  uint32_t alignC = alignmentOf(c, m * n * types.outBytes, batch);
+  uint32_t alignD = alignmentOf(call.out, m * n * types.outBytes, batch);
   LOOM_CHECK_BLAS(cublasLtMatmulPreferenceCreate(&d.preference));
   LOOM_CHECK_BLAS(cublasLtMatmulPreferenceSetAttribute(
       d.preference, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &workspace,
@@ -232,8 +254,8 @@ int32_t gemm(loom_cuda_context *context, const GemmShape &s,
       d.preference, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, &alignC,
       sizeof alignC));
   LOOM_CHECK_BLAS(cublasLtMatmulPreferenceSetAttribute(
-      d.preference, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES, &alignC,
-      sizeof alignC));
+      d.preference, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES, &alignD,
+      sizeof alignD));
 
   const cublasLtMatmulAlgo_t *algo = nullptr;
   // Everything the heuristic is told.
@@ -241,15 +263,15 @@ int32_t gemm(loom_cuda_context *context, const GemmShape &s,
   key.insert(key.end(), {m, n, k, batch, s.strideB, call.ldLhs, call.ldRhs,
                          call.ldOut, call.workspaceBytes});
   key.insert(key.end(),
-             {alignA, alignB, alignC, alignmentOf(epilogue.bias, 0, 1),
-              alignmentOf(call.aux, 0, 1)});
+             {alignA, alignB, alignC, alignD, alignmentOf(epilogue.bias, 0, 1),
+              alignmentOf(call.aux, 0, 1), epilogue.residual != nullptr});
   if (int32_t status = findAlgorithm(context, std::move(key), d, &algo))
     return status;
-  float alpha = 1.0f, beta = 0.0f;
+  float alpha = 1.0f, beta = epilogue.residual ? 1.0f : 0.0f;
   LOOM_CHECK_BLAS(cublasLtMatmul(context->blaslt, d.matmul, &alpha, call.rhs,
-                                 d.a, call.lhs, d.b, &beta, call.out, d.c,
-                                 call.out, d.c, algo, call.workspace,
-                                 call.workspaceBytes, context->stream));
+                                 d.a, call.lhs, d.b, &beta, c, d.c, call.out,
+                                 d.c, algo, call.workspace, call.workspaceBytes,
+                                 context->stream));
   return 0;
 }
 
@@ -292,101 +314,127 @@ int32_t stagedGemm(loom_cuda_context *context, const GemmShape &s,
                         ops);
 }
 
-/// The part of matmul's epilogue cuBLASLt did not do, per element of the
+/// The part of a forward epilogue cuBLASLt did not do, per element of the
 /// result (`total` elements in rows of `n`): value = product (0 when
-/// `product` has no data: k = 0) + bias[column] (when `bias` has data),
-/// stored into `pre` when it has data, and gelu(value) (`applyGelu`) or
-/// the value into `out`. `product` may be `pre` or `out`: each thread reads
-/// its element before it writes it.
-__global__ void epilogue_forward_kernel(Floats product, Floats bias, Floats pre,
-                                        Floats out, bool applyGelu, int64_t n,
+/// `product` has no data: k = 0) + bias[column] (when `bias` has data) +
+/// residual (when it has data), stored into `pre` when it has data, and
+/// gelu(value) (`applyGelu`) or the value into `out`. `product` may be
+/// `pre` or `out`: each thread reads its element before it writes it.
+__global__ void epilogue_forward_kernel(Floats product, Floats bias,
+                                        Floats residual, Floats pre, Floats out,
+                                        bool applyGelu, int64_t n,
                                         int64_t total) {
   LOOM_GRID_STRIDE(e, total) {
     float value = product.data ? product[e] : 0.0f;
     if (bias.data)
       value += bias[e % n];
+    if (residual.data)
+      value += residual[e];
     if (pre.data)
       pre.store(e, value);
     out.store(e, applyGelu ? gelu(value) : value);
   }
 }
 
+/// What epilogue_forward adds to the product (null: nothing).
+struct ForwardRest {
+  const View *bias = nullptr, *residual = nullptr, *pre = nullptr;
+  bool gelu = false;
+};
+
 int32_t epilogue_forward(loom_cuda_context *context, const View *product,
-                         const View *bias, const View *pre, const View &out,
-                         bool applyGelu, int64_t n) {
+                         const ForwardRest &rest, const View &out, int64_t n) {
   Floats none = {nullptr, LOOM_DTYPE_F32};
+  auto orNone = [&](const View *view) { return view ? floats(*view) : none; };
   int64_t total = out.numElements();
   epilogue_forward_kernel<<<blocksFor(total), kThreads, 0, context->stream>>>(
-      product ? floats(*product) : none, bias ? floats(*bias) : none,
-      pre ? floats(*pre) : none, floats(out), applyGelu, n, total);
+      orNone(product), orNone(rest.bias), orNone(rest.residual),
+      orNone(rest.pre), floats(out), rest.gelu, n, total);
   return checkLaunch("matmul");
 }
 
-const char *epilogueName(int64_t epilogue) {
-  switch (epilogue) {
-  case LOOM_EPILOGUE_NONE:
-    return "none";
-  case LOOM_EPILOGUE_BIAS:
-    return "bias";
-  case LOOM_EPILOGUE_BIAS_GELU:
-    return "bias_gelu";
-  default:
-    return "bias_gelu_aux";
-  }
+/// dpre[e] *= gelu'(pre[e]): gelu_grad of the product in place, where
+/// cuBLASLt's DGELU_BGRAD did not run.
+__global__ void dgelu_kernel(Floats dpre, Floats pre, int64_t total,
+                             bool vector) {
+  pointwise(dpre, pre, dpre, total, vector,
+            [](float dy, float x) { return dy * geluDerivative(x); });
 }
 
-/// Checks the tensors an epilogue adds: the bias [n] of the result's
-/// element type, and with an aux, two results of one shape and type.
-int32_t checkEpilogue(const KernelArgs &args, int64_t epilogue, int64_t n) {
-  if (epilogue == LOOM_EPILOGUE_NONE)
-    return 0;
-  const View &bias = args.in(2), &result = args.out(0);
-  if (bias.rank != 1 || bias.dims[0] != n)
-    return fail("loom_cuda_matmul: the bias has rank %lld and %lld elements, "
-                "expected [%lld] (the result's last dimension)",
-                static_cast<long long>(bias.rank),
-                static_cast<long long>(bias.numElements()),
-                static_cast<long long>(n));
-  if (bias.dtype != result.dtype)
-    return fail("loom_cuda_matmul: the bias has element type %d, the result "
-                "%d (the bias takes the result's)",
-                static_cast<int>(bias.dtype), static_cast<int>(result.dtype));
-  if (epilogue != LOOM_EPILOGUE_BIAS_GELU_AUX)
-    return 0;
-  const View &activated = args.out(1);
-  bool same = activated.dtype == result.dtype && activated.rank == result.rank;
-  for (int64_t d = 0; same && d < result.rank; ++d)
-    same = activated.dims[d] == result.dims[d];
-  if (!same)
-    return fail("loom_cuda_matmul: bias_gelu_aux's results (pre and "
-                "gelu(pre)) differ in shape or element type");
-  return 0;
+/// A backward epilogue after a plain GEMM, the product in result 0: the
+/// gelu gradient at pre in place (dgelu_bias_grad), then the bias gradient
+/// into result 1, the sum of the rhs' [k, n] rows (bias_grad) or of dpre's.
+int32_t finishBiasGrad(loom_cuda_context *context, const KernelArgs &args,
+                       int64_t n) {
+  const View &result = args.out(0);
+  bool dgelu = args.numOperands() == 3;
+  if (dgelu) {
+    const View &pre = args.in(2);
+    int64_t total = result.numElements();
+    bool vector = aligned16(result.data) && aligned16(pre.data);
+    dgelu_kernel<<<pointwiseBlocks(total, vector), kThreads, 0,
+                   context->stream>>>(floats(result), floats(pre), total,
+                                      vector);
+    if (int32_t status = checkLaunch("matmul"))
+      return status;
+  }
+  const View &summed = dgelu ? result : args.in(1);
+  return sumRows(context, summed, n == 0 ? 0 : summed.numElements() / n, n,
+                 args.out(1), "matmul");
+}
+
+/// Whether LOOM_CUDA_GEMM_EPILOGUES=basic keeps the residual, bias_grad and
+/// dgelu_bias_grad epilogues out of cuBLASLt (its kernels' way, in Matmul.cu's
+/// own kernels after a plain GEMM, stays available for comparison and as a
+/// way around a cuBLASLt that computes them wrongly).
+bool basicEpilogues() {
+  const char *value = std::getenv("LOOM_CUDA_GEMM_EPILOGUES");
+  return value && std::strcmp(value, "basic") == 0;
 }
 
 /// The product of `s` with `epilogue` into the results: the cuBLASLt
-/// epilogues that apply (see the banner) tried in turn, the rest in
-/// epilogue_forward.
+/// epilogues that apply (see the banner) tried in turn, then what the one
+/// that ran left undone in Matmul.cu's kernels and sumRows.
 int32_t productWithEpilogue(loom_cuda_context *context, const KernelArgs &args,
                             const GemmShape &s, int64_t epilogue) {
+  kernels::EpilogueForm form;
+  kernels::epilogueForm(epilogue, form);
   const View &lhs = args.in(0), &rhs = args.in(1);
   const View &result = args.out(0);
-  bool aux = epilogue == LOOM_EPILOGUE_BIAS_GELU_AUX;
-  bool withGelu = epilogue == LOOM_EPILOGUE_BIAS_GELU || aux;
-  const View &out = args.out(aux ? 1 : 0);
+  const View *bias = form.bias >= 0 ? &args.in(form.bias) : nullptr;
+  const View *residual = form.residual >= 0 ? &args.in(form.residual) : nullptr;
+  const View *pre = form.pre >= 0 ? &args.in(form.pre) : nullptr;
+  // gelu(pre) goes to result 1 with bias_gelu_aux; the bias gradient too.
+  const View &out = args.out(form.keepsSum ? 1 : 0);
+  bool bf16 = result.dtype == LOOM_DTYPE_BF16;
+  // The epilogues that read or write beside the product in the product's
+  // own layout take no staging, whose chunks would cut their sums.
+  bool unstaged = !planGemmStaging(s, lhs.elementBytes(), result.elementBytes(),
+                                   context->scratchBytes)
+                       .staged();
+  bool fuseMore = unstaged && s.batch == 1 && !basicEpilogues();
 
   LtEpilogue tries[3];
   int count = 0;
-  if (withGelu && out.dtype == LOOM_DTYPE_BF16 && (!aux || s.n % 8 == 0)) {
-    tries[count].kind =
-        aux ? CUBLASLT_EPILOGUE_GELU_AUX_BIAS : CUBLASLT_EPILOGUE_GELU_BIAS;
-    tries[count].bias = args.in(2).data;
-    tries[count++].aux = aux ? result.data : nullptr;
-  }
-  if (epilogue != LOOM_EPILOGUE_NONE) {
-    tries[count].kind = CUBLASLT_EPILOGUE_BIAS;
-    tries[count++].bias = args.in(2).data;
-  }
-  count++; // the plain GEMM
+  auto add = [&](cublasLtEpilogue_t kind, const void *biasPointer,
+                 void *aux = nullptr, const void *residualPointer = nullptr) {
+    tries[count++] = {kind, biasPointer, aux, residualPointer};
+  };
+  const void *biasData = bias ? bias->data : nullptr;
+  if (form.gelu && bf16 && (!form.keepsSum || s.n % 8 == 0))
+    add(form.keepsSum ? CUBLASLT_EPILOGUE_GELU_AUX_BIAS
+                      : CUBLASLT_EPILOGUE_GELU_BIAS,
+        biasData, form.keepsSum ? result.data : nullptr);
+  if (residual && fuseMore)
+    add(bias ? CUBLASLT_EPILOGUE_BIAS : CUBLASLT_EPILOGUE_DEFAULT, biasData,
+        nullptr, residual->data);
+  if (epilogue == LOOM_EPILOGUE_BIAS_GRAD && fuseMore)
+    add(CUBLASLT_EPILOGUE_BGRADA, args.out(1).data);
+  if (pre && fuseMore && bf16 && s.n % 8 == 0)
+    add(CUBLASLT_EPILOGUE_DGELU_BGRAD, args.out(1).data, pre->data);
+  if (bias)
+    add(CUBLASLT_EPILOGUE_BIAS, biasData);
+  add(CUBLASLT_EPILOGUE_DEFAULT, nullptr);
   int32_t status = 0;
   int done = 0;
   for (; done < count; ++done) {
@@ -405,16 +453,26 @@ int32_t productWithEpilogue(loom_cuda_context *context, const KernelArgs &args,
                 static_cast<long long>(s.k), static_cast<long long>(s.batch));
   if (status != 0)
     return status;
-  cublasLtEpilogue_t applied = tries[done].kind;
-  bool biasAdded = applied != CUBLASLT_EPILOGUE_DEFAULT;
-  bool geluApplied = applied == CUBLASLT_EPILOGUE_GELU_BIAS ||
-                     applied == CUBLASLT_EPILOGUE_GELU_AUX_BIAS;
-  if (epilogue == LOOM_EPILOGUE_NONE || geluApplied ||
-      (epilogue == LOOM_EPILOGUE_BIAS && biasAdded))
+
+  const LtEpilogue &ran = tries[done];
+  if (form.biasGrad)
+    return ran.kind == CUBLASLT_EPILOGUE_BGRADA ||
+                   ran.kind == CUBLASLT_EPILOGUE_DGELU_BGRAD
+               ? 0
+               : finishBiasGrad(context, args, s.n);
+  bool biasAdded = ran.kind == CUBLASLT_EPILOGUE_BIAS ||
+                   ran.kind == CUBLASLT_EPILOGUE_GELU_BIAS ||
+                   ran.kind == CUBLASLT_EPILOGUE_GELU_AUX_BIAS;
+  bool geluApplied = ran.kind == CUBLASLT_EPILOGUE_GELU_BIAS ||
+                     ran.kind == CUBLASLT_EPILOGUE_GELU_AUX_BIAS;
+  ForwardRest rest;
+  rest.bias = bias && !biasAdded ? bias : nullptr;
+  rest.residual = residual && !ran.residual ? residual : nullptr;
+  rest.pre = form.keepsSum && !biasAdded ? &result : nullptr;
+  rest.gelu = form.gelu && !geluApplied;
+  if (!rest.bias && !rest.residual && !rest.gelu)
     return 0;
-  return epilogue_forward(context, &result, biasAdded ? nullptr : &args.in(2),
-                          aux && !biasAdded ? &result : nullptr, out, withGelu,
-                          s.n);
+  return epilogue_forward(context, &result, rest, out, s.n);
 }
 
 } // namespace
@@ -429,19 +487,13 @@ extern "C" int32_t loom_cuda_matmul(const loom_call_frame *,
   KernelArgs args(buffers, meta);
   bool transposeLhs = args.unit(), transposeRhs = args.unit();
   int64_t epilogue = args.integer();
-  if (epilogue < LOOM_EPILOGUE_NONE || epilogue > LOOM_EPILOGUE_BIAS_GELU_AUX)
-    return fail("loom_cuda_matmul: unknown epilogue %lld",
-                static_cast<long long>(epilogue));
-  int64_t operands = epilogue == LOOM_EPILOGUE_NONE ? 2 : 3;
-  int64_t results = epilogue == LOOM_EPILOGUE_BIAS_GELU_AUX ? 2 : 1;
-  if (args.numOperands() != operands || args.numResults() != results)
-    return fail("loom_cuda_matmul: epilogue %s takes %lld operands and %lld "
-                "results, got %lld and %lld",
-                epilogueName(epilogue), static_cast<long long>(operands),
-                static_cast<long long>(results),
-                static_cast<long long>(args.numOperands()),
-                static_cast<long long>(args.numResults()));
-  if (int32_t status = args.expect("matmul", operands, results))
+  loom::kernels::EpilogueForm form;
+  char error[256];
+  if (!loom::kernels::epilogueForm(epilogue, form) ||
+      !loom::kernels::checkMatmulEpilogue(args, epilogue, transposeRhs,
+                                          "loom_cuda", error, sizeof error))
+    return fail("%s", error);
+  if (int32_t status = args.expect("matmul", form.operands, form.results))
     return status;
   const View &lhs = args.in(0), &rhs = args.in(1), &out = args.out(0);
   if (lhs.rank < 2 || rhs.rank < 2 || out.rank != lhs.rank ||
@@ -468,10 +520,10 @@ extern "C" int32_t loom_cuda_matmul(const loom_call_frame *,
                 static_cast<long long>(lhsM), static_cast<long long>(k),
                 static_cast<long long>(rhsK), static_cast<long long>(rhsN),
                 static_cast<long long>(m), static_cast<long long>(n));
-  if (int32_t status = checkEpilogue(args, epilogue, n))
-    return status;
+  // An empty product still has its bias gradient (of n zeros or of the
+  // rhs' rows).
   if (m * n == 0)
-    return 0;
+    return form.biasGrad ? finishBiasGrad(context, args, n) : 0;
   int64_t batch = out.numElements() / (m * n);
   bool sharedRhs = rhs.rank == 2;
   if (lhs.numElements() != batch * m * k ||
@@ -479,24 +531,27 @@ extern "C" int32_t loom_cuda_matmul(const loom_call_frame *,
     return fail("loom_cuda_matmul: the batch dimensions of the operands do "
                 "not match the result's");
   if (k == 0) {
-    // The product is zeros: the result is the epilogue of zeros.
-    if (epilogue != LOOM_EPILOGUE_NONE) {
-      bool aux = epilogue == LOOM_EPILOGUE_BIAS_GELU_AUX;
-      return epilogue_forward(context, nullptr, &args.in(2),
-                              aux ? &out : nullptr, args.out(aux ? 1 : 0),
-                              epilogue != LOOM_EPILOGUE_BIAS, n);
+    // The product is zeros: the results are the epilogue's of zeros.
+    if (form.bias >= 0 || form.residual >= 0) {
+      ForwardRest rest;
+      rest.bias = form.bias >= 0 ? &args.in(form.bias) : nullptr;
+      rest.residual = form.residual >= 0 ? &args.in(form.residual) : nullptr;
+      rest.pre = form.keepsSum ? &out : nullptr;
+      rest.gelu = form.gelu;
+      return epilogue_forward(context, nullptr, rest,
+                              args.out(form.keepsSum ? 1 : 0), n);
     }
     cudaError_t status = cudaMemsetAsync(
         out.data, 0, out.numElements() * out.elementBytes(), context->stream);
-    return status == cudaSuccess
-               ? 0
-               : fail("loom_cuda_matmul: %s", cudaGetErrorString(status));
+    if (status != cudaSuccess)
+      return fail("loom_cuda_matmul: %s", cudaGetErrorString(status));
+    return form.biasGrad ? finishBiasGrad(context, args, n) : 0;
   }
   scope.label("matmul %lld x [%lld x %lld x %lld]%s%s %s",
               static_cast<long long>(batch), static_cast<long long>(m),
               static_cast<long long>(n), static_cast<long long>(k),
               transposeLhs ? " lhs^T" : "", transposeRhs ? " rhs^T" : "",
-              epilogueName(epilogue));
+              form.name);
   GemmShape shape;
   shape.transA = transposeLhs;
   shape.transB = transposeRhs;

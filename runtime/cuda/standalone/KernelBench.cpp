@@ -11,6 +11,7 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "loom/loom_cpu_kernels.h"
 #include "loom/loom_cuda_kernels.h"
 
 #include <cuda_runtime.h>
@@ -156,6 +157,31 @@ int main() {
   ok &= bench("matmul mlp up dW (lhs^T)", loom_cuda_matmul,
               {bf16({kTokens, c}), bf16({kTokens, 4 * c})}, {f32({c, 4 * c})},
               {1, 0, 0}, gemm * 4 * c, context, stream);
+  // The residual and bias-gradient epilogues, each twice: cuBLASLt's (C
+  // with beta = 1, BGRADA, DGELU_BGRAD), then LOOM_CUDA_GEMM_EPILOGUES=basic
+  // (a plain GEMM, then Matmul.cu's kernels), for the difference. Against
+  // the unfused step: "matmul qkv" / "mlp up dW" plus "add (residual)",
+  // "gelu_grad" and "reduce_sum (bias grad)" below.
+  for (bool basic : {false, true}) {
+    if (basic)
+      setenv("LOOM_CUDA_GEMM_EPILOGUES", "basic", 1);
+    std::string suffix = basic ? " (basic)" : "";
+    ok &= bench(
+        ("matmul mlp down +bias_residual" + suffix).c_str(), loom_cuda_matmul,
+        {bf16({b, s, 4 * c}), bf16({4 * c, c}), bf16({c}), bf16({b, s, c})},
+        {bf16({b, s, c})}, {0, 0, LOOM_EPILOGUE_BIAS_RESIDUAL}, gemm * 4 * c,
+        context, stream);
+    ok &= bench(("matmul mlp down dW +bias_grad" + suffix).c_str(),
+                loom_cuda_matmul, {bf16({kTokens, 4 * c}), bf16({kTokens, c})},
+                {bf16({4 * c, c}), bf16({c})}, {1, 0, LOOM_EPILOGUE_BIAS_GRAD},
+                gemm * 4 * c, context, stream);
+    ok &= bench(
+        ("matmul mlp dX +dgelu_bias_grad" + suffix).c_str(), loom_cuda_matmul,
+        {bf16({b, s, c}), bf16({4 * c, c}), bf16({b, s, 4 * c})},
+        {bf16({b, s, 4 * c}), bf16({4 * c})},
+        {0, 1, LOOM_EPILOGUE_DGELU_BIAS_GRAD}, gemm * 4 * c, context, stream);
+  }
+  unsetenv("LOOM_CUDA_GEMM_EPILOGUES");
   ok &= bench("matmul lm head (rhs^T)", loom_cuda_matmul,
               {bf16({b, s, c}), bf16({kVocab, c})}, {bf16({b, s, kVocab})},
               {0, 1, 0}, gemm * kVocab, context, stream);
@@ -197,6 +223,9 @@ int main() {
   unsetenv("LOOM_CUDA_NORM");
   ok &= bench("gelu", loom_cuda_gelu, {bf16({b, s, 4 * c})},
               {bf16({b, s, 4 * c})}, {}, 0.0, context, stream);
+  ok &= bench("gelu_grad", loom_cuda_gelu_grad,
+              {bf16({b, s, 4 * c}), bf16({b, s, 4 * c})}, {bf16({b, s, 4 * c})},
+              {}, 0.0, context, stream);
   ok &=
       bench("add (residual)", loom_cuda_add, {bf16({b, s, c}), bf16({b, s, c})},
             {bf16({b, s, c})}, {}, 0.0, context, stream);

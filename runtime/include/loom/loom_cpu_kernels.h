@@ -69,9 +69,18 @@
  * (operands lhs, rhs; result lhs.rhs); 1 bias (operands lhs, rhs, bias;
  * result lhs.rhs + bias); 2 bias_gelu (same operands; result gelu(lhs.rhs +
  * bias)); 3 bias_gelu_aux (same operands; results pre = lhs.rhs + bias,
- * then gelu(pre)). bias is [n], n the result's last dimension, of the
- * result's element type, added to every row; gelu is gelu's (GPT-2's tanh
- * form). The sum is rounded once, at the store.
+ * then gelu(pre)); 4 residual (operands lhs, rhs, residual; result
+ * lhs.rhs + residual); 5 bias_residual (operands lhs, rhs, bias, residual;
+ * result lhs.rhs + bias + residual); 6 bias_grad (operands lhs, rhs, with
+ * rhs [k, n] untransposed; results lhs.rhs and db [n], the sum of rhs' k
+ * rows: the bias gradient beside a weight gradient x^T.dy); 7
+ * dgelu_bias_grad (operands lhs, rhs, pre; results dpre = gelu_grad of
+ * lhs.rhs at pre, of the result's shape, and db [n], the sum of dpre's
+ * rows). bias is [n], n the result's last dimension, of the result's
+ * element type, added to every row; a residual has the result's shape and
+ * type; gelu is gelu's (GPT-2's tanh form). The sum is rounded once, at the
+ * store, on the GPU (the CPU kernels round as the unfused ops do: f32 sums
+ * in the ops' order, db in double as reduce_sum).
  *
  * fused_elementwise (a `loom.fused` chain of elementwise ops, one kernel):
  * every result has one shape, the chain's; each operand broadcasts to it as
@@ -167,6 +176,10 @@ typedef enum loom_matmul_epilogue {
   LOOM_EPILOGUE_BIAS = 1,
   LOOM_EPILOGUE_BIAS_GELU = 2,
   LOOM_EPILOGUE_BIAS_GELU_AUX = 3,
+  LOOM_EPILOGUE_RESIDUAL = 4,
+  LOOM_EPILOGUE_BIAS_RESIDUAL = 5,
+  LOOM_EPILOGUE_BIAS_GRAD = 6,
+  LOOM_EPILOGUE_DGELU_BIAS_GRAD = 7,
 } loom_matmul_epilogue;
 
 #define LOOM_CPU_KERNEL(name)                                                  \

@@ -3,8 +3,8 @@
 
 // A linear layer with gelu: matmul, bias add and gelu in one loom.fused
 // (inputs lhs, rhs, bias); the sum is used only by the gelu, so the gelu
-// alone is yielded. The next layer's bias add fuses too; the residual add
-// after it reads a value from outside, so it stays alone.
+// alone is yielded. The next layer's bias add fuses too, and so does the
+// residual added to its sum (inputs lhs, rhs, bias, residual).
 // CHECK-LABEL: func.func @mlp
 // CHECK: %[[H:.+]] = loom.fused(%arg0, %arg1, %arg2)
 // CHECK-NEXT: ^bb0(%[[X:.+]]: tensor<8x16xf32>, %[[W:.+]]: tensor<16x32xf32>, %[[B:.+]]: tensor<32xf32>):
@@ -12,8 +12,13 @@
 // CHECK-NEXT: %[[S:.+]] = loom.add %[[P]], %[[B]]
 // CHECK-NEXT: %[[G:.+]] = loom.gelu %[[S]]
 // CHECK-NEXT: loom.yield %[[G]] : tensor<8x32xf32>
-// CHECK: %[[Y:.+]] = loom.fused(%[[H]], %arg3, %arg4) : (tensor<8x32xf32>, tensor<32x16xf32>, tensor<16xf32>) -> tensor<8x16xf32>
-// CHECK: loom.add %arg0, %[[Y]]
+// CHECK: %[[Y:.+]] = loom.fused(%[[H]], %arg3, %arg4, %arg0) : (tensor<8x32xf32>, tensor<32x16xf32>, tensor<16xf32>, tensor<8x16xf32>) -> tensor<8x16xf32>
+// CHECK-NEXT: ^bb0(%{{.+}}, %{{.+}}, %{{.+}}, %[[R:.+]]: tensor<8x16xf32>):
+// CHECK-NEXT: %[[Q:.+]] = loom.matmul
+// CHECK-NEXT: %[[T:.+]] = loom.add %{{.+}}, %[[Q]]
+// CHECK-NEXT: %[[U:.+]] = loom.add %[[R]], %[[T]]
+// CHECK-NEXT: loom.yield %[[U]]
+// CHECK: return %[[Y]]
 // OFF-LABEL: func.func @mlp
 // OFF-NOT: loom.fused
 func.func @mlp(%x: tensor<8x16xf32>, %w1: tensor<16x32xf32>, %b1: tensor<32xf32>,
@@ -161,4 +166,91 @@ func.func @updates(%p0: tensor<4x8xf32>, %g0: tensor<4x8xf32>, %m0: tensor<4x8xf
   %a1, %b1, %c1 = loom.adamw_update %p1, %g1w, %m1, %v1, %step {beta1 = 0.9 : f64, beta2 = 0.95 : f64, eps = 1.0e-08 : f64, lr = 3.0e-04 : f64, weight_decay = 0.1 : f64} : tensor<8xf32>, tensor<8xf32>, tensor<i64>
   %a2, %b2, %c2 = loom.adamw_update %p2, %g2, %m2, %v2, %step {beta1 = 0.9 : f64, beta2 = 0.95 : f64, eps = 1.0e-08 : f64, lr = 1.0e-03 : f64, weight_decay = 0.1 : f64} : tensor<8xf32>, tensor<8xf32>, tensor<i64>
   return %a0, %a1, %a2 : tensor<4x8xf32>, tensor<8xf32>, tensor<8xf32>
+}
+
+// -----
+
+// A residual added to a product (no bias): inputs lhs, rhs, residual. A
+// residual that is the matmul's own operand, or an add whose other operand
+// broadcasts, is left alone.
+// CHECK-LABEL: func.func @residual
+// CHECK: %[[F:.+]] = loom.fused(%arg0, %arg1, %arg2) : (tensor<4x6xf32>, tensor<6x8xf32>, tensor<4x8xf32>) -> tensor<4x8xf32>
+// CHECK-NEXT: ^bb0
+// CHECK-NEXT: %[[P:.+]] = loom.matmul
+// CHECK-NEXT: %[[S:.+]] = loom.add %[[P]], %{{.+}}
+// CHECK-NEXT: loom.yield %[[S]]
+// CHECK: %[[Q:.+]] = loom.matmul %arg3, %arg3
+// CHECK: loom.add %[[Q]], %arg3
+// CHECK: %[[B:.+]] = loom.matmul %arg0, %arg1
+// CHECK: loom.add %[[B]], %arg4
+func.func @residual(%x: tensor<4x6xf32>, %w: tensor<6x8xf32>, %r: tensor<4x8xf32>,
+                    %sq: tensor<4x4xf32>, %row: tensor<1x8xf32>)
+    -> (tensor<4x8xf32>, tensor<4x4xf32>, tensor<4x8xf32>) {
+  %p = loom.matmul %x, %w : (tensor<4x6xf32>, tensor<6x8xf32>) -> tensor<4x8xf32>
+  %s = loom.add %p, %r : (tensor<4x8xf32>, tensor<4x8xf32>) -> tensor<4x8xf32>
+  %q = loom.matmul %sq, %sq : (tensor<4x4xf32>, tensor<4x4xf32>) -> tensor<4x4xf32>
+  %t = loom.add %q, %sq : (tensor<4x4xf32>, tensor<4x4xf32>) -> tensor<4x4xf32>
+  %b = loom.matmul %x, %w : (tensor<4x6xf32>, tensor<6x8xf32>) -> tensor<4x8xf32>
+  %u = loom.add %b, %row : (tensor<4x8xf32>, tensor<1x8xf32>) -> tensor<4x8xf32>
+  return %s, %t, %u : tensor<4x8xf32>, tensor<4x4xf32>, tensor<4x8xf32>
+}
+
+// -----
+
+// A linear layer's backward: the gelu gradient of dy.w^T at the layer's
+// pre-activation, whose rows a reduce_sum sums (the bias gradient), is one
+// loom.fused (lhs, rhs, pre) -> (dpre, db) standing where the gelu_grad
+// stood; the weight gradient x^T.dy beside the sum of dy's rows (reshaped
+// to [rows, n]) is one loom.fused (lhs, rhs) -> (dw, db), its reduce_sum
+// rewritten over the rhs.
+// CHECK-LABEL: func.func @backward
+// CHECK: %[[D:.+]]:2 = loom.fused(%arg0, %arg1, %arg2) : (tensor<2x3x4xbf16>, tensor<8x4xbf16>, tensor<2x3x8xbf16>) -> (tensor<2x3x8xbf16>, tensor<8xbf16>)
+// CHECK-NEXT: ^bb0
+// CHECK-NEXT: %[[P:.+]] = loom.matmul %{{.+}}, %{{.+}} {transpose_rhs}
+// CHECK-NEXT: %[[G:.+]] = loom.gelu_grad %[[P]], %{{.+}}
+// CHECK-NEXT: %[[S:.+]] = loom.reduce_sum %[[G]] [0, 1]
+// CHECK-NEXT: loom.yield %[[G]], %[[S]]
+// CHECK: %[[X:.+]] = loom.reshape %arg3
+// CHECK: %[[Y:.+]] = loom.reshape %arg0
+// CHECK: %[[W:.+]]:2 = loom.fused(%[[X]], %[[Y]]) : (tensor<6x5xbf16>, tensor<6x4xbf16>) -> (tensor<5x4xbf16>, tensor<4xbf16>)
+// CHECK-NEXT: ^bb0(%{{.+}}: tensor<6x5xbf16>, %[[R:.+]]: tensor<6x4xbf16>):
+// CHECK-NEXT: %[[M:.+]] = loom.matmul %{{.+}}, %[[R]] {transpose_lhs}
+// CHECK-NEXT: %[[B:.+]] = loom.reduce_sum %[[R]] [0] : tensor<6x4xbf16> -> tensor<4xbf16>
+// CHECK-NEXT: loom.yield %[[M]], %[[B]]
+// CHECK: return %[[D]]#0, %[[D]]#1, %[[W]]#0, %[[W]]#1
+func.func @backward(%dy: tensor<2x3x4xbf16>, %w: tensor<8x4xbf16>, %pre: tensor<2x3x8xbf16>,
+                    %x: tensor<2x3x5xbf16>)
+    -> (tensor<2x3x8xbf16>, tensor<8xbf16>, tensor<5x4xbf16>, tensor<4xbf16>) {
+  %db = loom.reduce_sum %dy [0, 1] : tensor<2x3x4xbf16> -> tensor<4xbf16>
+  %dh = loom.matmul %dy, %w {transpose_rhs} : (tensor<2x3x4xbf16>, tensor<8x4xbf16>) -> tensor<2x3x8xbf16>
+  %dpre = loom.gelu_grad %dh, %pre : tensor<2x3x8xbf16>
+  %db1 = loom.reduce_sum %dpre [0, 1] : tensor<2x3x8xbf16> -> tensor<8xbf16>
+  %xr = loom.reshape %x : tensor<2x3x5xbf16> -> tensor<6x5xbf16>
+  %dyr = loom.reshape %dy : tensor<2x3x4xbf16> -> tensor<6x4xbf16>
+  %dw = loom.matmul %xr, %dyr {transpose_lhs} : (tensor<6x5xbf16>, tensor<6x4xbf16>) -> tensor<5x4xbf16>
+  return %dpre, %db1, %dw, %db : tensor<2x3x8xbf16>, tensor<8xbf16>, tensor<5x4xbf16>, tensor<4xbf16>
+}
+
+// -----
+
+// No backward epilogue: a reduce_sum that keeps its dimensions, one over
+// a leading dimension only, a transposed rhs, and a bias gradient read
+// before the weight gradient's reshape exists (no place for the fused op).
+// CHECK-LABEL: func.func @no_backward_epilogue
+// CHECK-NOT: loom.fused
+// CHECK: return
+func.func @no_backward_epilogue(%dy: tensor<6x4xf32>, %x: tensor<6x5xf32>, %y: tensor<4x6xf32>,
+                                %z: tensor<2x3x4xf32>, %zx: tensor<6x5xf32>)
+    -> (tensor<1x4xf32>, tensor<5x4xf32>, tensor<3x4xf32>, tensor<5x4xf32>, tensor<4xf32>, tensor<5x4xf32>) {
+  %k = loom.reduce_sum %dy [0] {keep_dims} : tensor<6x4xf32> -> tensor<1x4xf32>
+  %a = loom.matmul %x, %dy {transpose_lhs} : (tensor<6x5xf32>, tensor<6x4xf32>) -> tensor<5x4xf32>
+  %l = loom.reduce_sum %z [0] : tensor<2x3x4xf32> -> tensor<3x4xf32>
+  %t = loom.reduce_sum %y [0] : tensor<4x6xf32> -> tensor<6xf32>
+  %b = loom.matmul %x, %y {transpose_lhs, transpose_rhs} : (tensor<6x5xf32>, tensor<4x6xf32>) -> tensor<5x4xf32>
+  %s = loom.reduce_sum %z [0, 1] : tensor<2x3x4xf32> -> tensor<4xf32>
+  %u = loom.exp %s : tensor<4xf32>
+  %zr = loom.reshape %z : tensor<2x3x4xf32> -> tensor<6x4xf32>
+  %c = loom.matmul %zx, %zr {transpose_lhs} : (tensor<6x5xf32>, tensor<6x4xf32>) -> tensor<5x4xf32>
+  %cu = loom.add %c, %c : (tensor<5x4xf32>, tensor<5x4xf32>) -> tensor<5x4xf32>
+  return %k, %a, %l, %b, %u, %cu : tensor<1x4xf32>, tensor<5x4xf32>, tensor<3x4xf32>, tensor<5x4xf32>, tensor<4xf32>, tensor<5x4xf32>
 }
