@@ -194,7 +194,10 @@ Value residualOf(AddOp add, Value value, ArrayRef<Value> excluded) {
 void fuseEpilogues(Block &block) {
   for (MatmulOp matmul : llvm::make_early_inc_range(block.getOps<MatmulOp>())) {
     Value product = matmul.getResult();
-    if (!product.hasOneUse() || !allFusibleTensors(matmul))
+    // A product of one value with itself would give the body one block
+    // argument for both operands, which the kernel call cannot encode.
+    if (!product.hasOneUse() || !allFusibleTensors(matmul) ||
+        matmul.getLhs() == matmul.getRhs())
       continue;
     auto add = dyn_cast<AddOp>(*product.getUsers().begin());
     auto productType = cast<RankedTensorType>(product.getType());
@@ -246,11 +249,13 @@ void fuseEpilogues(Block &block) {
 }
 
 /// Whether `reduce` sums its operand over every dimension but the last
-/// into [n], as a bias gradient does.
+/// into [n], as a bias gradient does. n = 1 is left alone: the CPU
+/// reduce_sum then sums one run in another order than the epilogue's
+/// column sums, and the fused step would not keep its bits.
 bool sumsRows(ReduceSumOp reduce) {
   auto type = cast<RankedTensorType>(reduce.getX().getType());
   if (reduce.getKeepDims() || type.getRank() < 2 ||
-      !isFusibleTensor(reduce.getX().getType()))
+      type.getShape().back() == 1 || !isFusibleTensor(reduce.getX().getType()))
     return false;
   return llvm::equal(reduce.getDims(),
                      llvm::seq<int64_t>(0, type.getRank() - 1));

@@ -378,8 +378,12 @@ bool adds(AddOp add, Value a, Value b) {
 /// then the epilogue's operands) and its yielded values `yielded`: the
 /// forms --loom-fuse builds, and nothing else.
 std::optional<loom_matmul_epilogue>
-classifyEpilogue(Value product, ArrayRef<Operation *> rest,
+classifyEpilogue(MatmulOp matmul, ArrayRef<Operation *> rest,
                  ArrayRef<BlockArgument> args, ArrayRef<Value> yielded) {
+  Value product = matmul.getResult();
+  auto rankOf = [](Value value) {
+    return cast<RankedTensorType>(value.getType()).getRank();
+  };
   auto at = [&](size_t i) {
     return i < rest.size() ? rest[i] : static_cast<Operation *>(nullptr);
   };
@@ -396,7 +400,7 @@ classifyEpilogue(Value product, ArrayRef<Operation *> rest,
   auto first = dyn_cast_or_null<AddOp>(at(0));
   size_t numArgs = args.size();
   if (rest.size() == 1 && numArgs == 3 && adds(first, product, args[2])) {
-    bool isBias = cast<RankedTensorType>(args[2].getType()).getRank() == 1;
+    bool isBias = rankOf(args[2]) == 1;
     if (!results({first.getResult()}) ||
         (!isBias && args[2].getType() != product.getType()))
       return std::nullopt;
@@ -404,7 +408,7 @@ classifyEpilogue(Value product, ArrayRef<Operation *> rest,
   }
   if (rest.size() == 2 && numArgs == 3 && adds(first, product, args[2])) {
     auto gelu = dyn_cast<GeluOp>(at(1));
-    if (!gelu || gelu.getX() != first.getResult())
+    if (!gelu || gelu.getX() != first.getResult() || rankOf(args[2]) != 1)
       return std::nullopt;
     if (results({gelu.getResult()}))
       return LOOM_EPILOGUE_BIAS_GELU;
@@ -417,6 +421,7 @@ classifyEpilogue(Value product, ArrayRef<Operation *> rest,
       args[3].getType() == product.getType() && results({at(1)->getResult(0)}))
     return LOOM_EPILOGUE_BIAS_RESIDUAL;
   if (rest.size() == 1 && numArgs == 2 && isRowSum(at(0), args[1]) &&
+      !matmul.getTransposeRhs() && rankOf(args[1]) == 2 &&
       results({product, at(0)->getResult(0)}))
     return LOOM_EPILOGUE_BIAS_GRAD;
   auto geluGrad = dyn_cast_or_null<GeluGradOp>(at(0));
@@ -442,9 +447,8 @@ LogicalResult writeMatmulEpilogue(FusedOp fused, MetaWriter &w,
       matmul.getRhs() != body.getArgument(1))
     return unsupportedBody(fused, target);
   SmallVector<Value> yielded(cast<YieldOp>(body.getTerminator()).getValues());
-  std::optional<loom_matmul_epilogue> epilogue =
-      classifyEpilogue(matmul.getResult(), ArrayRef(rest).drop_front(),
-                       body.getArguments(), yielded);
+  std::optional<loom_matmul_epilogue> epilogue = classifyEpilogue(
+      matmul, ArrayRef(rest).drop_front(), body.getArguments(), yielded);
   if (!epilogue)
     return unsupportedBody(fused, target);
   w.integer(matmul->hasAttr("transpose_lhs") ? 1 : 0);

@@ -214,7 +214,8 @@ void applyEpilogue(const KernelArgs &args, int64_t epilogue) {
       form.residual >= 0 ? args.in(form.residual).f32() : nullptr;
   const float *pre = form.pre >= 0 ? args.in(form.pre).f32() : nullptr;
   float *activation = form.keepsSum ? args.out(1).f32() : sum;
-  for (int64_t r = 0; r < rows; ++r)
+  bool elementwise = bias || residual || pre || form.gelu;
+  for (int64_t r = 0; elementwise && r < rows; ++r)
     for (int64_t j = 0; j < n; ++j) {
       int64_t e = r * n + j;
       float x = sum[e];

@@ -180,9 +180,12 @@ struct GemmTypes {
 
 /// The algorithm cuBLASLt's heuristic picks for `key` (everything the
 /// descriptors and preferences tell it), asked once per context: 0 with
-/// `*algo` set, kNoAlgorithm, or a recorded failure.
+/// `*algo` set, kNoAlgorithm, or a recorded failure. With `optional` (an
+/// epilogue that has a fallback) any refusal of the heuristic counts as
+/// no algorithm.
 int32_t findAlgorithm(loom_cuda_context *context, std::vector<int64_t> key,
-                      const Descriptors &d, const cublasLtMatmulAlgo_t **algo) {
+                      const Descriptors &d, bool optional,
+                      const cublasLtMatmulAlgo_t **algo) {
   auto [entry, isNew] = context->gemmAlgorithms.try_emplace(std::move(key));
   if (isNew) {
     // The heuristic sees the bias and aux pointers (their alignment)
@@ -194,7 +197,8 @@ int32_t findAlgorithm(loom_cuda_context *context, std::vector<int64_t> key,
         context->blaslt, d.matmul, d.a, d.b, d.c, d.c, d.preference, 1,
         &heuristic, &found);
     bool none = status == CUBLAS_STATUS_NOT_SUPPORTED ||
-                (status == CUBLAS_STATUS_SUCCESS && found == 0);
+                (status == CUBLAS_STATUS_SUCCESS && found == 0) ||
+                (optional && status != CUBLAS_STATUS_SUCCESS);
     if (status != CUBLAS_STATUS_SUCCESS && !none) {
       context->gemmAlgorithms.erase(entry);
       return failBlas("cublasLtMatmulAlgoGetHeuristic", status);
@@ -221,9 +225,14 @@ int32_t gemm(loom_cuda_context *context, const GemmShape &s,
       d.matmul, CUBLASLT_MATMUL_DESC_TRANSA, &opA, sizeof opA));
   LOOM_CHECK_BLAS(cublasLtMatmulDescSetAttribute(
       d.matmul, CUBLASLT_MATMUL_DESC_TRANSB, &opB, sizeof opB));
+  // The epilogues not every cuBLASLt takes (they have fallbacks): a
+  // refusal of theirs is no algorithm.
+  bool optional = epilogue.residual ||
+                  epilogue.kind == CUBLASLT_EPILOGUE_BGRADA ||
+                  epilogue.kind == CUBLASLT_EPILOGUE_DGELU_BGRAD;
   if (epilogue.kind != CUBLASLT_EPILOGUE_DEFAULT)
     if (int32_t status = setEpilogue(d.matmul, s, epilogue, call.aux))
-      return status;
+      return optional ? kNoAlgorithm : status;
   // cuBLASLt's A is rhs stored as [n, k] column-major when transposed, [k, n]
   // read as (n x k) otherwise; its B is lhs likewise; C is (n x m).
   int64_t m = call.rows, n = s.n, k = s.k, batch = s.batch;
@@ -265,7 +274,8 @@ int32_t gemm(loom_cuda_context *context, const GemmShape &s,
   key.insert(key.end(),
              {alignA, alignB, alignC, alignD, alignmentOf(epilogue.bias, 0, 1),
               alignmentOf(call.aux, 0, 1), epilogue.residual != nullptr});
-  if (int32_t status = findAlgorithm(context, std::move(key), d, &algo))
+  if (int32_t status =
+          findAlgorithm(context, std::move(key), d, optional, &algo))
     return status;
   float alpha = 1.0f, beta = epilogue.residual ? 1.0f : 0.0f;
   LOOM_CHECK_BLAS(cublasLtMatmul(context->blaslt, d.matmul, &alpha, call.rhs,
@@ -522,7 +532,7 @@ extern "C" int32_t loom_cuda_matmul(const loom_call_frame *,
                 static_cast<long long>(m), static_cast<long long>(n));
   // An empty product still has its bias gradient (of n zeros or of the
   // rhs' rows).
-  if (m * n == 0)
+  if (out.numElements() == 0)
     return form.biasGrad ? finishBiasGrad(context, args, n) : 0;
   int64_t batch = out.numElements() / (m * n);
   bool sharedRhs = rhs.rank == 2;

@@ -171,8 +171,8 @@ func.func @updates(%p0: tensor<4x8xf32>, %g0: tensor<4x8xf32>, %m0: tensor<4x8xf
 // -----
 
 // A residual added to a product (no bias): inputs lhs, rhs, residual. A
-// residual that is the matmul's own operand, or an add whose other operand
-// broadcasts, is left alone.
+// residual that is the matmul's own operand, an add whose other operand
+// broadcasts, and the product of a value with itself are left alone.
 // CHECK-LABEL: func.func @residual
 // CHECK: %[[F:.+]] = loom.fused(%arg0, %arg1, %arg2) : (tensor<4x6xf32>, tensor<6x8xf32>, tensor<4x8xf32>) -> tensor<4x8xf32>
 // CHECK-NEXT: ^bb0
@@ -183,16 +183,20 @@ func.func @updates(%p0: tensor<4x8xf32>, %g0: tensor<4x8xf32>, %m0: tensor<4x8xf
 // CHECK: loom.add %[[Q]], %arg3
 // CHECK: %[[B:.+]] = loom.matmul %arg0, %arg1
 // CHECK: loom.add %[[B]], %arg4
+// CHECK: %[[S:.+]] = loom.matmul %arg3, %arg3
+// CHECK: loom.add %[[S]], %arg5
 func.func @residual(%x: tensor<4x6xf32>, %w: tensor<6x8xf32>, %r: tensor<4x8xf32>,
-                    %sq: tensor<4x4xf32>, %row: tensor<1x8xf32>)
-    -> (tensor<4x8xf32>, tensor<4x4xf32>, tensor<4x8xf32>) {
+                    %sq: tensor<4x4xf32>, %row: tensor<1x8xf32>, %r4: tensor<4x4xf32>)
+    -> (tensor<4x8xf32>, tensor<4x4xf32>, tensor<4x8xf32>, tensor<4x4xf32>) {
   %p = loom.matmul %x, %w : (tensor<4x6xf32>, tensor<6x8xf32>) -> tensor<4x8xf32>
   %s = loom.add %p, %r : (tensor<4x8xf32>, tensor<4x8xf32>) -> tensor<4x8xf32>
   %q = loom.matmul %sq, %sq : (tensor<4x4xf32>, tensor<4x4xf32>) -> tensor<4x4xf32>
   %t = loom.add %q, %sq : (tensor<4x4xf32>, tensor<4x4xf32>) -> tensor<4x4xf32>
   %b = loom.matmul %x, %w : (tensor<4x6xf32>, tensor<6x8xf32>) -> tensor<4x8xf32>
   %u = loom.add %b, %row : (tensor<4x8xf32>, tensor<1x8xf32>) -> tensor<4x8xf32>
-  return %s, %t, %u : tensor<4x8xf32>, tensor<4x4xf32>, tensor<4x8xf32>
+  %q2 = loom.matmul %sq, %sq : (tensor<4x4xf32>, tensor<4x4xf32>) -> tensor<4x4xf32>
+  %v = loom.add %q2, %r4 : (tensor<4x4xf32>, tensor<4x4xf32>) -> tensor<4x4xf32>
+  return %s, %t, %u, %v : tensor<4x8xf32>, tensor<4x4xf32>, tensor<4x8xf32>, tensor<4x4xf32>
 }
 
 // -----
@@ -234,14 +238,16 @@ func.func @backward(%dy: tensor<2x3x4xbf16>, %w: tensor<8x4xbf16>, %pre: tensor<
 // -----
 
 // No backward epilogue: a reduce_sum that keeps its dimensions, one over
-// a leading dimension only, a transposed rhs, and a bias gradient read
-// before the weight gradient's reshape exists (no place for the fused op).
+// a leading dimension only, a transposed rhs, a bias gradient read before
+// the weight gradient's reshape exists (no place for the fused op), and
+// one of a single column (n = 1).
 // CHECK-LABEL: func.func @no_backward_epilogue
 // CHECK-NOT: loom.fused
 // CHECK: return
 func.func @no_backward_epilogue(%dy: tensor<6x4xf32>, %x: tensor<6x5xf32>, %y: tensor<4x6xf32>,
-                                %z: tensor<2x3x4xf32>, %zx: tensor<6x5xf32>)
-    -> (tensor<1x4xf32>, tensor<5x4xf32>, tensor<3x4xf32>, tensor<5x4xf32>, tensor<4xf32>, tensor<5x4xf32>) {
+                                %z: tensor<2x3x4xf32>, %zx: tensor<6x5xf32>, %col: tensor<6x1xf32>)
+    -> (tensor<1x4xf32>, tensor<5x4xf32>, tensor<3x4xf32>, tensor<5x4xf32>, tensor<4xf32>, tensor<5x4xf32>,
+        tensor<1xf32>, tensor<5x1xf32>) {
   %k = loom.reduce_sum %dy [0] {keep_dims} : tensor<6x4xf32> -> tensor<1x4xf32>
   %a = loom.matmul %x, %dy {transpose_lhs} : (tensor<6x5xf32>, tensor<6x4xf32>) -> tensor<5x4xf32>
   %l = loom.reduce_sum %z [0] : tensor<2x3x4xf32> -> tensor<3x4xf32>
@@ -252,5 +258,7 @@ func.func @no_backward_epilogue(%dy: tensor<6x4xf32>, %x: tensor<6x5xf32>, %y: t
   %zr = loom.reshape %z : tensor<2x3x4xf32> -> tensor<6x4xf32>
   %c = loom.matmul %zx, %zr {transpose_lhs} : (tensor<6x5xf32>, tensor<6x4xf32>) -> tensor<5x4xf32>
   %cu = loom.add %c, %c : (tensor<5x4xf32>, tensor<5x4xf32>) -> tensor<5x4xf32>
-  return %k, %a, %l, %b, %u, %cu : tensor<1x4xf32>, tensor<5x4xf32>, tensor<3x4xf32>, tensor<5x4xf32>, tensor<4xf32>, tensor<5x4xf32>
+  %one = loom.reduce_sum %col [0] : tensor<6x1xf32> -> tensor<1xf32>
+  %w1 = loom.matmul %zx, %col {transpose_lhs} : (tensor<6x5xf32>, tensor<6x1xf32>) -> tensor<5x1xf32>
+  return %k, %a, %l, %b, %u, %cu, %one, %w1 : tensor<1x4xf32>, tensor<5x4xf32>, tensor<3x4xf32>, tensor<5x4xf32>, tensor<4xf32>, tensor<5x4xf32>, tensor<1xf32>, tensor<5x1xf32>
 }

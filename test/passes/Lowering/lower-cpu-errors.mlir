@@ -63,3 +63,18 @@ func.func @train_step(%x: tensor<2x3xf32>, %w: tensor<3x4xf32>, %b: tensor<4xf32
   }
   return %0 : tensor<2x4xf32>
 }
+
+// -----
+
+// A bias_grad body sums the rows of an untransposed rhs: with transpose_rhs
+// the summed rows are not the rhs' [k, n] rows, and no kernel runs it.
+func.func @train_step(%x: tensor<6x5xf32>, %dy: tensor<4x6xf32>) -> (tensor<5x4xf32>, tensor<6xf32>) {
+  // expected-error @+1 {{'loom.fused' op has no CPU kernel for its body}}
+  %0:2 = loom.fused(%x, %dy) : (tensor<6x5xf32>, tensor<4x6xf32>) -> (tensor<5x4xf32>, tensor<6xf32>) {
+  ^bb0(%a: tensor<6x5xf32>, %b: tensor<4x6xf32>):
+    %p = loom.matmul %a, %b {transpose_lhs, transpose_rhs} : (tensor<6x5xf32>, tensor<4x6xf32>) -> tensor<5x4xf32>
+    %s = loom.reduce_sum %b [0] : tensor<4x6xf32> -> tensor<6xf32>
+    loom.yield %p, %s : tensor<5x4xf32>, tensor<6xf32>
+  }
+  return %0#0, %0#1 : tensor<5x4xf32>, tensor<6xf32>
+}
