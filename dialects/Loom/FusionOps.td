@@ -15,14 +15,22 @@ def Loom_FusedOp : Op<Loom_Dialect, "fused",
   let description = [{
     The body computes the results from the block arguments (the inputs, in
     order) with `loom` ops, and `loom.yield`s them. `--loom-fuse` builds
-    two kinds, which `--loom-lower-cpu` / `--loom-lower-cuda` each lower to
-    one kernel call (loom_cpu_kernels.h):
+    these kinds, which `--loom-lower-cpu` / `--loom-lower-cuda` each lower
+    to one kernel call (loom_cpu_kernels.h):
 
     - a matmul with an epilogue: `loom.matmul`, `loom.add` of a bias over
       the result's last dimension, and optionally `loom.gelu` of the sum
       (inputs lhs, rhs, bias; results the gelu, or the sum and the gelu when
-      the sum is used elsewhere too): one `matmul` call, a cuBLASLt epilogue
-      on the GPU;
+      the sum is used elsewhere too), or a residual `loom.add` of the
+      product or the biased sum; in the backward, `loom.gelu_grad` of the
+      product with a `loom.reduce_sum` of its rows (inputs lhs, rhs, pre;
+      results dpre and the bias gradient), or a `loom.reduce_sum` of the
+      rhs' rows (inputs lhs, rhs; results the product and the bias
+      gradient): one `matmul` call, a cuBLASLt epilogue on the GPU;
+    - a loss and its gradient: `loom.cross_entropy` and
+      `loom.cross_entropy_grad` of one logits, labels and token count
+      (inputs dloss, logits, labels; results the loss and dlogits): one
+      `cross_entropy_with_grad` call;
     - an elementwise chain: ops of one result shape among add, sub, mul,
       div, neg, exp, log, sqrt, rsqrt, tanh, cast, gelu, gelu_grad, silu,
       silu_grad, the inputs broadcasting to that shape: one

@@ -351,6 +351,33 @@ void fuseBiasGrads(Block &block) {
   }
 }
 
+/// A cross_entropy and a cross_entropy_grad of the same logits, labels and
+/// token count into one loom.fused with inputs (dloss, logits, labels) and
+/// results (loss, dlogits): one cross_entropy_with_grad call (see
+/// Passes.td).
+void fuseLossGrads(Block &block) {
+  for (CrossEntropyGradOp grad :
+       llvm::make_early_inc_range(block.getOps<CrossEntropyGradOp>())) {
+    CrossEntropyOp loss;
+    for (Operation *user : grad.getLogits().getUsers())
+      if (auto candidate = dyn_cast<CrossEntropyOp>(user))
+        if (!loss && candidate.getLabels() == grad.getLabels() &&
+            candidate.getTokenCount() == grad.getTokenCount())
+          loss = candidate;
+    if (!loss || !isFusibleTensor(grad.getLogits().getType()) ||
+        grad.getDloss() == grad.getLogits())
+      continue;
+    SmallVector<Value> inputs = {grad.getDloss(), grad.getLogits(),
+                                 grad.getLabels()};
+    outlineWherePossible(
+        {loss, grad}, inputs, {loss.getResult(), grad.getResult()},
+        [&](OpBuilder &b, IRMapping &map) -> SmallVector<Value> {
+          Value lossValue = b.clone(*loss, map)->getResult(0);
+          return {lossValue, b.clone(*grad, map)->getResult(0)};
+        });
+  }
+}
+
 /// A growing elementwise chain.
 struct Chain {
   SmallVector<Operation *> ops;
@@ -497,6 +524,8 @@ struct FusePass : impl::LoomFuseBase<FusePass> {
         fuseBiasGrads(block);
         fuseEpilogues(block);
       }
+      if (losses)
+        fuseLossGrads(block);
       if (elementwise)
         fuseChains(block);
       if (optimizer)

@@ -363,7 +363,8 @@ LogicalResult unsupportedBody(FusedOp fused, const Target &target) {
   return fused.emitOpError()
          << "has no " << target.library << " kernel for its body ("
          << target.flag
-         << " runs a matmul with one of its epilogues, AdamW updates "
+         << " runs a matmul with one of its epilogues, a loss with its "
+            "gradient, AdamW updates "
             "or a chain of elementwise ops; see --loom-fuse)";
 }
 
@@ -495,6 +496,34 @@ LogicalResult writeUpdates(FusedOp fused, MetaWriter &w, const Target &target) {
   return success();
 }
 
+/// A loss body: cross_entropy(logits, labels) and cross_entropy_grad(dloss,
+/// logits, labels) over the inputs (dloss, logits, labels) with one token
+/// count, yielding the loss and dlogits; writes the token count.
+LogicalResult writeLossGrad(FusedOp fused, MetaWriter &w,
+                            const Target &target) {
+  Block &body = fused.getBody().front();
+  SmallVector<Operation *> ops;
+  for (Operation &op : body.without_terminator())
+    ops.push_back(&op);
+  auto loss =
+      ops.size() == 2 ? dyn_cast<CrossEntropyOp>(ops[0]) : CrossEntropyOp();
+  auto grad = ops.size() == 2 ? dyn_cast<CrossEntropyGradOp>(ops[1])
+                              : CrossEntropyGradOp();
+  auto yield = cast<YieldOp>(body.getTerminator());
+  if (!loss || !grad || body.getNumArguments() != 3 ||
+      grad.getDloss() != body.getArgument(0) ||
+      grad.getLogits() != body.getArgument(1) ||
+      grad.getLabels() != body.getArgument(2) ||
+      loss.getLogits() != body.getArgument(1) ||
+      loss.getLabels() != body.getArgument(2) ||
+      loss.getTokenCount() != grad.getTokenCount() ||
+      !llvm::equal(yield.getValues(),
+                   ArrayRef<Value>{loss.getResult(), grad.getResult()}))
+    return unsupportedBody(fused, target);
+  w.integer(static_cast<int64_t>(loss.getTokenCount().value_or(0)));
+  return success();
+}
+
 /// An elementwise body: the fused_elementwise program (loom_cpu_kernels.h).
 LogicalResult writeFusedProgram(FusedOp fused, MetaWriter &w,
                                 const Target &target) {
@@ -548,6 +577,8 @@ FailureOr<KernelCall> encodeKernelCall(Operation *op, GroupTable &groups,
       holds([](Operation &inner) { return isa<MatmulOp>(inner); });
   bool fusedUpdates =
       holds([](Operation &inner) { return isa<AdamWUpdateOp>(inner); });
+  bool fusedLoss =
+      holds([](Operation &inner) { return isa<CrossEntropyOp>(inner); });
   // KernelArgs decodes 16 tensors (concat reads its own meta, the
   // multi-tensor update a TensorList).
   if (op->getNumOperands() + op->getNumResults() > 16 && !isa<ConcatOp>(op) &&
@@ -558,6 +589,7 @@ FailureOr<KernelCall> encodeKernelCall(Operation *op, GroupTable &groups,
   StringRef kernel = !fused         ? op->getName().stripDialect()
                      : fusedMatmul  ? StringRef("matmul")
                      : fusedUpdates ? StringRef("adamw_update_multi")
+                     : fusedLoss    ? StringRef("cross_entropy_with_grad")
                                     : StringRef("fused_elementwise");
   call.symbol = (target.kernelPrefix + kernel).str();
   MetaWriter w(op, target, call.meta);
@@ -575,6 +607,7 @@ FailureOr<KernelCall> encodeKernelCall(Operation *op, GroupTable &groups,
   } else if (fused) {
     if (failed(fusedMatmul    ? writeMatmulEpilogue(fused, w, target)
                : fusedUpdates ? writeUpdates(fused, w, target)
+               : fusedLoss    ? writeLossGrad(fused, w, target)
                               : writeFusedProgram(fused, w, target)))
       return failure();
   } else if (failed(writeLoomAttributes(op, w))) {

@@ -133,6 +133,12 @@ def LoomFuse : Pass<"loom-fuse", "mlir::ModuleOp"> {
       epilogue (cuBLASLt's BGRADA), its reduce_sum rewritten over the rhs.
       Each stands after the latest of its ops that every reader of its
       results follows, or is not formed;
+    - **losses**: a `loom.cross_entropy` and a `loom.cross_entropy_grad`
+      of the same logits, labels and token count become one `loom.fused`
+      (dloss, logits, labels) -> (loss, dlogits), one
+      `cross_entropy_with_grad` call, which on the GPU takes each row's
+      maximum and sum of exponentials once for both (the logits are read
+      twice instead of three times);
     - **elementwise chains**: connected ops of one result shape among add,
       sub, mul, div, neg, exp, log, sqrt, rsqrt, tanh, cast, gelu,
       gelu_grad, silu and silu_grad on f32 / bf16 tensors become one
@@ -157,6 +163,8 @@ def LoomFuse : Pass<"loom-fuse", "mlir::ModuleOp"> {
     Option<"epilogues", "epilogues", "bool", /*default=*/"true",
            "fuse a matmul with its bias add and gelu or residual add, and "
            "backward matmuls with their gelu gradient and bias gradient">,
+    Option<"losses", "losses", "bool", /*default=*/"true",
+           "fuse a cross-entropy loss with its gradient">,
     Option<"elementwise", "elementwise", "bool", /*default=*/"true",
            "fuse chains of elementwise ops">,
     Option<"optimizer", "optimizer", "bool", /*default=*/"true",

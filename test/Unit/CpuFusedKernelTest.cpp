@@ -35,7 +35,7 @@ constexpr double kRtol = 1e-5, kAtol = 1e-6;
 
 /// What --loom-fuse made of @f: its loom.fused ops by kind.
 struct Fused {
-  int chains = 0, matmuls = 0, updates = 0;
+  int chains = 0, matmuls = 0, updates = 0, losses = 0;
 };
 
 /// Runs --loom-fuse on a copy of @f of `source`, expects `expected` fused
@@ -53,12 +53,17 @@ void expectFusedMatches(llvm::StringRef source, llvm::ArrayRef<Tensor> args,
 
   Fused got;
   fused->walk([&](loom::FusedOp op) {
-    bool matmul = false, update = false;
+    bool matmul = false, update = false, loss = false;
     op.getBody().walk([&](loom::MatmulOp) { matmul = true; });
     op.getBody().walk([&](loom::AdamWUpdateOp) { update = true; });
-    ++(matmul ? got.matmuls : update ? got.updates : got.chains);
+    op.getBody().walk([&](loom::CrossEntropyOp) { loss = true; });
+    ++(matmul   ? got.matmuls
+       : update ? got.updates
+       : loss   ? got.losses
+                : got.chains);
   });
   EXPECT_EQ(got.chains, expected.chains) << "elementwise chains";
+  EXPECT_EQ(got.losses, expected.losses) << "losses with their gradient";
   EXPECT_EQ(got.matmuls, expected.matmuls) << "matmuls with an epilogue";
   EXPECT_EQ(got.updates, expected.updates) << "multi-tensor updates";
 
@@ -211,6 +216,29 @@ TEST(CpuFusedKernelTest, EmptyProductKeepsItsBiasGradient) {
       want += rhs[r * 16 + j];
     EXPECT_EQ(db[j], static_cast<float>(want)) << "column " << j;
   }
+}
+
+/// A loss and its gradient of the same logits, labels and token count are
+/// one cross_entropy_with_grad call, bit for bit the two kernels; one with
+/// other labels stays apart.
+TEST(CpuFusedKernelTest, LossWithItsGradient) {
+  expectFusedMatches(
+      R"mlir(
+    func.func @f(%d: tensor<f32>, %l: tensor<2x3x7xf32>, %y: tensor<2x3xi32>,
+                 %z: tensor<2x3xi32>)
+        -> (tensor<f32>, tensor<2x3x7xf32>, tensor<2x3x7xf32>) {
+      %loss = loom.cross_entropy %l, %y {token_count = 12 : i64}
+          : (tensor<2x3x7xf32>, tensor<2x3xi32>) -> tensor<f32>
+      %g = loom.cross_entropy_grad %d, %l, %y {token_count = 12 : i64}
+          : (tensor<f32>, tensor<2x3x7xf32>, tensor<2x3xi32>) -> tensor<2x3x7xf32>
+      %h = loom.cross_entropy_grad %d, %l, %z {token_count = 12 : i64}
+          : (tensor<f32>, tensor<2x3x7xf32>, tensor<2x3xi32>) -> tensor<2x3x7xf32>
+      return %loss, %g, %h : tensor<f32>, tensor<2x3x7xf32>, tensor<2x3x7xf32>
+    })mlir",
+      {randomFloats({}, 81, 0.5, 2), randomFloats({2, 3, 7}, 82, -4, 4),
+       Tensor::ints(nullptr, {2, 3}, {0, 6, 3, 3, 1, 5}),
+       Tensor::ints(nullptr, {2, 3}, {1, 1, 2, 0, 4, 6})},
+      {/*chains=*/0, /*matmuls=*/0, /*updates=*/0, /*losses=*/1});
 }
 
 /// SwiGLU with a residual, operands broadcasting as rows, columns and

@@ -1163,6 +1163,16 @@ void lookupAndLossCases(loom_cuda_context *context) {
   run(make("cross_entropy_grad masked", KERNELS(cross_entropy_grad),
            {dloss, masked, evenLabels}, {result({6, 300})}, {0}),
       context);
+  // The loss and its gradient from one pass (the --loom-fuse pair).
+  run(make("cross_entropy_with_grad", KERNELS(cross_entropy_with_grad),
+           {dloss, uniform({3, 4, 1000}, -3, 3),
+            integers({3, 4}, 0, 1000, LOOM_DTYPE_I64)},
+           {result({}, false), result({3, 4, 1000})}, {20}),
+      context);
+  run(make("cross_entropy_with_grad masked", KERNELS(cross_entropy_with_grad),
+           {dloss, masked, evenLabels}, {result({}, false), result({6, 300})},
+           {0}),
+      context);
 }
 
 /// AdamW's attributes: lr, beta1, beta2, eps, weight_decay.

@@ -245,6 +245,59 @@ void applyEpilogue(const KernelArgs &args, int64_t epilogue) {
     db[j] = static_cast<float>(sums[j]);
 }
 
+/// The mean over tokens (or token_count) of logsumexp(logits) -
+/// logits[label], into the scalar `out`.
+int32_t crossEntropy(const View &logits, const View &labels, const View &out,
+                     int64_t tokenCount) {
+  int64_t vocab = logits.dims[logits.rank - 1];
+  if (int32_t status = checkIds("cross_entropy", "label", labels, vocab))
+    return status;
+  if (!isFloatType(out.dtype))
+    return fail("cross_entropy: a loss of element type %d",
+                static_cast<int>(out.dtype));
+  double total;
+  if (logits.dtype == LOOM_DTYPE_F32)
+    total = crossEntropySum<float>(logits, labels);
+  else if (logits.dtype == LOOM_DTYPE_F64)
+    total = crossEntropySum<double>(logits, labels);
+  else
+    return fail("cross_entropy: element type %d is neither f32 nor f64",
+                static_cast<int>(logits.dtype));
+  double tokens =
+      static_cast<double>(tokenCount != 0 ? tokenCount : labels.numElements());
+  double loss = total / tokens;
+  if (out.dtype == LOOM_DTYPE_F64)
+    *out.f64() = loss;
+  else
+    *out.f32() = static_cast<float>(loss);
+  return 0;
+}
+
+/// dlogits = dloss / tokens * (softmax(logits) - onehot(labels)) into `out`.
+int32_t crossEntropyGradient(const View &dloss, const View &logits,
+                             const View &labels, const View &out,
+                             int64_t tokenCount) {
+  int64_t vocab = logits.dims[logits.rank - 1];
+  if (int32_t status = checkIds("cross_entropy_grad", "label", labels, vocab))
+    return status;
+  if (!isFloatType(dloss.dtype) || logits.dtype != out.dtype)
+    return fail("cross_entropy_grad: dloss, logits and dlogits have element "
+                "types %d, %d and %d",
+                static_cast<int>(dloss.dtype), static_cast<int>(logits.dtype),
+                static_cast<int>(out.dtype));
+  double tokens =
+      static_cast<double>(tokenCount != 0 ? tokenCount : labels.numElements());
+  double scale = scalarOf(dloss) / tokens;
+  if (out.dtype == LOOM_DTYPE_F32)
+    crossEntropyGrad<float>(scale, logits, labels, out);
+  else if (out.dtype == LOOM_DTYPE_F64)
+    crossEntropyGrad<double>(scale, logits, labels, out);
+  else
+    return fail("cross_entropy_grad: element type %d is neither f32 nor f64",
+                static_cast<int>(out.dtype));
+  return 0;
+}
+
 } // namespace
 } // namespace loom::cpu
 
@@ -335,58 +388,34 @@ int32_t loom_cpu_embedding_grad(const loom_call_frame *, void *const *buffers,
 int32_t loom_cpu_cross_entropy(const loom_call_frame *, void *const *buffers,
                                const int64_t *meta) {
   KernelArgs args(buffers, meta);
-  const View &logits = args.in(0), &labels = args.in(1), &out = args.out(0);
   int64_t tokenCount = args.integer();
-  int64_t vocab = logits.dims[logits.rank - 1];
-  if (int32_t status = checkIds("cross_entropy", "label", labels, vocab))
-    return status;
-  if (!isFloatType(out.dtype))
-    return fail("cross_entropy: a loss of element type %d",
-                static_cast<int>(out.dtype));
-  double total;
-  if (logits.dtype == LOOM_DTYPE_F32)
-    total = crossEntropySum<float>(logits, labels);
-  else if (logits.dtype == LOOM_DTYPE_F64)
-    total = crossEntropySum<double>(logits, labels);
-  else
-    return fail("cross_entropy: element type %d is neither f32 nor f64",
-                static_cast<int>(logits.dtype));
-  double tokens =
-      static_cast<double>(tokenCount != 0 ? tokenCount : labels.numElements());
-  double loss = total / tokens;
-  if (out.dtype == LOOM_DTYPE_F64)
-    *out.f64() = loss;
-  else
-    *out.f32() = static_cast<float>(loss);
-  return 0;
+  return crossEntropy(args.in(0), args.in(1), args.out(0), tokenCount);
 }
 
-/// Operands dloss (0-d), logits, labels; result dlogits of logits' type.
 int32_t loom_cpu_cross_entropy_grad(const loom_call_frame *,
                                     void *const *buffers, const int64_t *meta) {
   KernelArgs args(buffers, meta);
-  const View &dloss = args.in(0), &logits = args.in(1), &labels = args.in(2),
-             &out = args.out(0);
   int64_t tokenCount = args.integer();
-  int64_t vocab = logits.dims[logits.rank - 1];
-  if (int32_t status = checkIds("cross_entropy_grad", "label", labels, vocab))
+  return crossEntropyGradient(args.in(0), args.in(1), args.in(2), args.out(0),
+                              tokenCount);
+}
+
+/// Operands dloss, logits, labels; results the loss and dlogits: the two
+/// kernels above, one after the other (the CUDA kernel reads the logits
+/// once for both).
+int32_t loom_cpu_cross_entropy_with_grad(const loom_call_frame *,
+                                         void *const *buffers,
+                                         const int64_t *meta) {
+  KernelArgs args(buffers, meta);
+  if (args.numOperands() != 3 || args.numResults() != 2)
+    return fail("cross_entropy_with_grad: expected dloss, logits and labels, "
+                "and the loss and dlogits");
+  int64_t tokenCount = args.integer();
+  if (int32_t status =
+          crossEntropy(args.in(1), args.in(2), args.out(0), tokenCount))
     return status;
-  if (!isFloatType(dloss.dtype) || logits.dtype != out.dtype)
-    return fail("cross_entropy_grad: dloss, logits and dlogits have element "
-                "types %d, %d and %d",
-                static_cast<int>(dloss.dtype), static_cast<int>(logits.dtype),
-                static_cast<int>(out.dtype));
-  double tokens =
-      static_cast<double>(tokenCount != 0 ? tokenCount : labels.numElements());
-  double scale = scalarOf(dloss) / tokens;
-  if (out.dtype == LOOM_DTYPE_F32)
-    crossEntropyGrad<float>(scale, logits, labels, out);
-  else if (out.dtype == LOOM_DTYPE_F64)
-    crossEntropyGrad<double>(scale, logits, labels, out);
-  else
-    return fail("cross_entropy_grad: element type %d is neither f32 nor f64",
-                static_cast<int>(out.dtype));
-  return 0;
+  return crossEntropyGradient(args.in(0), args.in(1), args.in(2), args.out(1),
+                              tokenCount);
 }
 
 } // extern "C"

@@ -76,17 +76,40 @@ __device__ float2 rowExpSum(Floats logits, int64_t base, int64_t vocab) {
   return make_float2(rowMax, blockReduce(scaled, SumOp(), 0.0f));
 }
 
+/// dlogits[base..] = scale * (softmax(row) - onehot(label)) from the row's
+/// maximum and sum of exponentials `m` (zeros for an invalid label).
+__device__ void writeRowGrad(Floats logits, Floats dlogits, int64_t base,
+                             int64_t vocab, float2 m, int64_t label, bool valid,
+                             float scale) {
+  float factor = scale / m.y;
+  for (int64_t v = threadIdx.x; v < vocab; v += blockDim.x) {
+    float p = expf(logits[base + v] - m.x) * factor;
+    dlogits.store(base + v, valid ? (v == label ? p - scale : p) : 0.0f);
+  }
+}
+
 /// partials[block] = the sum over the block's rows of logsumexp(row) -
-/// row[label].
+/// row[label]; with `dlogits` data (cross_entropy_with_grad) each row's
+/// gradient too, dloss / tokenCount * (softmax - onehot), from the same
+/// read of the row's statistics.
 __global__ void cross_entropy_rows_kernel(Floats logits, Indices labels,
                                           int64_t tokens, int64_t vocab,
-                                          double *partials, long long *error) {
+                                          double *partials, long long *error,
+                                          Floats dloss, Floats dlogits,
+                                          double tokenCount) {
   double total = 0.0;
+  float scale =
+      dlogits.data
+          ? static_cast<float>(static_cast<double>(dloss[0]) / tokenCount)
+          : 0.0f;
   for (int64_t t = blockIdx.x; t < tokens; t += gridDim.x) {
     int64_t base = t * vocab;
     float2 m = rowExpSum(logits, base, vocab);
     int64_t label = labels[t];
-    if (label < 0 || label >= vocab) {
+    bool valid = label >= 0 && label < vocab;
+    if (dlogits.data)
+      writeRowGrad(logits, dlogits, base, vocab, m, label, valid, scale);
+    if (!valid) {
       if (threadIdx.x == 0)
         recordError(error, kCrossEntropyLabel, t, label, vocab);
       continue;
@@ -122,12 +145,41 @@ __global__ void cross_entropy_backward_kernel(Floats dloss, Floats logits,
     bool valid = label >= 0 && label < vocab;
     if (!valid && threadIdx.x == 0)
       recordError(error, kCrossEntropyGradLabel, t, label, vocab);
-    float factor = scale / m.y;
-    for (int64_t v = threadIdx.x; v < vocab; v += blockDim.x) {
-      float p = expf(logits[base + v] - m.x) * factor;
-      dlogits.store(base + v, valid ? (v == label ? p - scale : p) : 0.0f);
-    }
+    writeRowGrad(logits, dlogits, base, vocab, m, label, valid, scale);
   }
+}
+
+/// The loss of `logits` and `labels` into `out`, and with `dloss` the
+/// gradient into `dlogits` in the same pass over the rows (`op` names the
+/// kernel in messages).
+int32_t crossEntropy(loom_cuda_context *context, const View &logits,
+                     const View &labels, const View &out, const View *dloss,
+                     const View *dlogits, int64_t tokenCount, const char *op) {
+  if (!labels.isIndex() || logits.rank < 1 || out.numElements() != 1)
+    return fail("loom_cuda_%s: expected [..., vocab] logits, i32 or i64 "
+                "labels and a scalar loss",
+                op);
+  int64_t vocab = logits.dims[logits.rank - 1], tokens = labels.numElements();
+  if (logits.numElements() != tokens * vocab)
+    return fail("loom_cuda_%s: the labels do not match the logits", op);
+  int64_t blocks =
+      std::min<int64_t>({std::max<int64_t>(tokens, 1), 1024,
+                         std::max<int64_t>(context->scratchBytes / 8, 1)});
+  if (int32_t status = needScratch(context, op, 8 * blocks))
+    return status;
+  double *partials = static_cast<double *>(context->scratch);
+  double count = static_cast<double>(tokenCount != 0 ? tokenCount : tokens);
+  Floats none = {nullptr, LOOM_DTYPE_F32};
+  cross_entropy_rows_kernel<<<static_cast<unsigned>(blocks),
+                              threadsForRow(vocab), 0, context->stream>>>(
+      floats(logits), indices(labels), tokens, vocab, partials,
+      context->deviceError, dloss ? floats(*dloss) : none,
+      dlogits ? floats(*dlogits) : none, count);
+  if (int32_t status = checkLaunch(op))
+    return status;
+  cross_entropy_total_kernel<<<1, 1, 0, context->stream>>>(partials, blocks,
+                                                           count, floats(out));
+  return checkLaunch(op);
 }
 
 unsigned tokenBlocks(int64_t tokens) {
@@ -215,30 +267,27 @@ int32_t loom_cuda_cross_entropy(const loom_call_frame *, void *const *buffers,
   KernelArgs args(buffers, meta);
   if (int32_t status = args.expect("cross_entropy", 2, 1, /*notFloat=*/1u << 1))
     return status;
-  const View &logits = args.in(0), &labels = args.in(1), &out = args.out(0);
-  int64_t tokenCount = args.integer();
-  if (!labels.isIndex() || logits.rank < 1 || out.numElements() != 1)
-    return fail("loom_cuda_cross_entropy: expected [..., vocab] logits, i32 "
-                "or i64 labels and a scalar loss");
-  int64_t vocab = logits.dims[logits.rank - 1], tokens = labels.numElements();
-  if (logits.numElements() != tokens * vocab)
-    return fail("loom_cuda_cross_entropy: the labels do not match the logits");
-  int64_t blocks =
-      std::min<int64_t>({std::max<int64_t>(tokens, 1), 1024,
-                         std::max<int64_t>(context->scratchBytes / 8, 1)});
-  if (int32_t status = needScratch(context, "cross_entropy", 8 * blocks))
+  return crossEntropy(context, args.in(0), args.in(1), args.out(0), nullptr,
+                      nullptr, args.integer(), "cross_entropy");
+}
+
+/// Operands dloss, logits, labels; results the loss and dlogits, the rows'
+/// statistics taken once for both.
+int32_t loom_cuda_cross_entropy_with_grad(const loom_call_frame *,
+                                          void *const *buffers,
+                                          const int64_t *meta,
+                                          loom_cuda_context *context) {
+  ProfileScope scope(context, "cross_entropy_with_grad");
+  KernelArgs args(buffers, meta);
+  if (int32_t status = args.expect("cross_entropy_with_grad", 3, 2,
+                                   /*notFloat=*/1u << 2))
     return status;
-  double *partials = static_cast<double *>(context->scratch);
-  cross_entropy_rows_kernel<<<static_cast<unsigned>(blocks),
-                              threadsForRow(vocab), 0, context->stream>>>(
-      floats(logits), indices(labels), tokens, vocab, partials,
-      context->deviceError);
-  if (int32_t status = checkLaunch("cross_entropy"))
-    return status;
-  double count = static_cast<double>(tokenCount != 0 ? tokenCount : tokens);
-  cross_entropy_total_kernel<<<1, 1, 0, context->stream>>>(partials, blocks,
-                                                           count, floats(out));
-  return checkLaunch("cross_entropy");
+  const View &dloss = args.in(0), &logits = args.in(1), &dlogits = args.out(1);
+  if (dloss.numElements() != 1 || dlogits.numElements() != logits.numElements())
+    return fail("loom_cuda_cross_entropy_with_grad: expected a scalar dloss "
+                "and dlogits of the logits' shape");
+  return crossEntropy(context, logits, args.in(2), args.out(0), &dloss,
+                      &dlogits, args.integer(), "cross_entropy_with_grad");
 }
 
 /// Operands dloss (0-d), logits, labels; result dlogits.

@@ -43,6 +43,10 @@
  *                      dropout_key
  *   cross_entropy      token_count (0 when absent: all labels' count)
  *   cross_entropy_grad token_count
+ *   cross_entropy_with_grad  token_count (operands dloss, logits, labels;
+ *                      results the loss and dlogits: cross_entropy and
+ *                      cross_entropy_grad of one loss in one call, the
+ *                      `loom.fused` pair of --loom-fuse)
  *   reduce_sum, reduce_mean, reduce_max, reduce_max_grad
  *                      dims (array), keep_dims
  *   transpose          permutation (array)
@@ -231,6 +235,7 @@ LOOM_CPU_KERNEL(embedding)
 LOOM_CPU_KERNEL(embedding_grad)
 LOOM_CPU_KERNEL(cross_entropy)
 LOOM_CPU_KERNEL(cross_entropy_grad)
+LOOM_CPU_KERNEL(cross_entropy_with_grad)
 LOOM_CPU_KERNEL(dropout)
 LOOM_CPU_KERNEL(dropout_grad)
 /* Optimizer updates. */

@@ -55,7 +55,7 @@
  *   matmul              none required; cuBLASLt may use all of it
  *   layernorm_grad      8 * rows + 8 * D at least (more is faster)
  *   rmsnorm_grad        4 * rows + 4 * D at least
- *   cross_entropy       8
+ *   cross_entropy       8 (cross_entropy_with_grad too; more is faster)
  *   attention_grad      4 * B * Hq * S
  *   embedding_grad      4 * V * D when the result is bf16 (f32: none)
  *
@@ -195,6 +195,7 @@ LOOM_CUDA_KERNEL(embedding)
 LOOM_CUDA_KERNEL(embedding_grad)
 LOOM_CUDA_KERNEL(cross_entropy)
 LOOM_CUDA_KERNEL(cross_entropy_grad)
+LOOM_CUDA_KERNEL(cross_entropy_with_grad)
 LOOM_CUDA_KERNEL(dropout)
 LOOM_CUDA_KERNEL(dropout_grad)
 /* Optimizer updates. */

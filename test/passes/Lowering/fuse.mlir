@@ -1,5 +1,5 @@
 // RUN: loom-opt %s -split-input-file --loom-fuse | FileCheck %s
-// RUN: loom-opt %s -split-input-file --loom-fuse="epilogues=false elementwise=false optimizer=false" | FileCheck %s --check-prefix=OFF
+// RUN: loom-opt %s -split-input-file --loom-fuse="epilogues=false losses=false elementwise=false optimizer=false" | FileCheck %s --check-prefix=OFF
 
 // A linear layer with gelu: matmul, bias add and gelu in one loom.fused
 // (inputs lhs, rhs, bias); the sum is used only by the gelu, so the gelu
@@ -261,4 +261,30 @@ func.func @no_backward_epilogue(%dy: tensor<6x4xf32>, %x: tensor<6x5xf32>, %y: t
   %one = loom.reduce_sum %col [0] : tensor<6x1xf32> -> tensor<1xf32>
   %w1 = loom.matmul %zx, %col {transpose_lhs} : (tensor<6x5xf32>, tensor<6x1xf32>) -> tensor<5x1xf32>
   return %k, %a, %l, %b, %u, %cu, %one, %w1 : tensor<1x4xf32>, tensor<5x4xf32>, tensor<3x4xf32>, tensor<5x4xf32>, tensor<4xf32>, tensor<5x4xf32>, tensor<1xf32>, tensor<5x1xf32>
+}
+
+// -----
+
+// A loss and its gradient of one logits, labels and token count are one
+// loom.fused (dloss, logits, labels) -> (loss, dlogits) where the gradient
+// stood; a gradient of other labels, or of another token count, is not
+// the loss's.
+// CHECK-LABEL: func.func @loss
+// CHECK: %[[F:.+]]:2 = loom.fused(%arg0, %arg1, %arg2) : (tensor<f32>, tensor<6x7xf32>, tensor<6xi32>) -> (tensor<f32>, tensor<6x7xf32>)
+// CHECK-NEXT: ^bb0
+// CHECK-NEXT: %[[L:.+]] = loom.cross_entropy
+// CHECK-NEXT: %[[G:.+]] = loom.cross_entropy_grad
+// CHECK-NEXT: loom.yield %[[L]], %[[G]]
+// CHECK: loom.cross_entropy_grad %arg0, %arg1, %arg3
+// CHECK: loom.cross_entropy_grad %arg0, %arg1, %arg2 {token_count = 12 : i64}
+// CHECK: return %[[F]]#0, %[[F]]#1
+// OFF-LABEL: func.func @loss
+// OFF-NOT: loom.fused
+func.func @loss(%d: tensor<f32>, %l: tensor<6x7xf32>, %y: tensor<6xi32>, %z: tensor<6xi32>)
+    -> (tensor<f32>, tensor<6x7xf32>, tensor<6x7xf32>, tensor<6x7xf32>) {
+  %loss = loom.cross_entropy %l, %y : (tensor<6x7xf32>, tensor<6xi32>) -> tensor<f32>
+  %g = loom.cross_entropy_grad %d, %l, %y : (tensor<f32>, tensor<6x7xf32>, tensor<6xi32>) -> tensor<6x7xf32>
+  %h = loom.cross_entropy_grad %d, %l, %z : (tensor<f32>, tensor<6x7xf32>, tensor<6xi32>) -> tensor<6x7xf32>
+  %k = loom.cross_entropy_grad %d, %l, %y {token_count = 12 : i64} : (tensor<f32>, tensor<6x7xf32>, tensor<6xi32>) -> tensor<6x7xf32>
+  return %loss, %g, %h, %k : tensor<f32>, tensor<6x7xf32>, tensor<6x7xf32>, tensor<6x7xf32>
 }
