@@ -10,11 +10,22 @@
 #   and last line. Returns 0 when it passes, 1 when it fails; a failed
 #   configure or build ends the script with its status (callers run this
 #   under `||`, where `set -e` does not apply).
+#   With LOOM_GPU_PREBUILT=1 (utils/gpu-session.sh, which built every
+#   target and ran the conformance test once already) it only checks that
+#   BUILD_DIR holds the runtime and returns 0.
 # Needs $root, the repository root.
 
 gpu_build_and_conform() {
   local name="$1" build="$2" include="$3"
   local nvcc generator=() probe=0 status=0
+  if [ "${LOOM_GPU_PREBUILT:-0}" = 1 ]; then
+    [ -e "$build/libloom_cuda_runtime.so" ] || {
+      echo "$name: LOOM_GPU_PREBUILT=1 but $build has no libloom_cuda_runtime.so" >&2
+      exit 1
+    }
+    echo "== build and conformance: done by utils/gpu-session.sh"
+    return 0
+  fi
   nvcc="$(command -v nvcc || echo /usr/local/cuda/bin/nvcc)"
   command -v ninja >/dev/null && generator=(-G Ninja)
   echo "== build ($build)"

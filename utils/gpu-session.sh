@@ -1,0 +1,183 @@
+#!/usr/bin/env bash
+# gpu-session.sh - every GPU check of issue 8 in one command that fits a
+# lent GPU's lease (15 minutes of device time, at most 10 per command, the
+# machine's start included): build once, conformance, the training checks,
+# the benchmark against PyTorch with Loom's kernel profile, the kernel
+# timings, and a summary table as the output's last lines.
+#
+#   utils/gpu-session.sh prepare [DIR] [LOOM_BUILD_DIR]   # here
+#   utils/gpu-session.sh run [DIR] [GPU_BUILD_DIR]        # on the GPU machine
+#
+# DIR defaults to build-gpu-carry (ignored by .gitignore's /build*/; name it
+# in the device tool's `carry`). prepare runs utils/gpu-train-check.sh
+# prepare DIR/train and utils/gpu-bench.sh prepare DIR/bench (about 10 MiB
+# in all). run, in the order of what a short lease most needs:
+#
+#   1. build   runtime/cuda/standalone, every target, once (GPU_BUILD_DIR,
+#              default /tmp/loom-build-gpu); no usable GPU: exit 77
+#   2. conformance  LoomCudaKernelTest (every kernel against the CPU's)
+#   3. train   utils/gpu-train-check.sh run DIR/train: the tiny GPT-2 50
+#              steps against the CPU (bf16, f32), the communicators, and
+#              DP / TP / ZeRO-3 / PP on shared-GPU ranks against the
+#              reference interpreter
+#   4. bench   utils/gpu-bench.sh run DIR/bench: Loom's GPT-2 124M row, its
+#              per-kernel profile, then torch.compile and PyTorch eager.
+#              When Loom's row fails, it is run again with the fallbacks
+#              (LOOM_CUDA_ATTENTION=simt LOOM_CUDA_NORM=block
+#              LOOM_CUDA_GEMM_EPILOGUES=basic), so a lease still gives a
+#              number and tells which new kernel path broke
+#   5. kernels LoomCudaKernelBench (each kernel at GPT-2 124M shapes)
+#
+# Each phase runs under `timeout`, cut to what is left of the session's
+# budget (LOOM_GPU_SESSION_SECONDS, default 540: the command's 600 less a
+# margin); a phase that would start with under 20 s left is skipped. Each
+# phase's output goes to a log (in $OUT when the device tool sets it, so the
+# logs come back; else in GPU_BUILD_DIR/session): build.log,
+# conformance.log, train.log (and train-runs.tar.gz: each training run's
+# own log), bench.log, loom-profile.txt, kernels.log, and session.log with
+# everything this script printed.
+# LOOM_GPU_SESSION_BENCH_ARGS (default "--steps 20 --warmup 5") go to
+# benchmarks/gpu-gpt2.py.
+#
+# Exit status: 0 when every phase passed, 1 when one failed or ran out of
+# time, 77 without a usable GPU, 2 on a usage error.
+set -uo pipefail
+
+root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+
+usage() {
+  echo "usage: $0 prepare [DIR] [LOOM_BUILD_DIR] | run [DIR] [GPU_BUILD_DIR]" >&2
+  exit 2
+}
+[ $# -ge 1 ] || usage
+mode="$1"
+dir="${2:-$root/build-gpu-carry}"
+
+if [ "$mode" = prepare ]; then
+  set -e
+  mkdir -p "$dir"
+  "$root/utils/gpu-train-check.sh" prepare "$dir/train" ${3:+"$3"}
+  "$root/utils/gpu-bench.sh" prepare "$dir/bench" ${3:+"$3"}
+  du -sh "$dir"
+  exit 0
+fi
+[ "$mode" = run ] || usage
+[ -d "$dir/train" ] && [ -d "$dir/bench" ] || {
+  echo "gpu-session: $dir has no train/ and bench/: run '$0 prepare' first" >&2
+  exit 2
+}
+dir="$(cd "$dir" && pwd)"
+build="${3:-/tmp/loom-build-gpu}"
+logs="${OUT:-$build/session}"
+mkdir -p "$logs" "$build"
+exec > >(tee "$logs/session.log") 2>&1
+
+budget="${LOOM_GPU_SESSION_SECONDS:-540}"
+bench_args="${LOOM_GPU_SESSION_BENCH_ARGS:---steps 20 --warmup 5}"
+start=$SECONDS
+summary=()
+failed=0
+
+# phase NAME CAP LOG COMMAND...: runs COMMAND with its output in LOG, for
+# at most CAP seconds or what is left of the budget; records a summary
+# line. Returns the command's status (124: out of time; 125:
+# skipped).
+phase() {
+  local name="$1" cap="$2" log="$logs/$3" left status began
+  shift 3
+  left=$((budget - (SECONDS - start)))
+  ((left < cap)) && cap=$left
+  if ((cap < 20)); then
+    summary+=("$(printf '%-12s SKIP  %s s left of the budget' "$name" "$left")")
+    failed=1
+    return 125
+  fi
+  echo "== $name (at most $cap s; log $log)"
+  began=$SECONDS
+  # bash -c: COMMAND may be one of this script's (exported) functions.
+  timeout --kill-after=10 "$cap" bash -c '"$@"' phase "$@" >"$log" 2>&1
+  status=$?
+  local verdict=PASS
+  case "$status" in
+    0) ;;
+    124 | 137) verdict="TIME" ;;
+    *) verdict="FAIL" ;;
+  esac
+  [ "$verdict" = PASS ] || failed=1
+  summary+=("$(printf '%-12s %-5s %4d s  (exit %d)' "$name" "$verdict" \
+    $((SECONDS - began)) "$status")")
+  return "$status"
+}
+
+command -v nvidia-smi >/dev/null && nvidia-smi -L
+nvcc="$(command -v nvcc || echo /usr/local/cuda/bin/nvcc)"
+generator=Ninja
+command -v ninja >/dev/null || generator="Unix Makefiles"
+export root dir build logs nvcc generator bench_args
+build_all() {
+  cmake -S "$root/runtime/cuda/standalone" -B "$build" -G "$generator" \
+    -DCMAKE_BUILD_TYPE=Release -DCMAKE_CUDA_COMPILER="$nvcc" \
+    -DLOOM_NLOHMANN_JSON_INCLUDE_DIR="$dir/train/include" \
+    ${LOOM_CUDA_ARCH:+-DLOOM_CUDA_ARCH=$LOOM_CUDA_ARCH} &&
+    cmake --build "$build" -j "$(nproc)"
+}
+export -f build_all
+if ! phase build 240 build.log build_all; then
+  tail -n 40 "$logs/build.log"
+  printf '%s\n' "${summary[@]}"
+  exit 1
+fi
+if ! "$build/loom-cuda-probe"; then
+  echo "gpu-session: no usable CUDA device: the kernels built, nothing ran"
+  exit 77
+fi
+
+phase conformance 120 conformance.log "$build/LoomCudaKernelTest"
+grep -A3 '^FAIL' "$logs/conformance.log" | head -n 40
+tail -n 1 "$logs/conformance.log"
+
+# The training and benchmark scripts skip their own build and conformance
+# run (done above): gpu-common.sh's gpu_build_and_conform reads this.
+export LOOM_GPU_PREBUILT=1
+phase train 200 train.log "$root/utils/gpu-train-check.sh" run \
+  "$dir/train" "$build"
+cat "$logs/train.log"
+tar -czf "$logs/train-runs.tar.gz" -C /tmp gpu-train-check 2>/dev/null
+
+# Loom's row first: the PyTorch rows are the reference, and a lease that
+# runs out during torch.compile's compilation still has Loom's number.
+bench() {
+  local status=0
+  # shellcheck disable=SC2086 # the arguments are words
+  "$root/utils/gpu-bench.sh" run "$dir/bench" "$build" -- \
+    --engines '' $bench_args || status=$?
+  cp "$build/loom-profile.txt" "$logs/loom-profile.txt" 2>/dev/null
+  if [ "$status" -ne 0 ]; then
+    echo "== Loom's row again with the fallback kernel paths"
+    LOOM_CUDA_ATTENTION=simt LOOM_CUDA_NORM=block \
+      LOOM_CUDA_GEMM_EPILOGUES=basic "$root/utils/gpu-bench.sh" run \
+      "$dir/bench" "$build" -- --engines '' $bench_args
+    echo "gpu-session: Loom's row failed on the default kernel paths" \
+      "(exit $status); the row above, if any, is the fallbacks'"
+  fi
+  echo "== PyTorch"
+  python3 "$root/benchmarks/gpu-gpt2.py" --engines compile,eager $bench_args \
+    || status=$?
+  return "$status"
+}
+export -f bench
+phase bench 330 bench.log bench
+cat "$logs/bench.log"
+
+phase kernels 60 kernels.log "$build/LoomCudaKernelBench"
+cat "$logs/kernels.log"
+
+echo
+echo "== summary ($((SECONDS - start)) s; logs in $logs)"
+printf '%s\n' "${summary[@]}"
+grep -E '^(PASS|FAIL)|passed|failed' "$logs/conformance.log" 2>/dev/null |
+  tail -n 1 | sed 's/^/conformance: /'
+grep -E 'cpu vs gpu|^(dp|tp|zero3|pp-1f1b|pp-one-rank) |LoomCudaCommTest:' \
+  "$logs/train.log" 2>/dev/null
+grep -E '^(engine|eager|compile|loom \(cuda\))' "$logs/bench.log" 2>/dev/null
+exit "$failed"
