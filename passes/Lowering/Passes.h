@@ -3,6 +3,7 @@
 #ifndef LOOM_PASSES_LOWERING_PASSES_H
 #define LOOM_PASSES_LOWERING_PASSES_H
 
+#include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/Dialect/LLVMIR/LLVMDialect.h"
 #include "mlir/Pass/Pass.h"
 

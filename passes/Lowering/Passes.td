@@ -105,6 +105,50 @@ def LoomLowerCUDA : Pass<"loom-lower-cuda", "mlir::ModuleOp"> {
   let dependentDialects = ["mlir::LLVM::LLVMDialect"];
 }
 
+def LoomPadVocab : Pass<"loom-pad-vocab", "mlir::ModuleOp"> {
+  let summary = "Pad a language model head's logits to an aligned width";
+  let description = [{
+    Run on per-device programs before `--loom-fuse` (`loom-compile` does,
+    unless `--no-pad-vocab`). A vocabulary that is not a multiple of
+    `multiple` (GPT-2's 50257) leaves rows of the logits, and of both
+    gradients of the head, that GEMM libraries do not read at full speed
+    (2-byte aligned in bf16: cuBLASLt's slow kernels, or the CUDA matmul's
+    staging through scratch, several passes over the step's largest
+    tensor). For each head of that form, in every function:
+
+    - the logits are `loom.matmul %h, %w {transpose_rhs}` with a `[V, d]`
+      weight `%w`, read only by `loom.cross_entropy` and
+      `loom.cross_entropy_grad` ops;
+    - each gradient is read only by `loom.matmul %dlogits, %w` (the
+      gradient of `%h`) and by `loom.matmul` of `%dlogits` (or of it
+      reshaped to `[T, V]`) transposed as the lhs (the gradient of `%w`),
+
+    the weight is padded with zero rows to `Vp`, the next multiple
+    (`loom.pad`), the product gets a bias of 0 over the vocabulary and
+    -inf over the padding (a rank-1 `arith.constant`, which `--loom-fuse`
+    makes the matmul's bias epilogue), and the losses, gradients and
+    backward matmuls read the `[..., Vp]` values; the weight gradient's
+    `Vp` rows are cut back to `V` by a `loom.slice`. exp(-inf) adds
+    nothing to a row's sum of exponentials and its softmax is 0 there, so
+    the loss and every gradient are those of the original head; only
+    intermediates change shape (parameters, optimizer state and
+    checkpoints do not). Other heads are left alone, as are functions
+    where the logits have other readers.
+
+    ```mlir
+    %wp = loom.pad %w low [0, 0] : tensor<50257x768xbf16> -> tensor<50304x768xbf16>
+    %p = loom.matmul %h, %wp {transpose_rhs} : (...) -> tensor<8x1024x50304xbf16>
+    %logits = loom.add %p, %mask : (tensor<8x1024x50304xbf16>, tensor<50304xbf16>) -> ...
+    ```
+  }];
+  let options = [
+    Option<"multiple", "multiple", "int64_t", /*default=*/"64",
+           "pad the vocabulary to a multiple of this (a width the GEMMs "
+           "read with 16-byte aligned rows in bf16 and f32 needs 8)">,
+  ];
+  let dependentDialects = ["mlir::arith::ArithDialect"];
+}
+
 def LoomFuse : Pass<"loom-fuse", "mlir::ModuleOp"> {
   let summary = "Group ops that one kernel call can run into loom.fused";
   let description = [{

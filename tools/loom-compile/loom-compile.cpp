@@ -3,12 +3,15 @@
 // Usage:
 //   loom-opt ... --inline | loom-compile -o model.loom
 //   loom-compile step.mlir -o model.loom [--target=cpu|cuda]
-//     [--ld PATH] [--emit-llvm FILE] [--no-fuse] [--no-overlap]
+//     [--ld PATH] [--emit-llvm FILE] [--no-pad-vocab] [--no-fuse]
+//     [--no-overlap]
 //
 // Reads a module holding the per-device training step (`@train_step`,
 // after --inline and optionally --loom-auto-shard/--loom-partition) or its
-// pipeline stage functions (--loom-split-stages), fuses what one kernel
-// call can run (--loom-fuse, unless --no-fuse), lowers it with
+// pipeline stage functions (--loom-split-stages), pads an odd vocabulary's
+// logits to a multiple of 64 (--loom-pad-vocab, unless --no-pad-vocab),
+// fuses what one kernel call can run (--loom-fuse, unless --no-fuse),
+// lowers it with
 // --loom-lower-cpu or --loom-lower-cuda (unless it already is; collectives
 // split into a start and a wait, unless --no-overlap), compiles
 // the LLVM code (host code in both cases: the CUDA kernels are a library
@@ -89,6 +92,11 @@ cl::opt<Backend> backend(
                clEnumValN(Backend::CUDA, "cuda",
                           "loom_cuda_kernels.h (--loom-lower-cuda): device "
                           "buffers, a loom_cuda_context per call")));
+cl::opt<bool> noPadVocab(
+    "no-pad-vocab", cl::cat(category),
+    cl::desc("Keep the logits of a vocabulary that is not a multiple of 64 "
+             "as they are: skip --loom-pad-vocab (zero rows on the head's "
+             "weight, -inf logits over them)"));
 cl::opt<bool> noFuse(
     "no-fuse", cl::cat(category),
     cl::desc("Lower every op to its own kernel call: skip --loom-fuse (matmul "
@@ -388,6 +396,8 @@ int main(int argc, char **argv) {
   }
   if (!lowered) {
     mlir::PassManager pm(&context);
+    if (!noPadVocab)
+      pm.addPass(loom::createLoomPadVocab());
     if (!noFuse)
       pm.addPass(loom::createLoomFuse());
     if (backend == Backend::CUDA)
