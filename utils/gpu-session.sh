@@ -19,7 +19,8 @@
 #   3. train   utils/gpu-train-check.sh run DIR/train: the tiny GPT-2 50
 #              steps against the CPU (bf16, f32), the communicators, and
 #              DP / TP / ZeRO-3 / PP on shared-GPU ranks against the
-#              reference interpreter
+#              reference interpreter; when they fail and the budget
+#              allows, again on the fallback kernel paths (below)
 #   4. bench   utils/gpu-bench.sh run DIR/bench: Loom's GPT-2 124M row, its
 #              per-kernel profile, then torch.compile and PyTorch eager.
 #              When Loom's row fails, it is run again with the fallbacks
@@ -31,11 +32,12 @@
 # Each phase runs under `timeout`, cut to what is left of the session's
 # budget (LOOM_GPU_SESSION_SECONDS, default 540: the command's 600 less a
 # margin); a phase that would start with under 20 s left is skipped. Each
-# phase's output goes to a log (in $OUT when the device tool sets it, so the
-# logs come back; else in GPU_BUILD_DIR/session): build.log,
-# conformance.log, train.log (and train-runs.tar.gz: each training run's
-# own log), bench.log, loom-profile.txt, kernels.log, and session.log with
-# everything this script printed.
+# phase's output goes to a log in GPU_BUILD_DIR/session; what comes back
+# goes to $OUT when the device tool sets it (else that folder), at most
+# the device tool's 8 files: session.log (everything printed here: the
+# training, benchmark and kernel timing logs whole), build.log,
+# conformance.log, train-runs.tar.gz (each training run's own log) and
+# loom-profile.txt.
 # LOOM_GPU_SESSION_BENCH_ARGS (default "--steps 20 --warmup 5") go to
 # benchmarks/gpu-gpt2.py.
 #
@@ -68,9 +70,10 @@ fi
 }
 dir="$(cd "$dir" && pwd)"
 build="${3:-/tmp/loom-build-gpu}"
-logs="${OUT:-$build/session}"
-mkdir -p "$logs" "$build"
-exec > >(tee "$logs/session.log") 2>&1
+logs="$build/session"
+out="${OUT:-$logs}"
+rm -rf "$logs" && mkdir -p "$logs" "$out"
+exec > >(tee "$out/session.log") 2>&1
 
 budget="${LOOM_GPU_SESSION_SECONDS:-540}"
 bench_args="${LOOM_GPU_SESSION_BENCH_ARGS:---steps 20 --warmup 5}"
@@ -88,7 +91,7 @@ phase() {
   left=$((budget - (SECONDS - start)))
   ((left < cap)) && cap=$left
   if ((cap < 20)); then
-    summary+=("$(printf '%-12s SKIP  %s s left of the budget' "$name" "$left")")
+    summary+=("$(printf '%-14s SKIP  %s s left of the budget' "$name" "$left")")
     failed=1
     return 125
   fi
@@ -104,7 +107,7 @@ phase() {
     *) verdict="FAIL" ;;
   esac
   [ "$verdict" = PASS ] || failed=1
-  summary+=("$(printf '%-12s %-5s %4d s  (exit %d)' "$name" "$verdict" \
+  summary+=("$(printf '%-14s %-5s %4d s  (exit %d)' "$name" "$verdict" \
     $((SECONDS - began)) "$status")")
   return "$status"
 }
@@ -123,6 +126,7 @@ build_all() {
 }
 export -f build_all
 if ! phase build 240 build.log build_all; then
+  cp "$logs/build.log" "$out/"
   tail -n 40 "$logs/build.log"
   printf '%s\n' "${summary[@]}"
   exit 1
@@ -135,14 +139,26 @@ fi
 phase conformance 120 conformance.log "$build/LoomCudaKernelTest"
 grep -A3 '^FAIL' "$logs/conformance.log" | head -n 40
 tail -n 1 "$logs/conformance.log"
+cp "$logs/build.log" "$logs/conformance.log" "$out/"
 
 # The training and benchmark scripts skip their own build and conformance
 # run (done above): gpu-common.sh's gpu_build_and_conform reads this.
 export LOOM_GPU_PREBUILT=1
 phase train 200 train.log "$root/utils/gpu-train-check.sh" run \
   "$dir/train" "$build"
+train=$?
 cat "$logs/train.log"
-tar -czf "$logs/train-runs.tar.gz" -C /tmp gpu-train-check 2>/dev/null
+tar -czf "$out/train-runs.tar.gz" -C /tmp gpu-train-check 2>/dev/null
+# A failure on the new kernel paths, told apart from one elsewhere: the
+# same checks on the fallbacks, while the budget leaves time for the bench.
+if [ "$train" -ne 0 ] && [ "$train" -ne 125 ] &&
+  ((budget - (SECONDS - start) > 330)); then
+  LOOM_CUDA_ATTENTION=simt LOOM_CUDA_NORM=block \
+    LOOM_CUDA_GEMM_EPILOGUES=basic phase train-fallback 120 \
+    train-fallback.log "$root/utils/gpu-train-check.sh" run "$dir/train" \
+    "$build"
+  cat "$logs/train-fallback.log"
+fi
 
 # Loom's row first: the PyTorch rows are the reference, and a lease that
 # runs out during torch.compile's compilation still has Loom's number.
@@ -151,7 +167,7 @@ bench() {
   # shellcheck disable=SC2086 # the arguments are words
   "$root/utils/gpu-bench.sh" run "$dir/bench" "$build" -- \
     --engines '' $bench_args || status=$?
-  cp "$build/loom-profile.txt" "$logs/loom-profile.txt" 2>/dev/null
+  cp "$build/loom-profile.txt" "$out/loom-profile.txt" 2>/dev/null
   if [ "$status" -ne 0 ]; then
     echo "== Loom's row again with the fallback kernel paths"
     LOOM_CUDA_ATTENTION=simt LOOM_CUDA_NORM=block \
@@ -173,7 +189,7 @@ phase kernels 60 kernels.log "$build/LoomCudaKernelBench"
 cat "$logs/kernels.log"
 
 echo
-echo "== summary ($((SECONDS - start)) s; logs in $logs)"
+echo "== summary ($((SECONDS - start)) s; logs in $logs, kept in $out)"
 printf '%s\n' "${summary[@]}"
 grep -E '^(PASS|FAIL)|passed|failed' "$logs/conformance.log" 2>/dev/null |
   tail -n 1 | sed 's/^/conformance: /'
