@@ -36,17 +36,26 @@ namespace loom {
 
 namespace {
 
+/// The largest `multiple`: far past any alignment a GEMM wants, and a
+/// padding whose mask stays small.
+constexpr int64_t kMaxMultiple = 1 << 16;
+
 /// What reads a head's logits: the losses and their gradients, and what
 /// reads those gradients.
 struct Head {
   MatmulOp logits; ///< matmul(h, w, transpose_rhs): [..., V]
   SmallVector<CrossEntropyOp> losses;
   SmallVector<CrossEntropyGradOp> grads;
-  /// matmul(dlogits, w): the gradient of h, contracting over V.
+  /// matmul(dlogits, w'): the gradient of h, contracting over V. w' is the
+  /// head's weight, or another [V, d] value standing for it (a ZeRO
+  /// regather of the weight for the backward): any is padded with zero
+  /// rows, which the gradient's zero columns meet.
   SmallVector<MatmulOp> inputGrads;
-  /// matmul(dlogits as [T, V], x, transpose_lhs): [V, n], the gradient of
-  /// w (the reshape, or null where dlogits is rank 2 already).
-  SmallVector<std::pair<ReshapeOp, MatmulOp>> weightGrads;
+  /// dlogits as [T, V]: read only by weight gradients.
+  SmallVector<ReshapeOp> reshapes;
+  /// matmul(dlogits or one of `reshapes`, x, transpose_lhs): [V, n], the
+  /// gradient of w.
+  SmallVector<MatmulOp> weightGrads;
 };
 
 /// A [T, V] dlogits read as the lhs of x^T.dy's transpose: [V, n].
@@ -57,31 +66,38 @@ bool isWeightGrad(MatmulOp matmul, Value dlogits) {
          matmul.getRhs() != dlogits;
 }
 
-/// Records in `head` what reads `dlogits` of the head whose weight is `w`;
-/// false when something else does.
-bool collectGradReaders(Value dlogits, Value w, int64_t vocab, Head &head) {
+/// A [V, d] value read untransposed as the rhs of a matmul of `dlogits`:
+/// the gradient of the head's input.
+bool isInputGrad(MatmulOp matmul, Value dlogits, int64_t vocab) {
+  auto rhs = cast<RankedTensorType>(matmul.getRhs().getType());
+  return matmul.getLhs() == dlogits && matmul.getRhs() != dlogits &&
+         !matmul.getTransposeLhs() && !matmul.getTransposeRhs() &&
+         rhs.getRank() == 2 && rhs.getShape()[0] == vocab;
+}
+
+/// Records in `head` what reads `dlogits`; false when something the pass
+/// cannot widen does.
+bool collectGradReaders(Value dlogits, int64_t vocab, Head &head) {
   for (Operation *user : dlogits.getUsers()) {
     if (auto matmul = dyn_cast<MatmulOp>(user)) {
-      if (matmul.getLhs() == dlogits && matmul.getRhs() == w &&
-          !matmul.getTransposeLhs() && !matmul.getTransposeRhs()) {
+      if (isInputGrad(matmul, dlogits, vocab))
         head.inputGrads.push_back(matmul);
-        continue;
-      }
-      if (isWeightGrad(matmul, dlogits)) {
-        head.weightGrads.push_back({ReshapeOp(), matmul});
-        continue;
-      }
-      return false;
+      else if (isWeightGrad(matmul, dlogits))
+        head.weightGrads.push_back(matmul);
+      else
+        return false;
+      continue;
     }
     auto reshape = dyn_cast<ReshapeOp>(user);
     auto shape = reshape ? reshape.getType().getShape() : ArrayRef<int64_t>();
     if (!reshape || shape.size() != 2 || shape.back() != vocab)
       return false;
+    head.reshapes.push_back(reshape);
     for (Operation *reader : reshape.getResult().getUsers()) {
       auto matmul = dyn_cast<MatmulOp>(reader);
       if (!matmul || !isWeightGrad(matmul, reshape.getResult()))
         return false;
-      head.weightGrads.push_back({reshape, matmul});
+      head.weightGrads.push_back(matmul);
     }
   }
   return true;
@@ -107,8 +123,7 @@ std::optional<Head> headOf(Value logits, int64_t multiple) {
     if (auto loss = dyn_cast<CrossEntropyOp>(user)) {
       head.losses.push_back(loss);
     } else if (auto grad = dyn_cast<CrossEntropyGradOp>(user);
-               grad && collectGradReaders(grad.getResult(), matmul.getRhs(),
-                                          vocab, head)) {
+               grad && collectGradReaders(grad.getResult(), vocab, head)) {
       head.grads.push_back(grad);
     } else {
       return std::nullopt;
@@ -156,12 +171,22 @@ void pad(Head &head, int64_t padded) {
     grad.getLogitsMutable().assign(paddedLogits);
     grad.getResult().setType(cast<RankedTensorType>(paddedLogits.getType()));
   }
-  for (MatmulOp matmul : head.inputGrads)
-    matmul.getRhsMutable().assign(paddedW);
-  for (auto [reshape, matmul] : head.weightGrads) {
-    // A reshape read by two weight gradients is widened once.
-    if (reshape && reshape.getType().getShape().back() == vocab)
-      reshape.getResult().setType(withDim(reshape.getType(), 1, padded));
+  for (MatmulOp matmul : head.inputGrads) {
+    Value rhs = matmul.getRhs();
+    if (rhs != w) {
+      b.setInsertionPoint(matmul);
+      rhs = PadOp::create(
+          b, matmul.getLoc(),
+          withDim(cast<RankedTensorType>(rhs.getType()), 0, padded), rhs,
+          b.getDenseI64ArrayAttr({0, 0}));
+    } else {
+      rhs = paddedW;
+    }
+    matmul.getRhsMutable().assign(rhs);
+  }
+  for (ReshapeOp reshape : head.reshapes)
+    reshape.getResult().setType(withDim(reshape.getType(), 1, padded));
+  for (MatmulOp matmul : head.weightGrads) {
     auto resultType = cast<RankedTensorType>(matmul.getType());
     matmul.getResult().setType(withDim(resultType, 0, padded));
     b.setInsertionPointAfter(matmul);
@@ -177,10 +202,10 @@ struct PadVocabPass : impl::LoomPadVocabBase<PadVocabPass> {
   using LoomPadVocabBase::LoomPadVocabBase;
 
   void runOnOperation() override {
-    if (multiple < 1) {
+    if (multiple < 1 || multiple > kMaxMultiple) {
       getOperation().emitError()
-          << "--loom-pad-vocab: multiple must be at least 1, not "
-          << static_cast<int64_t>(multiple);
+          << "--loom-pad-vocab: multiple must be 1 to " << kMaxMultiple
+          << ", not " << static_cast<int64_t>(multiple);
       return signalPassFailure();
     }
     std::vector<Head> heads;

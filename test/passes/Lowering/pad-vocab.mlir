@@ -61,6 +61,26 @@ func.func @rank2_weight_grad(%h: tensor<6x8xf32>, %w: tensor<100x8xf32>, %y: ten
 
 // -----
 
+// A gradient reshaped where nothing reads the reshape is widened all the
+// same; the gradient of the input against another [V, d] value (ZeRO's
+// regather of the weight for the backward) pads that value too.
+// CHECK-LABEL: func.func @unread_reshape_and_regather
+// CHECK-SAME: (%{{.+}}: tensor<6x8xf32>, %[[W:.+]]: tensor<100x8xf32>, %{{.+}}: tensor<6xi32>, %{{.+}}: tensor<f32>, %[[W2:.+]]: tensor<100x8xf32>)
+// CHECK: %[[G:.+]] = loom.cross_entropy_grad {{.+}} -> tensor<6x128xf32>
+// CHECK: loom.reshape %[[G]] : tensor<6x128xf32> -> tensor<6x128xf32>
+// CHECK: %[[W2P:.+]] = loom.pad %[[W2]] low [0, 0] : tensor<100x8xf32> -> tensor<128x8xf32>
+// CHECK: loom.matmul %[[G]], %[[W2P]] : (tensor<6x128xf32>, tensor<128x8xf32>) -> tensor<6x8xf32>
+func.func @unread_reshape_and_regather(%h: tensor<6x8xf32>, %w: tensor<100x8xf32>, %y: tensor<6xi32>,
+                                       %d: tensor<f32>, %w2: tensor<100x8xf32>) -> tensor<6x8xf32> {
+  %logits = loom.matmul %h, %w {transpose_rhs} : (tensor<6x8xf32>, tensor<100x8xf32>) -> tensor<6x100xf32>
+  %g = loom.cross_entropy_grad %d, %logits, %y : (tensor<f32>, tensor<6x100xf32>, tensor<6xi32>) -> tensor<6x100xf32>
+  %unread = loom.reshape %g : tensor<6x100xf32> -> tensor<6x100xf32>
+  %dh = loom.matmul %g, %w2 : (tensor<6x100xf32>, tensor<100x8xf32>) -> tensor<6x8xf32>
+  return %dh : tensor<6x8xf32>
+}
+
+// -----
+
 // Heads the pass leaves alone: a vocabulary that is a multiple of 64
 // already; logits that another op reads too (their padded columns would
 // show); a gradient that another op reads (a reduction over the padded
@@ -101,6 +121,6 @@ func.func @untransposed_weight(%h: tensor<6x8xf32>, %w: tensor<8x100xf32>, %y: t
 
 // -----
 
-// A multiple below 1 is refused.
+// A multiple below 1 (or above 65536) is refused.
 // RUN: not loom-opt %s -split-input-file --loom-pad-vocab="multiple=0" 2>&1 | FileCheck %s --check-prefix=ZERO
-// ZERO: error: --loom-pad-vocab: multiple must be at least 1, not 0
+// ZERO: error: --loom-pad-vocab: multiple must be 1 to 65536, not 0
