@@ -197,14 +197,14 @@ for run in "gpt2-cuda.loom bf16 3e-2 2e-3 init cpu" \
     --lib "$build/libloom_cuda_runtime.so" --init "$dir/$5.safetensors" \
     --data "$dir/corpus.tokens" --steps "$steps" --log-json "/tmp/gpu-$2.jsonl" \
     || { status=1; continue; }
-  "$python" - "$dir/$6.jsonl" "/tmp/gpu-$2.jsonl" "$4" <<'EOF' || status=1
+  "$python" - "$dir/$6.jsonl" "/tmp/gpu-$2.jsonl" "$4" "$2" <<'EOF' || status=1
 import json, sys
 cpu, gpu = ([json.loads(l) for l in open(p) if l.strip()] for p in sys.argv[1:3])
 diff = [abs(c["loss"] - g["loss"]) / abs(c["loss"]) for c, g in zip(cpu, gpu)]
 worst = max(range(len(diff)), key=diff.__getitem__)
 mean = sum(diff) / len(diff)
 ms = sorted(g["step_ms"] for g in gpu)[len(gpu) // 2]
-print(f"cpu vs gpu: max relative difference {diff[worst]:.3e} at step {cpu[worst]['step']} "
+print(f"cpu vs gpu ({sys.argv[4]}): max relative difference {diff[worst]:.3e} at step {cpu[worst]['step']} "
       f"({cpu[worst]['loss']:.6f} vs {gpu[worst]['loss']:.6f}), mean {mean:.3e}; last step "
       f"{cpu[-1]['loss']:.6f} vs {gpu[-1]['loss']:.6f}; median GPU step {ms:.2f} ms")
 if mean > float(sys.argv[3]):
