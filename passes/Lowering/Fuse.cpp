@@ -378,6 +378,40 @@ void fuseLossGrads(Block &block) {
   }
 }
 
+/// A norm's backward whose dx a residual add alone reads, as each block's
+/// input gradient in a pre-norm transformer is, into one loom.fused with
+/// inputs (dy, x, gamma, residual) and results (dx + residual, dgamma[,
+/// dbeta]): one layernorm_grad / rmsnorm_grad call that adds the residual
+/// as it stores dx (see Passes.td).
+void fuseNormGrads(Block &block) {
+  // Collected first: an outline erases the add, which may be the next op.
+  SmallVector<Operation *> grads;
+  for (Operation &op : block)
+    if (isa<LayerNormGradOp, RMSNormGradOp>(op) && allFusibleTensors(&op))
+      grads.push_back(&op);
+  for (Operation *grad : grads) {
+    Operation &op = *grad;
+    Value dx = op.getResult(0);
+    auto add =
+        dx.hasOneUse() ? dyn_cast<AddOp>(*dx.getUsers().begin()) : AddOp();
+    SmallVector<Value> inputs(op.getOperands());
+    Value residual = add ? residualOf(add, dx, inputs) : Value();
+    if (!residual || !isFusibleTensor(residual.getType()))
+      continue;
+    inputs.push_back(residual);
+    SmallVector<Value> outputs = {add.getResult()};
+    llvm::append_range(outputs, op.getResults().drop_front());
+    outlineWherePossible(
+        {&op, add}, inputs, outputs,
+        [&](OpBuilder &b, IRMapping &map) -> SmallVector<Value> {
+          Operation *grad = b.clone(op, map);
+          SmallVector<Value> results = {b.clone(*add, map)->getResult(0)};
+          llvm::append_range(results, grad->getResults().drop_front());
+          return results;
+        });
+  }
+}
+
 /// A growing elementwise chain.
 struct Chain {
   SmallVector<Operation *> ops;
@@ -526,6 +560,8 @@ struct FusePass : impl::LoomFuseBase<FusePass> {
       }
       if (losses)
         fuseLossGrads(block);
+      if (norms)
+        fuseNormGrads(block);
       if (elementwise)
         fuseChains(block);
       if (optimizer)

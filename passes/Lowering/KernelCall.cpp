@@ -364,7 +364,7 @@ LogicalResult unsupportedBody(FusedOp fused, const Target &target) {
          << "has no " << target.library << " kernel for its body ("
          << target.flag
          << " runs a matmul with one of its epilogues, a loss with its "
-            "gradient, AdamW updates "
+            "gradient, a norm gradient with a residual, AdamW updates "
             "or a chain of elementwise ops; see --loom-fuse)";
 }
 
@@ -524,6 +524,29 @@ LogicalResult writeLossGrad(FusedOp fused, MetaWriter &w,
   return success();
 }
 
+/// A norm gradient body: layernorm_grad or rmsnorm_grad of the inputs (dy,
+/// x, gamma) and an add of the fourth input, the residual, to its dx,
+/// yielding the sum and the weight gradients; writes the norm's epsilon.
+LogicalResult writeNormGrad(FusedOp fused, Operation *grad, MetaWriter &w,
+                            const Target &target) {
+  Block &body = fused.getBody().front();
+  auto ops = body.without_terminator();
+  auto add = std::distance(ops.begin(), ops.end()) == 2 && &*ops.begin() == grad
+                 ? dyn_cast<AddOp>(*std::next(ops.begin()))
+                 : AddOp();
+  SmallVector<Value> yielded = {add ? add.getResult() : Value()};
+  llvm::append_range(yielded, grad->getResults().drop_front());
+  if (!add || body.getNumArguments() != 4 ||
+      !llvm::equal(grad->getOperands(), body.getArguments().take_front(3)) ||
+      !adds(add, grad->getResult(0), body.getArgument(3)) ||
+      !llvm::equal(cast<YieldOp>(body.getTerminator()).getValues(), yielded))
+    return unsupportedBody(fused, target);
+  // The norm's attribute, not the fused op's (the writer reads those).
+  auto epsilon = grad->getAttrOfType<FloatAttr>("epsilon");
+  w.real(epsilon ? epsilon.getValueAsDouble() : 0.0);
+  return success();
+}
+
 /// An elementwise body: the fused_elementwise program (loom_cpu_kernels.h).
 LogicalResult writeFusedProgram(FusedOp fused, MetaWriter &w,
                                 const Target &target) {
@@ -566,7 +589,8 @@ LogicalResult writeFusedProgram(FusedOp fused, MetaWriter &w,
 
 FailureOr<KernelCall> encodeKernelCall(Operation *op, GroupTable &groups,
                                        const Target &target) {
-  // What a loom.fused runs: a matmul with an epilogue, AdamW updates or an
+  // What a loom.fused runs: a matmul with an epilogue, a loss with its
+  // gradient, a norm gradient with a residual, AdamW updates or an
   // elementwise chain.
   auto fused = dyn_cast<FusedOp>(op);
   auto holds = [&](auto isKind) {
@@ -579,6 +603,11 @@ FailureOr<KernelCall> encodeKernelCall(Operation *op, GroupTable &groups,
       holds([](Operation &inner) { return isa<AdamWUpdateOp>(inner); });
   bool fusedLoss =
       holds([](Operation &inner) { return isa<CrossEntropyOp>(inner); });
+  Operation *fusedNorm = nullptr;
+  if (fused && !fused.getBody().empty())
+    for (Operation &inner : fused.getBody().front())
+      if (isa<LayerNormGradOp, RMSNormGradOp>(inner))
+        fusedNorm = &inner;
   // KernelArgs decodes 16 tensors (concat reads its own meta, the
   // multi-tensor update a TensorList).
   if (op->getNumOperands() + op->getNumResults() > 16 && !isa<ConcatOp>(op) &&
@@ -590,6 +619,7 @@ FailureOr<KernelCall> encodeKernelCall(Operation *op, GroupTable &groups,
                      : fusedMatmul  ? StringRef("matmul")
                      : fusedUpdates ? StringRef("adamw_update_multi")
                      : fusedLoss    ? StringRef("cross_entropy_with_grad")
+                     : fusedNorm    ? fusedNorm->getName().stripDialect()
                                     : StringRef("fused_elementwise");
   call.symbol = (target.kernelPrefix + kernel).str();
   MetaWriter w(op, target, call.meta);
@@ -608,6 +638,7 @@ FailureOr<KernelCall> encodeKernelCall(Operation *op, GroupTable &groups,
     if (failed(fusedMatmul    ? writeMatmulEpilogue(fused, w, target)
                : fusedUpdates ? writeUpdates(fused, w, target)
                : fusedLoss    ? writeLossGrad(fused, w, target)
+               : fusedNorm    ? writeNormGrad(fused, fusedNorm, w, target)
                               : writeFusedProgram(fused, w, target)))
       return failure();
   } else if (failed(writeLoomAttributes(op, w))) {

@@ -119,9 +119,11 @@ def LoomPadVocab : Pass<"loom-pad-vocab", "mlir::ModuleOp"> {
     - the logits are `loom.matmul %h, %w {transpose_rhs}` with a `[V, d]`
       weight `%w`, read only by `loom.cross_entropy` and
       `loom.cross_entropy_grad` ops;
-    - each gradient is read only by `loom.matmul %dlogits, %w` (the
-      gradient of `%h`) and by `loom.matmul` of `%dlogits` (or of it
-      reshaped to `[T, V]`) transposed as the lhs (the gradient of `%w`),
+    - each gradient is read only by `loom.matmul %dlogits, %w'` with a
+      `[V, d]` rhs (the gradient of `%h`; `%w'` is `%w`, or a value
+      standing for it such as ZeRO's regather, padded the same way) and
+      by `loom.matmul` of `%dlogits` (or of it reshaped to `[T, V]`)
+      transposed as the lhs (the gradient of `%w`),
 
     the weight is padded with zero rows to `Vp`, the next multiple
     (`loom.pad`), the product gets a bias of 0 over the vocabulary and
@@ -132,8 +134,12 @@ def LoomPadVocab : Pass<"loom-pad-vocab", "mlir::ModuleOp"> {
     nothing to a row's sum of exponentials and its softmax is 0 there, so
     the loss and every gradient are those of the original head; only
     intermediates change shape (parameters, optimizer state and
-    checkpoints do not). Other heads are left alone, as are functions
-    where the logits have other readers.
+    checkpoints do not). Other heads are left alone: logits that another
+    op reads (a pipeline stage returning them for its backward), or that
+    come through a collective (a head split along `d`, whose partial
+    logits are all-reduced). A label in [V, Vp) is no longer refused by
+    the loss (its logit is -inf: an infinite loss); the embedding lookup
+    of the same token id still is. `multiple` is 1 to 65536.
 
     ```mlir
     %wp = loom.pad %w low [0, 0] : tensor<50257x768xbf16> -> tensor<50304x768xbf16>
@@ -143,8 +149,8 @@ def LoomPadVocab : Pass<"loom-pad-vocab", "mlir::ModuleOp"> {
   }];
   let options = [
     Option<"multiple", "multiple", "int64_t", /*default=*/"64",
-           "pad the vocabulary to a multiple of this (a width the GEMMs "
-           "read with 16-byte aligned rows in bf16 and f32 needs 8)">,
+           "pad the vocabulary to a multiple of this (16-byte aligned "
+           "rows need 8 in bf16, 4 in f32)">,
   ];
   let dependentDialects = ["mlir::arith::ArithDialect"];
 }
@@ -183,6 +189,12 @@ def LoomFuse : Pass<"loom-fuse", "mlir::ModuleOp"> {
       `cross_entropy_with_grad` call, which on the GPU takes each row's
       maximum and sum of exponentials once for both (the logits are read
       twice instead of three times);
+    - **norm gradients**: a `loom.layernorm_grad` or `loom.rmsnorm_grad`
+      whose dx only a `loom.add` of a residual (a tensor of dx's type other
+      than the norm's operands) reads, as each block's input gradient in a
+      pre-norm transformer is, becomes one `loom.fused` (dy, x, gamma,
+      residual) -> (dx + residual, dgamma[, dbeta]): one norm gradient
+      call that adds the residual as it stores dx;
     - **elementwise chains**: connected ops of one result shape among add,
       sub, mul, div, neg, exp, log, sqrt, rsqrt, tanh, cast, gelu,
       gelu_grad, silu and silu_grad on f32 / bf16 tensors become one
@@ -209,6 +221,8 @@ def LoomFuse : Pass<"loom-fuse", "mlir::ModuleOp"> {
            "backward matmuls with their gelu gradient and bias gradient">,
     Option<"losses", "losses", "bool", /*default=*/"true",
            "fuse a cross-entropy loss with its gradient">,
+    Option<"norms", "norms", "bool", /*default=*/"true",
+           "fuse a norm's gradient with the residual add of its dx">,
     Option<"elementwise", "elementwise", "bool", /*default=*/"true",
            "fuse chains of elementwise ops">,
     Option<"optimizer", "optimizer", "bool", /*default=*/"true",

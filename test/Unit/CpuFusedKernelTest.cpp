@@ -35,7 +35,7 @@ constexpr double kRtol = 1e-5, kAtol = 1e-6;
 
 /// What --loom-fuse made of @f: its loom.fused ops by kind.
 struct Fused {
-  int chains = 0, matmuls = 0, updates = 0, losses = 0;
+  int chains = 0, matmuls = 0, updates = 0, losses = 0, norms = 0;
 };
 
 /// Runs --loom-fuse on a copy of @f of `source`, expects `expected` fused
@@ -53,17 +53,22 @@ void expectFusedMatches(llvm::StringRef source, llvm::ArrayRef<Tensor> args,
 
   Fused got;
   fused->walk([&](loom::FusedOp op) {
-    bool matmul = false, update = false, loss = false;
+    bool matmul = false, update = false, loss = false, norm = false;
     op.getBody().walk([&](loom::MatmulOp) { matmul = true; });
     op.getBody().walk([&](loom::AdamWUpdateOp) { update = true; });
     op.getBody().walk([&](loom::CrossEntropyOp) { loss = true; });
+    op.getBody().walk([&](mlir::Operation *inner) {
+      norm |= mlir::isa<loom::LayerNormGradOp, loom::RMSNormGradOp>(inner);
+    });
     ++(matmul   ? got.matmuls
        : update ? got.updates
        : loss   ? got.losses
+       : norm   ? got.norms
                 : got.chains);
   });
   EXPECT_EQ(got.chains, expected.chains) << "elementwise chains";
   EXPECT_EQ(got.losses, expected.losses) << "losses with their gradient";
+  EXPECT_EQ(got.norms, expected.norms) << "norm gradients with a residual";
   EXPECT_EQ(got.matmuls, expected.matmuls) << "matmuls with an epilogue";
   EXPECT_EQ(got.updates, expected.updates) << "multi-tensor updates";
 
@@ -239,6 +244,37 @@ TEST(CpuFusedKernelTest, LossWithItsGradient) {
        Tensor::ints(nullptr, {2, 3}, {0, 6, 3, 3, 1, 5}),
        Tensor::ints(nullptr, {2, 3}, {1, 1, 2, 0, 4, 6})},
       {/*chains=*/0, /*matmuls=*/0, /*updates=*/0, /*losses=*/1});
+}
+
+/// The input gradient of a pre-norm block: a layernorm's and an rmsnorm's
+/// dx plus the residual gradient, each one norm gradient call, bit for bit
+/// the norm gradient and the add; a dx read twice stays apart.
+TEST(CpuFusedKernelTest, NormGradientsWithTheirResidual) {
+  expectFusedMatches(
+      R"mlir(
+    func.func @f(%dy: tensor<2x3x40xf32>, %x: tensor<2x3x40xf32>,
+                 %g: tensor<40xf32>, %r: tensor<2x3x40xf32>)
+        -> (tensor<2x3x40xf32>, tensor<40xf32>, tensor<40xf32>,
+            tensor<2x3x40xf32>, tensor<40xf32>, tensor<2x3x40xf32>) {
+      %dx, %dg, %db = loom.layernorm_grad %dy, %x, %g {epsilon = 1.0e-5 : f64}
+          : tensor<2x3x40xf32>, tensor<40xf32>
+      %s = loom.add %r, %dx : (tensor<2x3x40xf32>, tensor<2x3x40xf32>) -> tensor<2x3x40xf32>
+      %rx, %rg = loom.rmsnorm_grad %s, %x, %g {epsilon = 1.0e-6 : f64}
+          : tensor<2x3x40xf32>, tensor<40xf32>
+      %t = loom.add %rx, %r : (tensor<2x3x40xf32>, tensor<2x3x40xf32>) -> tensor<2x3x40xf32>
+      %ex, %eg, %eb = loom.layernorm_grad %dy, %x, %g {epsilon = 1.0e-5 : f64}
+          : tensor<2x3x40xf32>, tensor<40xf32>
+      %u = loom.add %ex, %r : (tensor<2x3x40xf32>, tensor<2x3x40xf32>) -> tensor<2x3x40xf32>
+      %v = loom.mul %ex, %u : (tensor<2x3x40xf32>, tensor<2x3x40xf32>) -> tensor<2x3x40xf32>
+      return %s, %dg, %db, %t, %rg, %v : tensor<2x3x40xf32>, tensor<40xf32>,
+          tensor<40xf32>, tensor<2x3x40xf32>, tensor<40xf32>, tensor<2x3x40xf32>
+    })mlir",
+      {randomFloats({2, 3, 40}, 91, -1, 1), randomFloats({2, 3, 40}, 92, -2, 2),
+       randomFloats({40}, 93, 0.5, 1.5),
+       // Residuals far from -dx: no cancellation for the f64 comparison.
+       randomFloats({2, 3, 40}, 94, 20, 30)},
+      {/*chains=*/1, /*matmuls=*/0, /*updates=*/0, /*losses=*/0,
+       /*norms=*/2});
 }
 
 /// SwiGLU with a residual, operands broadcasting as rows, columns and

@@ -958,6 +958,12 @@ void normCases(loom_cuda_context *context) {
                {uniform(x), uniform(x, -2, 2), uniform({d}, 0.5, 1.5)},
                {result(x), result({d}), result({d})}, {real(1e-5)}),
           context);
+      // With a residual added to dx (the fused norm gradient).
+      run(make("layernorm_grad + residual" + size, KERNELS(layernorm_grad),
+               {uniform(x), uniform(x, -2, 2), uniform({d}, 0.5, 1.5),
+                uniform(x, -3, 3)},
+               {result(x), result({d}), result({d})}, {real(1e-5)}),
+          context);
     }
   }
   unsetenv("LOOM_CUDA_NORM");
@@ -970,6 +976,11 @@ void normCases(loom_cuda_context *context) {
         context);
     run(make("rmsnorm_grad" + size, KERNELS(rmsnorm_grad),
              {uniform(x), uniform(x, -2, 2), uniform({d}, 0.5, 1.5)},
+             {result(x), result({d})}, {real(1e-6)}),
+        context);
+    run(make("rmsnorm_grad + residual" + size, KERNELS(rmsnorm_grad),
+             {uniform(x), uniform(x, -2, 2), uniform({d}, 0.5, 1.5),
+              uniform(x, -3, 3)},
              {result(x), result({d})}, {real(1e-6)}),
         context);
   }

@@ -6,8 +6,9 @@
 // layernorm of runtime/cpu/kernels/Norm.cpp computed here in double from
 // the same inputs: every slot count (8, 16, 24, 32 per lane), partial
 // lanes, more rows than the grid's warps (the grid-stride loop), f32 and
-// bf16 storage. On a GPU, unit/CudaKernelTest checks the compiled kernels
-// against the CPU kernel.
+// bf16 storage, and the backward with a residual added to dx (the fused
+// norm gradient of --loom-fuse). On a GPU, unit/CudaKernelTest checks the
+// compiled kernels against the CPU kernel.
 //
 // Tolerance, per element: |got - want| <= tol * (|want| + rms(want)), tol
 // 1e-5 for f32 storage and 1e-2 for bf16 (the result rounded to bf16), as
@@ -96,13 +97,19 @@ struct Case {
   unsigned blocks; // fewer than the rows need: the grid-stride loop
 };
 
-void runCase(const Case &c, bool bf16) {
+/// Runs the forward and the backward, the backward with a residual added
+/// to dx when `withResidual`.
+void runCase(const Case &c, bool bf16, bool withResidual = false) {
   std::mt19937 rng(static_cast<unsigned>(c.rows * 1000 + c.size));
   int64_t n = c.rows * c.size;
   Stored x = random(n, bf16, rng, -2, 2), dy = random(n, bf16, rng, -1, 1);
   Stored gamma = random(c.size, bf16, rng, 0.5, 1.5),
          beta = random(c.size, bf16, rng, -1, 1);
   Stored y(n, bf16), dx(n, bf16);
+  Stored residual =
+      withResidual ? random(n, bf16, rng, -3, 3) : Stored(0, bf16);
+  rows::Tensor residualTensor =
+      withResidual ? residual.tensor() : rows::Tensor{nullptr, bf16};
   std::vector<float> stats(2 * c.rows, -1.0f);
   const float epsilon = 1e-5f;
   int slots = rows::slotsFor(c.size);
@@ -119,8 +126,8 @@ void runCase(const Case &c, bool bf16) {
     });
     launch([&] {
       rows::layernorm_warp_backward<kSlots>(
-          dy.tensor(), x.tensor(), gamma.tensor(), dx.tensor(), stats.data(),
-          c.rows, c.size, epsilon);
+          dy.tensor(), x.tensor(), gamma.tensor(), residualTensor, dx.tensor(),
+          stats.data(), c.rows, c.size, epsilon);
     });
   });
 
@@ -144,14 +151,16 @@ void runCase(const Case &c, bool bf16) {
     for (int64_t j = 0; j < c.size; ++j) {
       double xhat = (x.at(base + j) - mean) * rstd,
              g = dy.at(base + j) * gamma.at(j);
-      wantDx[base + j] = rstd * (g - meanG - xhat * meanGXhat);
+      wantDx[base + j] = rstd * (g - meanG - xhat * meanGXhat) +
+                         (withResidual ? residual.at(base + j) : 0.0);
     }
     wantStats[2 * r] = mean;
     wantStats[2 * r + 1] = rstd;
   }
   double tol = bf16 ? 1e-2 : 1e-5;
   std::string what = "rows " + std::to_string(c.rows) + " size " +
-                     std::to_string(c.size) + (bf16 ? " bf16" : " f32");
+                     std::to_string(c.size) + (bf16 ? " bf16" : " f32") +
+                     (withResidual ? " with a residual" : "");
   EXPECT_EQ(mismatches(y, wantY, tol, what + " y"), 0);
   EXPECT_EQ(mismatches(dx, wantDx, tol, what + " dx"), 0);
   Stored gotStats(2 * c.rows, false);
@@ -185,6 +194,13 @@ TEST(NormRowsTest, F32) {
 TEST(NormRowsTest, Bf16) {
   for (const Case &c : kCases)
     runCase(c, true);
+}
+
+/// The fused norm gradient: dx + residual, stored once.
+TEST(NormRowsTest, ResidualAddedToDx) {
+  for (bool bf16 : {false, true})
+    for (const Case &c : kCases)
+      runCase(c, bf16, /*withResidual=*/true);
 }
 
 } // namespace

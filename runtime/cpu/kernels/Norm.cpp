@@ -42,12 +42,20 @@ int32_t requireF32(const KernelArgs &args, const char *op,
   return 0;
 }
 
-/// Checks the operand count and that `gamma` (operand `gammaIndex`) is [D].
+/// Checks the operand count (`operands`, or one more with `residual`: a
+/// norm gradient's residual, added to dx) and that `gamma` (operand
+/// `gammaIndex`) is [D].
 int32_t checkNormShapes(const KernelArgs &args, const char *op,
-                        int64_t operands, int64_t gammaIndex) {
-  if (args.numOperands() != operands)
-    return fail("loom_cpu_%s: expected %lld operands", op,
-                static_cast<long long>(operands));
+                        int64_t operands, int64_t gammaIndex,
+                        bool residual = false) {
+  if (args.numOperands() != operands &&
+      !(residual && args.numOperands() == operands + 1))
+    return fail("loom_cpu_%s: expected %lld operands%s", op,
+                static_cast<long long>(operands),
+                residual ? " (one more: a residual added to dx)" : "");
+  if (args.numOperands() > operands &&
+      args.in(operands).numElements() != args.out(0).numElements())
+    return fail("loom_cpu_%s: the residual does not match dx", op);
   if (int32_t status = requireF32(args, op))
     return status;
   const View &gamma = args.in(gammaIndex);
@@ -86,6 +94,13 @@ double rmsScale(const float *row, int64_t size, double epsilon) {
   return 1.0 / std::sqrt(squares / static_cast<double>(size) + epsilon);
 }
 
+/// row[j] += residual[j]: a second pass over the stored row, so that each
+/// element is rounded before the add, as an add op's operand is.
+void addRow(float *row, const float *residual, int64_t size) {
+  for (int64_t j = 0; j < size; ++j)
+    row[j] += residual[j];
+}
+
 /// y = (x - mean) * rstd * gamma + beta.
 int32_t layerNorm(KernelArgs &args) {
   if (int32_t status = checkNormShapes(args, "layernorm", 3, 1))
@@ -106,11 +121,20 @@ int32_t layerNorm(KernelArgs &args) {
   return 0;
 }
 
+/// The residual a fused norm gradient adds to dx (its fourth operand), or
+/// null.
+const float *residualOf(const KernelArgs &args) {
+  return args.numOperands() == 4 ? args.in(3).f32() : nullptr;
+}
+
 /// With xhat = (x - mean) * rstd and g = dy * gamma:
-///   dx     = rstd * (g - mean(g) - xhat * mean(g * xhat))
+///   dx     = rstd * (g - mean(g) - xhat * mean(g * xhat)) [+ residual]
 ///   dgamma = sum over rows of dy * xhat,   dbeta = sum over rows of dy.
+/// dx is rounded to float before the residual is added, as a separate add
+/// would (the fused call keeps the unfused step's bits).
 int32_t layerNormGrad(KernelArgs &args) {
-  if (int32_t status = checkNormShapes(args, "layernorm_grad", 3, 2))
+  if (int32_t status = checkNormShapes(args, "layernorm_grad", 3, 2,
+                                       /*residual=*/true))
     return status;
   if (args.numResults() != 3)
     return fail("loom_cpu_layernorm_grad: expected dx, dgamma and dbeta");
@@ -118,6 +142,7 @@ int32_t layerNormGrad(KernelArgs &args) {
   const float *dy = args.in(0).f32(), *x = args.in(1).f32(),
               *gamma = args.in(2).f32();
   Rows rows = rowsOf(args.in(1));
+  const float *residual = residualOf(args);
   std::vector<double> sums(2 * rows.size, 0.0);
   double *dgamma = sums.data(), *dbeta = sums.data() + rows.size;
   float *dx = args.out(0).f32();
@@ -142,6 +167,8 @@ int32_t layerNormGrad(KernelArgs &args) {
       float xhat = (row[j] - mean) * rstd;
       dxRow[j] = rstd * (dyRow[j] * gamma[j] - meanG - xhat * meanGXhat);
     }
+    if (residual)
+      addRow(dxRow, residual + r * rows.size, rows.size);
   }
   for (int64_t j = 0; j < rows.size; ++j) {
     args.out(1).f32()[j] = static_cast<float>(dgamma[j]);
@@ -169,10 +196,12 @@ int32_t rmsNorm(KernelArgs &args) {
 }
 
 /// Since ds/dx_k = -s^3 x_k / D:
-///   dx_k   = s * g_k - x_k * s^3 / D * sum_j g_j x_j,  g = dy * gamma
+///   dx_k   = s * g_k - x_k * s^3 / D * sum_j g_j x_j [+ residual_k],
+///            g = dy * gamma
 ///   dgamma = sum over rows of dy * x * s.
 int32_t rmsNormGrad(KernelArgs &args) {
-  if (int32_t status = checkNormShapes(args, "rmsnorm_grad", 3, 2))
+  if (int32_t status = checkNormShapes(args, "rmsnorm_grad", 3, 2,
+                                       /*residual=*/true))
     return status;
   if (args.numResults() != 2)
     return fail("loom_cpu_rmsnorm_grad: expected dx and dgamma");
@@ -180,6 +209,7 @@ int32_t rmsNormGrad(KernelArgs &args) {
   const float *dy = args.in(0).f32(), *x = args.in(1).f32(),
               *gamma = args.in(2).f32();
   Rows rows = rowsOf(args.in(1));
+  const float *residual = residualOf(args);
   std::vector<double> dgamma(rows.size, 0.0);
   float *dx = args.out(0).f32();
   for (int64_t r = 0; r < rows.count; ++r) {
@@ -197,6 +227,8 @@ int32_t rmsNormGrad(KernelArgs &args) {
     float *dxRow = dx + r * rows.size;
     for (int64_t j = 0; j < rows.size; ++j)
       dxRow[j] = sf * dyRow[j] * gamma[j] - row[j] * coefficient;
+    if (residual)
+      addRow(dxRow, residual + r * rows.size, rows.size);
   }
   for (int64_t j = 0; j < rows.size; ++j)
     args.out(1).f32()[j] = static_cast<float>(dgamma[j]);

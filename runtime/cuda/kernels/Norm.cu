@@ -42,14 +42,16 @@ unsigned rowBlocks(const Rows &rows) {
 }
 
 /// Checks that `gamma` (operand `gammaIndex`) is [D] and x-shaped tensors
-/// (operands below `gammaIndex`, result 0) have rows of D.
+/// (operands below `gammaIndex` and after it, a norm gradient's residual;
+/// result 0) have rows of D.
 int32_t checkNormShapes(const KernelArgs &args, const char *op,
                         int64_t gammaIndex) {
   Rows rows = rowsOf(args.out(0));
   if (args.in(gammaIndex).numElements() != rows.size)
     return fail("loom_cuda_%s: gamma does not match the rows", op);
-  for (int64_t i = 0; i < gammaIndex; ++i)
-    if (args.in(i).numElements() != args.out(0).numElements())
+  for (int64_t i = 0; i < args.numOperands(); ++i)
+    if (i != gammaIndex &&
+        args.in(i).numElements() != args.out(0).numElements())
       return fail("loom_cuda_%s: operand %lld does not match the result", op,
                   static_cast<long long>(i));
   return 0;
@@ -101,10 +103,11 @@ __global__ void layernorm_forward_kernel(Floats x, Floats gamma, Floats beta,
 }
 
 /// With xhat = (x - mean) * rstd and g = dy * gamma:
-///   dx = rstd * (g - mean(g) - xhat * mean(g * xhat)).
+///   dx = rstd * (g - mean(g) - xhat * mean(g * xhat)) [+ residual].
 /// Leaves (mean, rstd) of row r in stats[2r], stats[2r + 1].
 __global__ void layernorm_backward_kernel(Floats dy, Floats x, Floats gamma,
-                                          Floats dx, float *stats, int64_t rows,
+                                          Floats residual, Floats dx,
+                                          float *stats, int64_t rows,
                                           int64_t size, float epsilon) {
   for (int64_t r = blockIdx.x; r < rows; r += gridDim.x) {
     int64_t base = r * size;
@@ -120,8 +123,8 @@ __global__ void layernorm_backward_kernel(Floats dy, Floats x, Floats gamma,
         blockReduce(sumGXhat, SumOp(), 0.0f) / static_cast<float>(size);
     for (int64_t j = threadIdx.x; j < size; j += blockDim.x) {
       float xhat = (x[base + j] - m.x) * m.y;
-      dx.store(base + j,
-               m.y * (dy[base + j] * gamma[j] - meanG - xhat * meanGXhat));
+      float value = m.y * (dy[base + j] * gamma[j] - meanG - xhat * meanGXhat);
+      dx.store(base + j, residual.data ? value + residual[base + j] : value);
     }
     if (threadIdx.x == 0) {
       stats[2 * r] = m.x;
@@ -143,10 +146,11 @@ __global__ void rmsnorm_forward_kernel(Floats x, Floats gamma, Floats y,
 }
 
 /// Since ds/dx_k = -s^3 x_k / D:
-///   dx_k = s * g_k - x_k * s^3 / D * sum_j g_j x_j,  g = dy * gamma.
-/// Leaves s of row r in stats[r].
+///   dx_k = s * g_k - x_k * s^3 / D * sum_j g_j x_j [+ residual_k],
+///   g = dy * gamma. Leaves s of row r in stats[r].
 __global__ void rmsnorm_backward_kernel(Floats dy, Floats x, Floats gamma,
-                                        Floats dx, float *stats, int64_t rows,
+                                        Floats residual, Floats dx,
+                                        float *stats, int64_t rows,
                                         int64_t size, float epsilon) {
   for (int64_t r = blockIdx.x; r < rows; r += gridDim.x) {
     int64_t base = r * size;
@@ -156,9 +160,10 @@ __global__ void rmsnorm_backward_kernel(Floats dy, Floats x, Floats gamma,
       dot += dy[base + j] * x[base + j] * gamma[j];
     dot = blockReduce(dot, SumOp(), 0.0f);
     float coefficient = s * s * s * dot / static_cast<float>(size);
-    for (int64_t j = threadIdx.x; j < size; j += blockDim.x)
-      dx.store(base + j,
-               s * dy[base + j] * gamma[j] - x[base + j] * coefficient);
+    for (int64_t j = threadIdx.x; j < size; j += blockDim.x) {
+      float value = s * dy[base + j] * gamma[j] - x[base + j] * coefficient;
+      dx.store(base + j, residual.data ? value + residual[base + j] : value);
+    }
     if (threadIdx.x == 0)
       stats[r] = s;
   }
@@ -292,9 +297,18 @@ int32_t layerNorm(KernelArgs &args, loom_cuda_context *context) {
   return checkLaunch("layernorm");
 }
 
-/// Operands dy, x, gamma; results dx, dgamma, dbeta.
+/// The residual a fused norm gradient adds to dx: its fourth operand, if
+/// it has one (--loom-fuse's norm gradients), else none (null data).
+Floats residualOf(const KernelArgs &args) {
+  return args.numOperands() == 4 ? floats(args.in(3))
+                                 : Floats{nullptr, LOOM_DTYPE_F32};
+}
+
+/// Operands dy, x, gamma[, residual]; results dx (+ residual), dgamma,
+/// dbeta.
 int32_t layerNormGrad(KernelArgs &args, loom_cuda_context *context) {
-  if (int32_t status = args.expect("layernorm_grad", 3, 3))
+  if (int32_t status =
+          args.expect("layernorm_grad", args.numOperands() == 4 ? 4 : 3, 3))
     return status;
   if (int32_t status = checkNormShapes(args, "layernorm_grad", 2))
     return status;
@@ -308,18 +322,20 @@ int32_t layerNormGrad(KernelArgs &args, loom_cuda_context *context) {
                                    statBytes + 2 * rows.size * sizeof(float)))
     return status;
   Floats dy = floats(args.in(0)), x = floats(args.in(1)),
-         gamma = floats(args.in(2)), dx = floats(args.out(0));
+         gamma = floats(args.in(2)), residual = residualOf(args),
+         dx = floats(args.out(0));
   float *stats = static_cast<float *>(context->scratch);
   int slots = warpRowSlots(rows);
   if (slots == 0)
     layernorm_backward_kernel<<<rowBlocks(rows), threadsForRow(rows.size), 0,
                                 context->stream>>>(
-        dy, x, gamma, dx, stats, rows.count, rows.size, epsilon);
+        dy, x, gamma, residual, dx, stats, rows.count, rows.size, epsilon);
   else
     rows::withSlots(slots, [&](auto s) {
       rows::layernorm_warp_backward<decltype(s)::value>
           <<<warpRowBlocks(rows), rows::kThreads, 0, context->stream>>>(
-              dy, x, gamma, dx, stats, rows.count, rows.size, epsilon);
+              dy, x, gamma, residual, dx, stats, rows.count, rows.size,
+              epsilon);
     });
   if (int32_t status = checkLaunch("layernorm_grad"))
     return status;
@@ -343,9 +359,10 @@ int32_t rmsNorm(KernelArgs &args, loom_cuda_context *context) {
   return checkLaunch("rmsnorm");
 }
 
-/// Operands dy, x, gamma; results dx, dgamma.
+/// Operands dy, x, gamma[, residual]; results dx (+ residual), dgamma.
 int32_t rmsNormGrad(KernelArgs &args, loom_cuda_context *context) {
-  if (int32_t status = args.expect("rmsnorm_grad", 3, 2))
+  if (int32_t status =
+          args.expect("rmsnorm_grad", args.numOperands() == 4 ? 4 : 3, 2))
     return status;
   if (int32_t status = checkNormShapes(args, "rmsnorm_grad", 2))
     return status;
@@ -361,8 +378,8 @@ int32_t rmsNormGrad(KernelArgs &args, loom_cuda_context *context) {
   rmsnorm_backward_kernel<<<rowBlocks(rows), threadsForRow(rows.size), 0,
                             context->stream>>>(
       floats(args.in(0)), floats(args.in(1)), floats(args.in(2)),
-      floats(args.out(0)), static_cast<float *>(context->scratch), rows.count,
-      rows.size, epsilon);
+      residualOf(args), floats(args.out(0)),
+      static_cast<float *>(context->scratch), rows.count, rows.size, epsilon);
   if (int32_t status = checkLaunch("rmsnorm_grad"))
     return status;
   return normWeightGrads(context, "rmsnorm_grad", args.in(0), args.in(1), rows,

@@ -123,12 +123,14 @@ layernorm_warp_forward(Tensor x, Tensor gamma, Tensor beta, Tensor y,
   }
 }
 
-/// dx of a warp per row; (mean, rstd) of row r into stats[2r], stats[2r+1].
+/// dx of a warp per row, plus `residual` where its data is not null (a
+/// fused norm gradient); (mean, rstd) of row r into stats[2r],
+/// stats[2r+1].
 template <int Slots>
 LOOM_ROWS_KERNEL void layernorm_warp_backward(Tensor dy, Tensor x, Tensor gamma,
-                                              Tensor dx, float *stats,
-                                              int64_t rows, int64_t size,
-                                              float epsilon) {
+                                              Tensor residual, Tensor dx,
+                                              float *stats, int64_t rows,
+                                              int64_t size, float epsilon) {
   int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
   for (int64_t r = blockIdx.x * int64_t{kWarps} + warp; r < rows;
        r += int64_t{gridDim.x} * kWarps) {
@@ -154,8 +156,10 @@ LOOM_ROWS_KERNEL void layernorm_warp_backward(Tensor dy, Tensor x, Tensor gamma,
 #pragma unroll
     for (int i = 0; i < Slots; ++i) {
       int64_t j = lane + 32 * i;
-      if (j < size)
-        dx.store(base + j, rstd * (g[i] - meanG - values[i] * meanGXhat));
+      if (j < size) {
+        float value = rstd * (g[i] - meanG - values[i] * meanGXhat);
+        dx.store(base + j, residual.data ? value + residual[base + j] : value);
+      }
     }
     if (lane == 0) {
       stats[2 * r] = mean;

@@ -31,9 +31,11 @@
  * Attributes, by op (ops not listed have none):
  *   matmul             transpose_lhs, transpose_rhs, epilogue (see below)
  *   layernorm          epsilon
- *   layernorm_grad     epsilon
+ *   layernorm_grad     epsilon (operands dy, x, gamma, and a fourth, a
+ *                      residual of dx's shape, in the --loom-fuse norm
+ *                      gradient: dx + residual is stored as dx)
  *   rmsnorm            epsilon
- *   rmsnorm_grad       epsilon
+ *   rmsnorm_grad       epsilon (a fourth operand: as layernorm_grad)
  *   softmax            causal
  *   rope, rope_grad    theta
  *   attention          causal, scale, has_step, dropout_rate, dropout_seed,

@@ -1,5 +1,5 @@
 // RUN: loom-opt %s -split-input-file --loom-fuse | FileCheck %s
-// RUN: loom-opt %s -split-input-file --loom-fuse="epilogues=false losses=false elementwise=false optimizer=false" | FileCheck %s --check-prefix=OFF
+// RUN: loom-opt %s -split-input-file --loom-fuse="epilogues=false losses=false norms=false elementwise=false optimizer=false" | FileCheck %s --check-prefix=OFF
 
 // A linear layer with gelu: matmul, bias add and gelu in one loom.fused
 // (inputs lhs, rhs, bias); the sum is used only by the gelu, so the gelu
@@ -287,4 +287,37 @@ func.func @loss(%d: tensor<f32>, %l: tensor<6x7xf32>, %y: tensor<6xi32>, %z: ten
   %h = loom.cross_entropy_grad %d, %l, %z : (tensor<f32>, tensor<6x7xf32>, tensor<6xi32>) -> tensor<6x7xf32>
   %k = loom.cross_entropy_grad %d, %l, %y {token_count = 12 : i64} : (tensor<f32>, tensor<6x7xf32>, tensor<6xi32>) -> tensor<6x7xf32>
   return %loss, %g, %h, %k : tensor<f32>, tensor<6x7xf32>, tensor<6x7xf32>, tensor<6x7xf32>
+}
+
+// -----
+
+// A norm's gradient whose dx only a residual add reads is one loom.fused
+// (dy, x, gamma, residual) -> (dx + residual, dgamma, dbeta) where the add
+// stood; one whose dx is read twice, or added to one of its own operands,
+// is not.
+// CHECK-LABEL: func.func @norm_grads
+// CHECK: %[[F:.+]]:3 = loom.fused(%arg0, %arg1, %arg2, %arg3) : (tensor<6x8xf32>, tensor<6x8xf32>, tensor<8xf32>, tensor<6x8xf32>) -> (tensor<6x8xf32>, tensor<8xf32>, tensor<8xf32>)
+// CHECK-NEXT: ^bb0
+// CHECK-NEXT: %[[DX:[^,]+]], %{{.+}}, %{{.+}} = loom.layernorm_grad
+// CHECK-NEXT: %[[S:.+]] = loom.add %{{.+}}, %[[DX]]
+// CHECK-NEXT: loom.yield %[[S]], %{{.+}}, %{{.+}} :
+// CHECK: %[[R:.+]]:2 = loom.fused(%[[F]]#0, %arg1, %arg2, %arg3) : (tensor<6x8xf32>, tensor<6x8xf32>, tensor<8xf32>, tensor<6x8xf32>) -> (tensor<6x8xf32>, tensor<8xf32>)
+// CHECK: loom.rmsnorm_grad
+// CHECK: %[[TWICE:[^,]+]], %{{.+}}, %{{.+}} = loom.layernorm_grad %[[R]]#0
+// CHECK-NEXT: loom.add %[[TWICE]], %[[TWICE]]
+// CHECK: %[[OWN:[^,]+]], %{{.+}}, %{{.+}} = loom.layernorm_grad %[[R]]#0
+// CHECK-NEXT: loom.add %[[OWN]], %arg1
+// OFF-LABEL: func.func @norm_grads
+// OFF-NOT: loom.fused
+func.func @norm_grads(%dy: tensor<6x8xf32>, %x: tensor<6x8xf32>, %g: tensor<8xf32>, %r: tensor<6x8xf32>)
+    -> (tensor<6x8xf32>, tensor<8xf32>, tensor<8xf32>, tensor<8xf32>, tensor<6x8xf32>, tensor<6x8xf32>) {
+  %dx, %dg, %db = loom.layernorm_grad %dy, %x, %g {epsilon = 1.0e-5 : f64} : tensor<6x8xf32>, tensor<8xf32>
+  %s = loom.add %r, %dx : (tensor<6x8xf32>, tensor<6x8xf32>) -> tensor<6x8xf32>
+  %rx, %rg = loom.rmsnorm_grad %s, %x, %g {epsilon = 1.0e-6 : f64} : tensor<6x8xf32>, tensor<8xf32>
+  %t = loom.add %rx, %r : (tensor<6x8xf32>, tensor<6x8xf32>) -> tensor<6x8xf32>
+  %ex, %eg, %eb = loom.layernorm_grad %t, %x, %g {epsilon = 1.0e-5 : f64} : tensor<6x8xf32>, tensor<8xf32>
+  %u = loom.add %ex, %ex : (tensor<6x8xf32>, tensor<6x8xf32>) -> tensor<6x8xf32>
+  %fx, %fg, %fb = loom.layernorm_grad %t, %x, %g {epsilon = 1.0e-5 : f64} : tensor<6x8xf32>, tensor<8xf32>
+  %v = loom.add %fx, %x : (tensor<6x8xf32>, tensor<6x8xf32>) -> tensor<6x8xf32>
+  return %s, %dg, %db, %rg, %u, %v : tensor<6x8xf32>, tensor<8xf32>, tensor<8xf32>, tensor<8xf32>, tensor<6x8xf32>, tensor<6x8xf32>
 }

@@ -41,7 +41,7 @@ func.func @train_step(%a: tensor<4xf32>) -> tensor<4xf32> {
 
 // A loom.fused body no kernel runs (a softmax is not elementwise).
 func.func @train_step(%a: tensor<4x4xf32>) -> tensor<4x4xf32> {
-  // expected-error @+1 {{'loom.fused' op has no CPU kernel for its body (--loom-lower-cpu runs a matmul with one of its epilogues, a loss with its gradient, AdamW updates or a chain of elementwise ops; see --loom-fuse)}}
+  // expected-error @+1 {{'loom.fused' op has no CPU kernel for its body (--loom-lower-cpu runs a matmul with one of its epilogues, a loss with its gradient, a norm gradient with a residual, AdamW updates or a chain of elementwise ops; see --loom-fuse)}}
   %0 = loom.fused(%a) : (tensor<4x4xf32>) -> tensor<4x4xf32> {
   ^bb0(%x: tensor<4x4xf32>):
     %s = loom.softmax %x : tensor<4x4xf32>
