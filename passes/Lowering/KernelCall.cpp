@@ -434,14 +434,18 @@ classifyEpilogue(MatmulOp matmul, ArrayRef<Operation *> rest,
   return std::nullopt;
 }
 
+/// The ops of a loom.fused body, its yield left out.
+SmallVector<Operation *> bodyOps(FusedOp fused) {
+  return llvm::map_to_vector(fused.getBody().front().without_terminator(),
+                             [](Operation &op) { return &op; });
+}
+
 /// A matmul body: matmul(lhs, rhs) then one of the epilogues
 /// classifyEpilogue knows; writes the transposes and the epilogue.
 LogicalResult writeMatmulEpilogue(FusedOp fused, MetaWriter &w,
                                   const Target &target) {
   Block &body = fused.getBody().front();
-  SmallVector<Operation *> rest;
-  for (Operation &op : body.without_terminator())
-    rest.push_back(&op);
+  SmallVector<Operation *> rest = bodyOps(fused);
   auto matmul = rest.empty() ? MatmulOp() : dyn_cast<MatmulOp>(rest.front());
   if (!matmul || body.getNumArguments() < 2 ||
       matmul.getLhs() != body.getArgument(0) ||
@@ -502,9 +506,7 @@ LogicalResult writeUpdates(FusedOp fused, MetaWriter &w, const Target &target) {
 LogicalResult writeLossGrad(FusedOp fused, MetaWriter &w,
                             const Target &target) {
   Block &body = fused.getBody().front();
-  SmallVector<Operation *> ops;
-  for (Operation &op : body.without_terminator())
-    ops.push_back(&op);
+  SmallVector<Operation *> ops = bodyOps(fused);
   auto loss =
       ops.size() == 2 ? dyn_cast<CrossEntropyOp>(ops[0]) : CrossEntropyOp();
   auto grad = ops.size() == 2 ? dyn_cast<CrossEntropyGradOp>(ops[1])
@@ -530,10 +532,9 @@ LogicalResult writeLossGrad(FusedOp fused, MetaWriter &w,
 LogicalResult writeNormGrad(FusedOp fused, Operation *grad, MetaWriter &w,
                             const Target &target) {
   Block &body = fused.getBody().front();
-  auto ops = body.without_terminator();
-  auto add = std::distance(ops.begin(), ops.end()) == 2 && &*ops.begin() == grad
-                 ? dyn_cast<AddOp>(*std::next(ops.begin()))
-                 : AddOp();
+  SmallVector<Operation *> ops = bodyOps(fused);
+  auto add =
+      ops.size() == 2 && ops[0] == grad ? dyn_cast<AddOp>(ops[1]) : AddOp();
   SmallVector<Value> yielded = {add ? add.getResult() : Value()};
   llvm::append_range(yielded, grad->getResults().drop_front());
   if (!add || body.getNumArguments() != 4 ||
