@@ -46,6 +46,7 @@
 set -uo pipefail
 
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+. "$root/utils/gpu-common.sh"
 
 usage() {
   echo "usage: $0 prepare [DIR] [LOOM_BUILD_DIR] | run [DIR] [GPU_BUILD_DIR]" >&2
@@ -121,24 +122,16 @@ phase() {
 }
 
 command -v nvidia-smi >/dev/null && nvidia-smi -L
-nvcc="$(command -v nvcc || echo /usr/local/cuda/bin/nvcc)"
-generator=Ninja
-command -v ninja >/dev/null || generator="Unix Makefiles"
-export root dir build logs out nvcc generator bench_args
-# What every phase needs first, then the rest (the communicators' test,
-# the kernel timings), whose failure leaves the phases that need them to
-# report it.
+export root dir build logs out bench_args
+# What every phase needs first (gpu-common.sh), then the rest (the
+# communicators' test, the kernel timings), whose failure leaves the phases
+# that need them to report it.
 build_all() {
-  cmake -S "$root/runtime/cuda/standalone" -B "$build" -G "$generator" \
-    -DCMAKE_BUILD_TYPE=Release -DCMAKE_CUDA_COMPILER="$nvcc" \
-    -DLOOM_NLOHMANN_JSON_INCLUDE_DIR="$dir/train/include" \
-    ${LOOM_CUDA_ARCH:+-DLOOM_CUDA_ARCH=$LOOM_CUDA_ARCH} &&
-    cmake --build "$build" -j "$(nproc)" -- loom-cuda-probe \
-      loom_cuda_runtime LoomCudaKernelTest || return
+  gpu_build_essentials "$build" "$dir/train/include" || return
   cmake --build "$build" -j "$(nproc)" ||
     echo "gpu-session: some of the other targets did not build (above)"
 }
-export -f build_all
+export -f gpu_build_essentials build_all
 if ! phase build 240 build.log build_all >/dev/null; then
   cp "$logs/build.log" "$out/"
   tail -n 40 "$logs/build.log"

@@ -594,21 +594,24 @@ FailureOr<KernelCall> encodeKernelCall(Operation *op, GroupTable &groups,
   // gradient, a norm gradient with a residual, AdamW updates or an
   // elementwise chain.
   auto fused = dyn_cast<FusedOp>(op);
-  auto holds = [&](auto isKind) {
-    return fused && !fused.getBody().empty() &&
-           llvm::any_of(fused.getBody().front(), isKind);
+  // The first op of the fused body that `isKind`, or null.
+  auto find = [&](auto isKind) -> Operation * {
+    if (!fused || fused.getBody().empty())
+      return nullptr;
+    for (Operation &inner : fused.getBody().front())
+      if (isKind(inner))
+        return &inner;
+    return nullptr;
   };
   bool fusedMatmul =
-      holds([](Operation &inner) { return isa<MatmulOp>(inner); });
+      find([](Operation &inner) { return isa<MatmulOp>(inner); });
   bool fusedUpdates =
-      holds([](Operation &inner) { return isa<AdamWUpdateOp>(inner); });
+      find([](Operation &inner) { return isa<AdamWUpdateOp>(inner); });
   bool fusedLoss =
-      holds([](Operation &inner) { return isa<CrossEntropyOp>(inner); });
-  Operation *fusedNorm = nullptr;
-  if (fused && !fused.getBody().empty())
-    for (Operation &inner : fused.getBody().front())
-      if (isa<LayerNormGradOp, RMSNormGradOp>(inner))
-        fusedNorm = &inner;
+      find([](Operation &inner) { return isa<CrossEntropyOp>(inner); });
+  Operation *fusedNorm = find([](Operation &inner) {
+    return isa<LayerNormGradOp, RMSNormGradOp>(inner);
+  });
   // KernelArgs decodes 16 tensors (concat reads its own meta, the
   // multi-tensor update a TensorList).
   if (op->getNumOperands() + op->getNumResults() > 16 && !isa<ConcatOp>(op) &&

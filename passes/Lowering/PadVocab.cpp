@@ -139,6 +139,13 @@ RankedTensorType withDim(RankedTensorType type, unsigned dim, int64_t size) {
   return type.clone(shape);
 }
 
+/// `value` ([V, d]) with zero rows after it up to `padded` rows, at `b`.
+Value padRows(OpBuilder &b, Location loc, Value value, int64_t padded) {
+  auto type = cast<RankedTensorType>(value.getType());
+  return PadOp::create(b, loc, withDim(type, 0, padded), value,
+                       b.getDenseI64ArrayAttr({0, 0}));
+}
+
 /// Pads `head` to `padded` columns (see the file's banner).
 void pad(Head &head, int64_t padded) {
   MatmulOp logits = head.logits;
@@ -147,11 +154,9 @@ void pad(Head &head, int64_t padded) {
   auto logitsType = cast<RankedTensorType>(logits.getType());
   int64_t vocab = logitsType.getShape().back();
   Type element = logitsType.getElementType();
-  auto wType = cast<RankedTensorType>(w.getType());
 
   OpBuilder b(logits);
-  Value paddedW = PadOp::create(b, loc, withDim(wType, 0, padded), w,
-                                b.getDenseI64ArrayAttr({0, 0}));
+  Value paddedW = padRows(b, loc, w, padded);
   // 0 over the vocabulary, -inf over the padding.
   auto floatType = cast<FloatType>(element);
   const llvm::fltSemantics &semantics = floatType.getFloatSemantics();
@@ -173,16 +178,9 @@ void pad(Head &head, int64_t padded) {
   }
   for (MatmulOp matmul : head.inputGrads) {
     Value rhs = matmul.getRhs();
-    if (rhs != w) {
-      b.setInsertionPoint(matmul);
-      rhs = PadOp::create(
-          b, matmul.getLoc(),
-          withDim(cast<RankedTensorType>(rhs.getType()), 0, padded), rhs,
-          b.getDenseI64ArrayAttr({0, 0}));
-    } else {
-      rhs = paddedW;
-    }
-    matmul.getRhsMutable().assign(rhs);
+    b.setInsertionPoint(matmul);
+    matmul.getRhsMutable().assign(
+        rhs == w ? paddedW : padRows(b, matmul.getLoc(), rhs, padded));
   }
   for (ReshapeOp reshape : head.reshapes)
     reshape.getResult().setType(withDim(reshape.getType(), 1, padded));
