@@ -41,19 +41,32 @@ unsigned rowBlocks(const Rows &rows) {
       std::max<int64_t>(1, std::min<int64_t>(rows.count, 1 << 16)));
 }
 
-/// Checks that `gamma` (operand `gammaIndex`) is [D] and x-shaped tensors
-/// (operands below `gammaIndex` and after it, a norm gradient's residual;
-/// result 0) have rows of D.
+/// Checks the shapes of a norm or norm gradient: the `weights` operands
+/// from `gammaIndex` on (gamma, and layernorm's beta) and the results after
+/// the first (dgamma, dbeta) are [D]; every other operand (x, dy, a norm
+/// gradient's residual) and result 0 have the result's rows of D.
 int32_t checkNormShapes(const KernelArgs &args, const char *op,
-                        int64_t gammaIndex) {
+                        int64_t gammaIndex, int64_t weights) {
   Rows rows = rowsOf(args.out(0));
-  if (args.in(gammaIndex).numElements() != rows.size)
-    return fail("loom_cuda_%s: gamma does not match the rows", op);
-  for (int64_t i = 0; i < args.numOperands(); ++i)
-    if (i != gammaIndex &&
-        args.in(i).numElements() != args.out(0).numElements())
-      return fail("loom_cuda_%s: operand %lld does not match the result", op,
-                  static_cast<long long>(i));
+  auto isWeight = [&](int64_t operand) {
+    return operand >= gammaIndex && operand < gammaIndex + weights;
+  };
+  for (int64_t i = 0; i < args.numOperands(); ++i) {
+    int64_t want = isWeight(i) ? rows.size : args.out(0).numElements();
+    if (args.in(i).numElements() != want)
+      return fail(
+          isWeight(i) ? "loom_cuda_%s: operand %lld is not [D] for the rows "
+                        "of D = %lld"
+                      : "loom_cuda_%s: operand %lld does not match the "
+                        "result (rows of D = %lld)",
+          op, static_cast<long long>(i), static_cast<long long>(rows.size));
+  }
+  for (int64_t r = 1; r < args.numResults(); ++r)
+    if (args.out(r).numElements() != rows.size)
+      return fail("loom_cuda_%s: result %lld is not [D] for the rows of D = "
+                  "%lld",
+                  op, static_cast<long long>(r),
+                  static_cast<long long>(rows.size));
   return 0;
 }
 
@@ -275,7 +288,7 @@ unsigned warpRowBlocks(const Rows &rows) {
 int32_t layerNorm(KernelArgs &args, loom_cuda_context *context) {
   if (int32_t status = args.expect("layernorm", 3, 1))
     return status;
-  if (int32_t status = checkNormShapes(args, "layernorm", 1))
+  if (int32_t status = checkNormShapes(args, "layernorm", 1, 2))
     return status;
   float epsilon = static_cast<float>(args.real());
   Rows rows = rowsOf(args.in(0));
@@ -310,7 +323,7 @@ int32_t layerNormGrad(KernelArgs &args, loom_cuda_context *context) {
   if (int32_t status =
           args.expect("layernorm_grad", args.numOperands() == 4 ? 4 : 3, 3))
     return status;
-  if (int32_t status = checkNormShapes(args, "layernorm_grad", 2))
+  if (int32_t status = checkNormShapes(args, "layernorm_grad", 2, 1))
     return status;
   float epsilon = static_cast<float>(args.real());
   Rows rows = rowsOf(args.in(1));
@@ -346,7 +359,7 @@ int32_t layerNormGrad(KernelArgs &args, loom_cuda_context *context) {
 int32_t rmsNorm(KernelArgs &args, loom_cuda_context *context) {
   if (int32_t status = args.expect("rmsnorm", 2, 1))
     return status;
-  if (int32_t status = checkNormShapes(args, "rmsnorm", 1))
+  if (int32_t status = checkNormShapes(args, "rmsnorm", 1, 1))
     return status;
   float epsilon = static_cast<float>(args.real());
   Rows rows = rowsOf(args.in(0));
@@ -364,7 +377,7 @@ int32_t rmsNormGrad(KernelArgs &args, loom_cuda_context *context) {
   if (int32_t status =
           args.expect("rmsnorm_grad", args.numOperands() == 4 ? 4 : 3, 2))
     return status;
-  if (int32_t status = checkNormShapes(args, "rmsnorm_grad", 2))
+  if (int32_t status = checkNormShapes(args, "rmsnorm_grad", 2, 1))
     return status;
   float epsilon = static_cast<float>(args.real());
   Rows rows = rowsOf(args.in(1));
