@@ -10,9 +10,14 @@
 //
 // Inputs f32 compute in f32 (CUBLAS_COMPUTE_32F: no TF32); bf16 inputs
 // multiply on the tensor cores and accumulate in f32, into a bf16 or f32
-// result. The algorithm comes from cuBLASLt's heuristic for the shapes,
-// types, the pointers' actual alignment and the context's scratch as its
-// workspace, asked once per distinct call: the context keeps its answers
+// result. Split-K algorithms may only reduce their partial sums in the
+// compute type (CUBLASLT_REDUCTION_SCHEME_COMPUTE_TYPE): the other schemes
+// add them up in the output type, so a bf16 result would be rounded once
+// per partial sum (a partial of magnitude 16 to 32 by up to 0.06), which
+// broke the 1e-2 tolerance of a K = 1001 GEMM whose 64-row chunks made
+// split-K attractive. The algorithm comes from cuBLASLt's heuristic for the
+// shapes, types, the pointers' actual alignment and the context's scratch as
+// its workspace, asked once per distinct call: the context keeps its answers
 // (the descriptors themselves are cheap and built per call). A matrix
 // whose leading dimension is not a multiple of 16 bytes (GPT-2's
 // vocabulary) is staged through the scratch with an aligned one, the GEMM
@@ -265,6 +270,10 @@ int32_t gemm(loom_cuda_context *context, const GemmShape &s,
   LOOM_CHECK_BLAS(cublasLtMatmulPreferenceSetAttribute(
       d.preference, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES, &alignD,
       sizeof alignD));
+  uint32_t reductions = CUBLASLT_REDUCTION_SCHEME_COMPUTE_TYPE;
+  LOOM_CHECK_BLAS(cublasLtMatmulPreferenceSetAttribute(
+      d.preference, CUBLASLT_MATMUL_PREF_REDUCTION_SCHEME_MASK, &reductions,
+      sizeof reductions));
 
   const cublasLtMatmulAlgo_t *algo = nullptr;
   // Everything the heuristic is told.
