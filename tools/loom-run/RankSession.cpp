@@ -179,20 +179,25 @@ private:
     return code ? api.error(session) : "";
   }
 
-  /// Opens libloom_cuda_runtime.so: $LOOM_CUDA_RUNTIME, else next to this
-  /// program's build (../lib), else wherever the dynamic linker finds it.
+  /// Opens libloom_cuda_runtime.so: $LOOM_CUDA_RUNTIME when it is set (and
+  /// only it: a library the user named and that does not load is an
+  /// error, not a reason to run another), else next to this program's
+  /// build (../lib), else wherever the dynamic linker finds it.
   std::string loadLibrary() {
     std::vector<std::string> candidates;
-    if (const char *path = std::getenv("LOOM_CUDA_RUNTIME"))
-      candidates.push_back(path);
-    std::string self = llvm::sys::fs::getMainExecutable(
-        nullptr, reinterpret_cast<void *>(&worldRank));
-    if (!self.empty())
-      candidates.push_back(
-          (llvm::sys::path::parent_path(llvm::sys::path::parent_path(self)) +
-           "/lib/libloom_cuda_runtime.so")
-              .str());
-    candidates.push_back("libloom_cuda_runtime.so");
+    const char *named = std::getenv("LOOM_CUDA_RUNTIME");
+    if (named && *named) {
+      candidates.push_back(named);
+    } else {
+      std::string self = llvm::sys::fs::getMainExecutable(
+          nullptr, reinterpret_cast<void *>(&worldRank));
+      if (!self.empty())
+        candidates.push_back(
+            (llvm::sys::path::parent_path(llvm::sys::path::parent_path(self)) +
+             "/lib/libloom_cuda_runtime.so")
+                .str());
+      candidates.push_back("libloom_cuda_runtime.so");
+    }
     std::string tried;
     void *handle = nullptr;
     for (const std::string &path : candidates) {
