@@ -25,10 +25,19 @@
 // near zero. Dropout masks must match exactly (the same elements are zero)
 // and, in f32, so must the kept values. Integer results match exactly.
 //
-// A tiny harness of its own (no GoogleTest), so that utils/gpu-check.sh can
-// build it on a GPU machine without the rest of the tree. It exits 77 when
-// there is no CUDA device (ctest SKIP_RETURN_CODE), 1 when a case fails.
-// An argument runs only the cases whose name contains it.
+// A tiny harness of its own (no GoogleTest), so that a GPU machine without
+// LLVM can build it without the rest of the tree (runtime/cuda/standalone).
+// It exits 77 when there is no CUDA device (ctest SKIP_RETURN_CODE), 1 when
+// a case fails. An argument runs only the cases whose name contains it.
+//
+// Built with LOOM_CUDA_FAKE_DEVICE (LoomCudaKernelHostTest), it runs on the
+// fake device of test/FakeCuda, which carries out copies but runs no
+// kernel and no GEMM: every case then checks the host side only. The CUDA
+// kernel must accept each call the CPU kernel accepts (its status is 0),
+// enqueue device work for it, and break none of the fake device's rules
+// (launch limits, memory ranges, cuBLASLt's shapes); the host-side errors
+// must still fail with their messages. Results are not compared, and the
+// errors that only the device sees are not expected.
 //
 //===----------------------------------------------------------------------===//
 
@@ -36,6 +45,12 @@
 #include "loom/loom_cuda_kernels.h"
 
 #include <cuda_runtime.h>
+
+#ifdef LOOM_CUDA_FAKE_DEVICE
+#include "FakeCuda.h"
+
+#include <cublasLt.h>
+#endif
 
 #include <algorithm>
 #include <array>
@@ -57,6 +72,13 @@ using CpuKernel = int32_t (*)(const loom_call_frame *, void *const *,
                               const int64_t *);
 using CudaKernel = int32_t (*)(const loom_call_frame *, void *const *,
                                const int64_t *, loom_cuda_context *);
+
+/// Whether the kernels run on the fake device (see the file comment).
+#ifdef LOOM_CUDA_FAKE_DEVICE
+constexpr bool kHostOnly = true;
+#else
+constexpr bool kHostOnly = false;
+#endif
 
 enum class Precision { F32, BF16 };
 
@@ -367,12 +389,49 @@ bool runCudaBytes(
     }
   }
   const loom_call_frame *frame = c.cudaFrame ? c.cudaFrame : c.frame;
+#ifdef LOOM_CUDA_FAKE_DEVICE
+  loom_fake_cuda_reset_stats();
+#endif
   if (int32_t status =
           c.cuda(frame, device.pointers.data(), meta.data(), context)) {
     std::printf("  the CUDA kernel failed (%d): %s\n", status,
                 loom_cuda_last_error());
     return false;
   }
+#ifdef LOOM_CUDA_FAKE_DEVICE
+  loom_fake_cuda_stats stats;
+  loom_fake_cuda_get_stats(&stats);
+  bool empty = std::all_of(c.outs.begin(), c.outs.end(),
+                           [](const Tensor &t) { return t.size() == 0; });
+  // A collective's work may be all in its communicator's callbacks (a split
+  // start only hands the transfer over).
+  bool enqueued =
+      stats.launches + stats.gemms + stats.copies + stats.memsets > 0;
+  // Split-K partial sums are reduced in f32, never in a bf16 output (see
+  // Matmul.cu).
+  for (int64_t g = 0; g < stats.gemms; ++g) {
+    loom_fake_cuda_gemm gemm;
+    if (loom_fake_cuda_get_gemm(g, &gemm) == 0 &&
+        (gemm.reduction_schemes &
+         ~uint32_t{CUBLASLT_REDUCTION_SCHEME_COMPUTE_TYPE})) {
+      std::printf("  GEMM %lld may reduce split-K partial sums in the output "
+                  "type (reduction schemes 0x%x)\n",
+                  static_cast<long long>(g), gemm.reduction_schemes);
+      return false;
+    }
+  }
+  if (stats.violations != 0 || (!empty && !c.cudaFrame && !enqueued)) {
+    std::printf("  on the fake device: %lld violation(s) (%s), %lld launches, "
+                "%lld GEMMs, %lld copies, %lld memsets\n",
+                static_cast<long long>(stats.violations),
+                loom_fake_cuda_last_violation(),
+                static_cast<long long>(stats.launches),
+                static_cast<long long>(stats.gemms),
+                static_cast<long long>(stats.copies),
+                static_cast<long long>(stats.memsets));
+    return false;
+  }
+#endif
   if (after && !after(device.pointers.data()))
     return false;
   if (int32_t status = loom_cuda_context_synchronize(context)) {
@@ -458,7 +517,7 @@ void run(const Case &c, loom_cuda_context *context) {
     std::vector<Tensor> ins = inputsFor(c, precision);
     std::vector<std::vector<double>> want, got;
     bool ok = runCpu(c, ins, want) && runCuda(c, ins, precision, context, got);
-    for (size_t r = 0; ok && r < c.outs.size(); ++r)
+    for (size_t r = 0; ok && !kHostOnly && r < c.outs.size(); ++r)
       ok = compare(c, r, precision, want[r], got[r]) && ok;
     std::printf("%s %s [%s]\n", ok ? "PASS" : "FAIL", c.name.c_str(),
                 nameOf(precision));
@@ -1339,7 +1398,7 @@ bool adamwMultiMatchesSingles(const std::vector<int64_t> &sizes,
     std::printf("  a kernel failed (%d): %s\n", status, loom_cuda_last_error());
     return false;
   }
-  for (int64_t i = 0; i < params; ++i)
+  for (int64_t i = 0; i < params && !kHostOnly; ++i)
     for (int k = 0; k < 3; ++k) {
       loom_dtype dtype = resultTypes[i][k];
       int64_t bytes = sizes[i] * loom_dtype_bytes(dtype);
@@ -1423,14 +1482,17 @@ void failureCases(loom_cuda_context *context) {
   std::vector<int64_t> embedding =
       metaFor({f32(uniform({50, 8})), integers({4}, 0, 1)},
               {result({4, 8}, false)}, {});
-  int32_t launched =
-      loom_cuda_embedding(nullptr, lookup, embedding.data(), context);
-  int32_t synced = loom_cuda_context_synchronize(context);
-  expectFailure("errors: embedding id out of range",
-                launched == 0 && synced != 0, loom_cuda_last_error(),
-                "embedding: id 50 at flat index 2 is outside [0, 50)");
-  expectFailure("errors: the error word is cleared",
-                loom_cuda_context_synchronize(context) == 0, "", "");
+  int32_t launched = 0, synced = 0;
+  // What only the device sees (a fake device runs no kernel to see it).
+  if (!kHostOnly) {
+    launched = loom_cuda_embedding(nullptr, lookup, embedding.data(), context);
+    synced = loom_cuda_context_synchronize(context);
+    expectFailure("errors: embedding id out of range",
+                  launched == 0 && synced != 0, loom_cuda_last_error(),
+                  "embedding: id 50 at flat index 2 is outside [0, 50)");
+    expectFailure("errors: the error word is cleared",
+                  loom_cuda_context_synchronize(context) == 0, "", "");
+  }
 
   // A step of 0 (data is zeros): the CPU kernel's check, on the device.
   void *adamBuffers[8] = {data, data, data, data, data, out, out, out};
@@ -1439,11 +1501,14 @@ void failureCases(loom_cuda_context *context) {
                f32(uniform({8})), scalarInt(0)},
               {result({8}, false), result({8}, false), result({8}, false)},
               {real(1e-3), real(0.9), real(0.999), real(1e-8), real(0.0)});
-  launched =
-      loom_cuda_adamw_update(nullptr, adamBuffers, adamw.data(), context);
-  synced = loom_cuda_context_synchronize(context);
-  expectFailure("errors: adamw step 0", launched == 0 && synced != 0,
-                loom_cuda_last_error(), "adamw_update: step 0 is not 1-based");
+  if (!kHostOnly) {
+    launched =
+        loom_cuda_adamw_update(nullptr, adamBuffers, adamw.data(), context);
+    synced = loom_cuda_context_synchronize(context);
+    expectFailure("errors: adamw step 0", launched == 0 && synced != 0,
+                  loom_cuda_last_error(),
+                  "adamw_update: step 0 is not 1-based");
+  }
 
   // adamw_update_multi on two parameters of 8 elements (step 0 again).
   std::vector<Tensor> multiIns, multiOuts;
@@ -1463,11 +1528,13 @@ void failureCases(loom_cuda_context *context) {
     return loom_cuda_adamw_update_multi(nullptr, multiBuffers, meta.data(),
                                         context);
   };
-  launched = multiCall(multiIns);
-  synced = loom_cuda_context_synchronize(context);
-  expectFailure("errors: adamw_update_multi step 0",
-                launched == 0 && synced != 0, loom_cuda_last_error(),
-                "adamw_update_multi: step 0 is not 1-based");
+  if (!kHostOnly) {
+    launched = multiCall(multiIns);
+    synced = loom_cuda_context_synchronize(context);
+    expectFailure("errors: adamw_update_multi step 0",
+                  launched == 0 && synced != 0, loom_cuda_last_error(),
+                  "adamw_update_multi: step 0 is not 1-based");
+  }
   expectFailure(
       "errors: adamw_update_multi with 4N operands",
       multiCall(std::vector<Tensor>(multiIns.begin() + 1, multiIns.end())) != 0,
@@ -1997,7 +2064,7 @@ void runSplit(const Case &c, loom_cuda_context *context) {
     std::vector<std::vector<uint8_t>> want, got;
     bool ok = runCudaBytes(c, ins, precision, context, want) &&
               runCudaBytes(split, ins, precision, context, got, wait);
-    if (ok && want != got) {
+    if (ok && !kHostOnly && want != got) {
       std::printf("  the split call's results differ from the blocking "
                   "call's\n");
       ok = false;
