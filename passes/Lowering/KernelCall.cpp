@@ -2,7 +2,9 @@
 //
 // The encoding of runtime/include/loom/loom_cpu_kernels.h, which
 // loom_cuda_kernels.h shares: operands and results (dtype, rank, dims),
-// then each op's attributes in the order that header lists them.
+// then the attributes of the kernel's row of loom/loom_kernels.def, filled
+// from the op's typed accessors into runtime/common/KernelAttrs.h's struct
+// and written by the visitor the kernels decode it with.
 //
 //===----------------------------------------------------------------------===//
 
@@ -11,6 +13,8 @@
 #include "dialects/Loom/LoomDialect.h"
 #include "dialects/Loom/LoomOps.h"
 #include "loom/loom_cpu_kernels.h"
+
+#include "KernelAttrs.h"
 
 #include "mlir/Dialect/Shard/IR/ShardOps.h"
 #include "mlir/IR/BuiltinAttributes.h"
@@ -23,6 +27,9 @@
 using namespace mlir;
 
 namespace loom::lowering {
+
+using kernels::Attrs;
+using kernels::Kernel;
 
 int64_t GroupTable::indexOf(ArrayRef<int16_t> axes) {
   for (auto [index, group] : llvm::enumerate(list))
@@ -86,29 +93,21 @@ public:
   void real(double value) {
     meta.push_back(static_cast<int64_t>(llvm::bit_cast<uint64_t>(value)));
   }
-  void unit(StringRef name) { meta.push_back(op->hasAttr(name) ? 1 : 0); }
-  void realAttr(StringRef name, double otherwise = 0.0) {
-    auto attr = op->getAttrOfType<FloatAttr>(name);
-    real(attr ? attr.getValueAsDouble() : otherwise);
-  }
-  void intAttr(StringRef name, int64_t otherwise = 0) {
-    auto attr = op->getAttrOfType<IntegerAttr>(name);
-    integer(attr ? attr.getInt() : otherwise);
-  }
-  void arrayAttr(StringRef name) {
-    auto attr = op->getAttrOfType<DenseI64ArrayAttr>(name);
-    ArrayRef<int64_t> values = attr ? attr.asArrayRef() : ArrayRef<int64_t>();
-    array(values);
-  }
   template <typename T> void array(ArrayRef<T> values) {
     meta.push_back(static_cast<int64_t>(values.size()));
     for (T value : values)
       meta.push_back(static_cast<int64_t>(value));
   }
 
+  /// Writes kernel K's attributes in its row's order.
+  template <Kernel K> void attrs(Attrs<K> values) {
+    kernels::appendAttrs<K>(meta, values);
+  }
+
   /// The mask block of a dropout site whose masked tensor has `rank` dims.
   LogicalResult mask(int64_t rank) {
-    intAttr(kMaskMicroBatchesAttr, 1);
+    auto microBatches = op->getAttrOfType<IntegerAttr>(kMaskMicroBatchesAttr);
+    integer(microBatches ? microBatches.getInt() : 1);
     auto splitAxes = op->getAttrOfType<ArrayAttr>(kMaskSplitAxesAttr);
     if (!splitAxes) {
       integer(0);
@@ -140,24 +139,31 @@ public:
 
   const Target &getTarget() const { return target; }
 
-  /// The attributes of attention / attention_grad.
-  LogicalResult attention(Value step, Value q) {
-    unit("causal");
-    realAttr("scale");
-    integer(step ? 1 : 0);
-    realAttr("dropout_rate");
-    intAttr("dropout_seed");
-    intAttr("dropout_key");
-    if (!step)
-      return success();
-    return mask(cast<RankedTensorType>(q.getType()).getRank());
-  }
-
 private:
   Operation *op;
   const Target &target;
   SmallVectorImpl<int64_t> &meta;
 };
+
+/// A view of `values` for an array field (they must outlive the write).
+kernels::AttrArray arrayOf(ArrayRef<int64_t> values) {
+  return {values.data(), static_cast<int64_t>(values.size())};
+}
+
+/// The attributes of attention or attention_grad (rows of the same
+/// fields): the dropout ones 0 when the op has none.
+template <Kernel K, typename AttentionLike>
+Attrs<K> attentionAttrs(AttentionLike op) {
+  Attrs<K> attrs;
+  attrs.causal = op.getCausal();
+  attrs.scale = op.getScale().convertToDouble();
+  attrs.has_step = static_cast<bool>(op.getStep());
+  std::optional<APFloat> rate = op.getDropoutRate();
+  attrs.dropout_rate = rate ? rate->convertToDouble() : 0.0;
+  attrs.dropout_seed = static_cast<int64_t>(op.getDropoutSeed().value_or(0));
+  attrs.dropout_key = static_cast<int64_t>(op.getDropoutKey().value_or(0));
+  return attrs;
+}
 
 /// The loom_reduction of a shard reduction kind, or -1.
 int64_t reductionCode(shard::ReductionKind kind) {
@@ -195,146 +201,213 @@ LogicalResult noKernel(Operation *op, const Target &target) {
                            << target.flag << ")";
 }
 
-/// Writes the attributes of a collective; fails on an unsupported one.
-LogicalResult writeCollective(Operation *op, MetaWriter &w,
-                              GroupTable &groups) {
+/// Writes the attributes of a collective; its kernel, or failure on an
+/// unsupported one.
+FailureOr<Kernel> writeCollective(Operation *op, MetaWriter &w,
+                                  GroupTable &groups) {
   const Target &target = w.getTarget();
-  auto reduction = [&](shard::ReductionKind kind) -> LogicalResult {
+  auto reduction = [&](shard::ReductionKind kind) -> FailureOr<int64_t> {
     int64_t code = reductionCode(kind);
     if (code < 0)
       return op->emitOpError()
              << target.flag << " supports the sum, max and min reductions, not "
              << shard::stringifyReductionKind(kind);
-    w.integer(code);
-    return success();
+    return code;
   };
   // The number of members of the collective's group.
-  auto members = [&](auto o) -> LogicalResult {
-    auto count = groupMembers(op, target, o.getGridAttr(), o.getGridAxes());
-    if (failed(count))
-      return failure();
-    w.integer(*count);
-    return success();
+  auto members = [&](auto o) {
+    return groupMembers(op, target, o.getGridAttr(), o.getGridAxes());
   };
-  return llvm::TypeSwitch<Operation *, LogicalResult>(op)
-      .Case([&](shard::AllReduceOp o) -> LogicalResult {
-        w.integer(groups.indexOf(o.getGridAxes()));
-        if (failed(reduction(o.getReduction())))
+  return llvm::TypeSwitch<Operation *, FailureOr<Kernel>>(op)
+      .Case([&](shard::AllReduceOp o) -> FailureOr<Kernel> {
+        FailureOr<int64_t> code = reduction(o.getReduction());
+        if (failed(code))
           return failure();
-        w.integer(kBlockingSlot);
-        return success();
+        w.attrs<Kernel::all_reduce>(
+            {groups.indexOf(o.getGridAxes()), *code, kBlockingSlot});
+        return Kernel::all_reduce;
       })
-      .Case([&](shard::ReduceScatterOp o) -> LogicalResult {
-        w.integer(groups.indexOf(o.getGridAxes()));
-        if (failed(reduction(o.getReduction())) || failed(members(o)))
+      .Case([&](shard::ReduceScatterOp o) -> FailureOr<Kernel> {
+        FailureOr<int64_t> code = reduction(o.getReduction());
+        if (failed(code))
           return failure();
-        w.integer(o.getScatterAxis().getSExtValue());
-        w.integer(kBlockingSlot);
-        return success();
-      })
-      .Case([&](shard::AllGatherOp o) -> LogicalResult {
-        w.integer(groups.indexOf(o.getGridAxes()));
-        if (failed(members(o)))
+        FailureOr<int64_t> count = members(o);
+        if (failed(count))
           return failure();
-        w.integer(o.getGatherAxis().getSExtValue());
-        w.integer(kBlockingSlot);
-        return success();
+        w.attrs<Kernel::reduce_scatter>(
+            {groups.indexOf(o.getGridAxes()), *code, *count,
+             o.getScatterAxis().getSExtValue(), kBlockingSlot});
+        return Kernel::reduce_scatter;
       })
-      .Case([&](shard::AllToAllOp o) -> LogicalResult {
-        w.integer(groups.indexOf(o.getGridAxes()));
-        if (failed(members(o)))
+      .Case([&](shard::AllGatherOp o) -> FailureOr<Kernel> {
+        FailureOr<int64_t> count = members(o);
+        if (failed(count))
           return failure();
-        w.integer(o.getSplitAxis().getSExtValue());
-        w.integer(o.getConcatAxis().getSExtValue());
-        return success();
+        w.attrs<Kernel::all_gather>({groups.indexOf(o.getGridAxes()), *count,
+                                     o.getGatherAxis().getSExtValue(),
+                                     kBlockingSlot});
+        return Kernel::all_gather;
       })
-      .Case([&](shard::AllSliceOp o) -> LogicalResult {
-        w.integer(groups.indexOf(o.getGridAxes()));
-        w.integer(o.getSliceAxis().getSExtValue());
+      .Case([&](shard::AllToAllOp o) -> FailureOr<Kernel> {
+        FailureOr<int64_t> count = members(o);
+        if (failed(count))
+          return failure();
+        w.attrs<Kernel::all_to_all>({groups.indexOf(o.getGridAxes()), *count,
+                                     o.getSplitAxis().getSExtValue(),
+                                     o.getConcatAxis().getSExtValue()});
+        return Kernel::all_to_all;
+      })
+      .Case([&](shard::AllSliceOp o) -> FailureOr<Kernel> {
         SmallVector<int64_t> sizes;
         if (failed(groupMembers(op, target, o.getGridAttr(), o.getGridAxes(),
                                 &sizes)))
           return failure();
-        w.array(o.getGridAxes());
-        w.array(ArrayRef<int64_t>(sizes));
-        return success();
+        SmallVector<int64_t> axes(o.getGridAxes().begin(),
+                                  o.getGridAxes().end());
+        w.attrs<Kernel::all_slice>({groups.indexOf(o.getGridAxes()),
+                                    o.getSliceAxis().getSExtValue(),
+                                    arrayOf(axes), arrayOf(sizes)});
+        return Kernel::all_slice;
       })
       .Default([&](Operation *) { return noKernel(op, w.getTarget()); });
 }
 
-/// Writes the attributes of a loom op; fails on an op with no kernel.
-LogicalResult writeLoomAttributes(Operation *op, MetaWriter &w) {
-  return llvm::TypeSwitch<Operation *, LogicalResult>(op)
-      .Case([&](MatmulOp) {
-        w.unit("transpose_lhs");
-        w.unit("transpose_rhs");
-        w.integer(LOOM_EPILOGUE_NONE);
-        return success();
+/// The kernel of an op without attributes: the row of its name.
+FailureOr<Kernel> kernelOf(Operation *op, const Target &target) {
+  Kernel kernel;
+  std::string name = op->getName().stripDialect().str();
+  if (!kernels::kernelNamed(name.c_str(), kernel) ||
+      (!kernels::onCpu(kernel) && !target.deviceBuffers))
+    return noKernel(op, target);
+  if (kernels::attrCount(kernel) != 0)
+    return op->emitOpError() << "has attributes that " << target.flag
+                             << " does not know how to pass to its kernel";
+  return kernel;
+}
+
+/// Writes the attributes of a loom op (read through its typed accessors);
+/// its kernel, or failure on an op with no kernel.
+FailureOr<Kernel> writeLoomAttributes(Operation *op, MetaWriter &w) {
+  using Result = FailureOr<Kernel>;
+  auto masked = [&](Kernel kernel, bool hasMask, Value masked) -> Result {
+    if (hasMask &&
+        failed(w.mask(cast<RankedTensorType>(masked.getType()).getRank())))
+      return failure();
+    return kernel;
+  };
+  return llvm::TypeSwitch<Operation *, Result>(op)
+      .Case([&](MatmulOp o) {
+        w.attrs<Kernel::matmul>(
+            {o.getTransposeLhs(), o.getTransposeRhs(), LOOM_EPILOGUE_NONE});
+        return Kernel::matmul;
       })
-      .Case<LayerNormOp, LayerNormGradOp, RMSNormOp, RMSNormGradOp>(
-          [&](Operation *) {
-            w.realAttr("epsilon");
-            return success();
-          })
-      .Case([&](SoftmaxOp) {
-        w.unit("causal");
-        return success();
+      .Case([&](LayerNormOp o) {
+        w.attrs<Kernel::layernorm>({o.getEpsilon().convertToDouble()});
+        return Kernel::layernorm;
       })
-      .Case<RopeOp, RopeGradOp>([&](Operation *) {
-        w.realAttr("theta");
-        return success();
+      .Case([&](LayerNormGradOp o) {
+        w.attrs<Kernel::layernorm_grad>({o.getEpsilon().convertToDouble()});
+        return Kernel::layernorm_grad;
       })
-      .Case([&](AttentionOp o) { return w.attention(o.getStep(), o.getQ()); })
-      .Case(
-          [&](AttentionGradOp o) { return w.attention(o.getStep(), o.getQ()); })
-      .Case<CrossEntropyOp, CrossEntropyGradOp>([&](Operation *) {
-        w.intAttr("token_count");
-        return success();
+      .Case([&](RMSNormOp o) {
+        w.attrs<Kernel::rmsnorm>({o.getEpsilon().convertToDouble()});
+        return Kernel::rmsnorm;
       })
-      .Case<ReduceSumOp, ReduceMeanOp, ReduceMaxOp, ReduceMaxGradOp>(
-          [&](Operation *) {
-            w.arrayAttr("dims");
-            w.unit("keep_dims");
-            return success();
-          })
-      .Case([&](TransposeOp) {
-        w.arrayAttr("permutation");
-        return success();
+      .Case([&](RMSNormGradOp o) {
+        w.attrs<Kernel::rmsnorm_grad>({o.getEpsilon().convertToDouble()});
+        return Kernel::rmsnorm_grad;
       })
-      .Case([&](SliceOp) {
-        w.arrayAttr("offsets");
-        return success();
+      .Case([&](SoftmaxOp o) {
+        w.attrs<Kernel::softmax>({o.getCausal()});
+        return Kernel::softmax;
       })
-      .Case([&](PadOp) {
-        w.arrayAttr("low");
-        return success();
+      .Case([&](RopeOp o) {
+        w.attrs<Kernel::rope>({o.getTheta().convertToDouble()});
+        return Kernel::rope;
       })
-      .Case([&](ConcatOp) {
-        w.intAttr("axis");
-        return success();
+      .Case([&](RopeGradOp o) {
+        w.attrs<Kernel::rope_grad>({o.getTheta().convertToDouble()});
+        return Kernel::rope_grad;
       })
-      .Case<DropoutOp, DropoutGradOp>([&](Operation *o) {
-        w.realAttr("rate");
-        w.intAttr("seed");
-        w.intAttr("key");
-        return w.mask(
-            cast<RankedTensorType>(o->getOperand(0).getType()).getRank());
+      .Case([&](AttentionOp o) {
+        w.attrs<Kernel::attention>(attentionAttrs<Kernel::attention>(o));
+        return masked(Kernel::attention, static_cast<bool>(o.getStep()),
+                      o.getQ());
       })
-      .Case([&](AdamWUpdateOp) {
-        for (StringRef name : {"lr", "beta1", "beta2", "eps", "weight_decay"})
-          w.realAttr(name);
-        return success();
+      .Case([&](AttentionGradOp o) {
+        w.attrs<Kernel::attention_grad>(
+            attentionAttrs<Kernel::attention_grad>(o));
+        return masked(Kernel::attention_grad, static_cast<bool>(o.getStep()),
+                      o.getQ());
       })
-      .Case([&](SGDUpdateOp) {
-        w.realAttr("lr");
-        w.realAttr("weight_decay");
-        return success();
+      .Case([&](CrossEntropyOp o) {
+        w.attrs<Kernel::cross_entropy>(
+            {static_cast<int64_t>(o.getTokenCount().value_or(0))});
+        return Kernel::cross_entropy;
       })
-      .Case<AddOp, SubOp, MulOp, DivOp, NegOp, ExpOp, LogOp, SqrtOp, RsqrtOp,
-            TanhOp, CastOp, ReshapeOp, BroadcastOp, GeluOp, GeluGradOp, SiluOp,
-            SiluGradOp, SoftmaxGradOp, EmbeddingOp, EmbeddingGradOp>(
-          [&](Operation *) { return success(); })
-      .Default([&](Operation *) { return noKernel(op, w.getTarget()); });
+      .Case([&](CrossEntropyGradOp o) {
+        w.attrs<Kernel::cross_entropy_grad>(
+            {static_cast<int64_t>(o.getTokenCount().value_or(0))});
+        return Kernel::cross_entropy_grad;
+      })
+      .Case([&](ReduceSumOp o) {
+        w.attrs<Kernel::reduce_sum>({arrayOf(o.getDims()), o.getKeepDims()});
+        return Kernel::reduce_sum;
+      })
+      .Case([&](ReduceMeanOp o) {
+        w.attrs<Kernel::reduce_mean>({arrayOf(o.getDims()), o.getKeepDims()});
+        return Kernel::reduce_mean;
+      })
+      .Case([&](ReduceMaxOp o) {
+        w.attrs<Kernel::reduce_max>({arrayOf(o.getDims()), o.getKeepDims()});
+        return Kernel::reduce_max;
+      })
+      .Case([&](ReduceMaxGradOp o) {
+        w.attrs<Kernel::reduce_max_grad>(
+            {arrayOf(o.getDims()), o.getKeepDims()});
+        return Kernel::reduce_max_grad;
+      })
+      .Case([&](TransposeOp o) {
+        w.attrs<Kernel::transpose>({arrayOf(o.getPermutation())});
+        return Kernel::transpose;
+      })
+      .Case([&](SliceOp o) {
+        w.attrs<Kernel::slice>({arrayOf(o.getOffsets())});
+        return Kernel::slice;
+      })
+      .Case([&](PadOp o) {
+        w.attrs<Kernel::pad>({arrayOf(o.getLow())});
+        return Kernel::pad;
+      })
+      .Case([&](ConcatOp o) {
+        w.attrs<Kernel::concat>({static_cast<int64_t>(o.getAxis())});
+        return Kernel::concat;
+      })
+      .Case([&](DropoutOp o) {
+        w.attrs<Kernel::dropout>({o.getRate().convertToDouble(),
+                                  static_cast<int64_t>(o.getSeed()),
+                                  static_cast<int64_t>(o.getKey())});
+        return masked(Kernel::dropout, true, o.getX());
+      })
+      .Case([&](DropoutGradOp o) {
+        w.attrs<Kernel::dropout_grad>({o.getRate().convertToDouble(),
+                                       static_cast<int64_t>(o.getSeed()),
+                                       static_cast<int64_t>(o.getKey())});
+        return masked(Kernel::dropout_grad, true, o.getDy());
+      })
+      .Case([&](AdamWUpdateOp o) {
+        w.attrs<Kernel::adamw_update>(
+            {o.getLr().convertToDouble(), o.getBeta1().convertToDouble(),
+             o.getBeta2().convertToDouble(), o.getEps().convertToDouble(),
+             o.getWeightDecay().convertToDouble()});
+        return Kernel::adamw_update;
+      })
+      .Case([&](SGDUpdateOp o) {
+        w.attrs<Kernel::sgd_update>({o.getLr().convertToDouble(),
+                                     o.getWeightDecay().convertToDouble()});
+        return Kernel::sgd_update;
+      })
+      .Default([&](Operation *) { return kernelOf(op, w.getTarget()); });
 }
 
 /// The opcode of a chain op in a fused_elementwise program, or -1.
@@ -359,7 +432,7 @@ int64_t fusedOpcode(Operation *op) {
 }
 
 /// A body the kernels cannot run.
-LogicalResult unsupportedBody(FusedOp fused, const Target &target) {
+FailureOr<Kernel> unsupportedBody(FusedOp fused, const Target &target) {
   return fused.emitOpError()
          << "has no " << target.library << " kernel for its body ("
          << target.flag
@@ -442,8 +515,8 @@ SmallVector<Operation *> bodyOps(FusedOp fused) {
 
 /// A matmul body: matmul(lhs, rhs) then one of the epilogues
 /// classifyEpilogue knows; writes the transposes and the epilogue.
-LogicalResult writeMatmulEpilogue(FusedOp fused, MetaWriter &w,
-                                  const Target &target) {
+FailureOr<Kernel> writeMatmulEpilogue(FusedOp fused, MetaWriter &w,
+                                      const Target &target) {
   Block &body = fused.getBody().front();
   SmallVector<Operation *> rest = bodyOps(fused);
   auto matmul = rest.empty() ? MatmulOp() : dyn_cast<MatmulOp>(rest.front());
@@ -456,16 +529,16 @@ LogicalResult writeMatmulEpilogue(FusedOp fused, MetaWriter &w,
       matmul, ArrayRef(rest).drop_front(), body.getArguments(), yielded);
   if (!epilogue)
     return unsupportedBody(fused, target);
-  w.integer(matmul->hasAttr("transpose_lhs") ? 1 : 0);
-  w.integer(matmul->hasAttr("transpose_rhs") ? 1 : 0);
-  w.integer(*epilogue);
-  return success();
+  w.attrs<Kernel::matmul>(
+      {matmul.getTransposeLhs(), matmul.getTransposeRhs(), *epilogue});
+  return Kernel::matmul;
 }
 
 /// An optimizer body: adamw_update ops over the inputs param, grad, m, v of
 /// each (a grad possibly through a cast), then the step, yielding param',
 /// m', v' of each in order; writes the shared hyperparameters.
-LogicalResult writeUpdates(FusedOp fused, MetaWriter &w, const Target &target) {
+FailureOr<Kernel> writeUpdates(FusedOp fused, MetaWriter &w,
+                               const Target &target) {
   Block &body = fused.getBody().front();
   SmallVector<AdamWUpdateOp> updates(body.getOps<AdamWUpdateOp>());
   int64_t params = static_cast<int64_t>(updates.size());
@@ -494,17 +567,18 @@ LogicalResult writeUpdates(FusedOp fused, MetaWriter &w, const Target &target) {
   for (Operation &op : body.without_terminator())
     if (!isa<AdamWUpdateOp, CastOp>(op))
       return unsupportedBody(fused, target);
-  for (APFloat value : {first.getLr(), first.getBeta1(), first.getBeta2(),
-                        first.getEps(), first.getWeightDecay()})
-    w.real(value.convertToDouble());
-  return success();
+  w.attrs<Kernel::adamw_update_multi>(
+      {first.getLr().convertToDouble(), first.getBeta1().convertToDouble(),
+       first.getBeta2().convertToDouble(), first.getEps().convertToDouble(),
+       first.getWeightDecay().convertToDouble()});
+  return Kernel::adamw_update_multi;
 }
 
 /// A loss body: cross_entropy(logits, labels) and cross_entropy_grad(dloss,
 /// logits, labels) over the inputs (dloss, logits, labels) with one token
 /// count, yielding the loss and dlogits; writes the token count.
-LogicalResult writeLossGrad(FusedOp fused, MetaWriter &w,
-                            const Target &target) {
+FailureOr<Kernel> writeLossGrad(FusedOp fused, MetaWriter &w,
+                                const Target &target) {
   Block &body = fused.getBody().front();
   SmallVector<Operation *> ops = bodyOps(fused);
   auto loss =
@@ -522,15 +596,16 @@ LogicalResult writeLossGrad(FusedOp fused, MetaWriter &w,
       !llvm::equal(yield.getValues(),
                    ArrayRef<Value>{loss.getResult(), grad.getResult()}))
     return unsupportedBody(fused, target);
-  w.integer(static_cast<int64_t>(loss.getTokenCount().value_or(0)));
-  return success();
+  w.attrs<Kernel::cross_entropy_with_grad>(
+      {static_cast<int64_t>(loss.getTokenCount().value_or(0))});
+  return Kernel::cross_entropy_with_grad;
 }
 
 /// A norm gradient body: layernorm_grad or rmsnorm_grad of the inputs (dy,
 /// x, gamma) and an add of the fourth input, the residual, to its dx,
 /// yielding the sum and the weight gradients; writes the norm's epsilon.
-LogicalResult writeNormGrad(FusedOp fused, Operation *grad, MetaWriter &w,
-                            const Target &target) {
+FailureOr<Kernel> writeNormGrad(FusedOp fused, Operation *grad, MetaWriter &w,
+                                const Target &target) {
   Block &body = fused.getBody().front();
   SmallVector<Operation *> ops = bodyOps(fused);
   auto add =
@@ -542,15 +617,20 @@ LogicalResult writeNormGrad(FusedOp fused, Operation *grad, MetaWriter &w,
       !adds(add, grad->getResult(0), body.getArgument(3)) ||
       !llvm::equal(cast<YieldOp>(body.getTerminator()).getValues(), yielded))
     return unsupportedBody(fused, target);
-  // The norm's attribute, not the fused op's (the writer reads those).
-  auto epsilon = grad->getAttrOfType<FloatAttr>("epsilon");
-  w.real(epsilon ? epsilon.getValueAsDouble() : 0.0);
-  return success();
+  // The norm's own epsilon, through its accessor.
+  if (auto layerNorm = dyn_cast<LayerNormGradOp>(grad)) {
+    w.attrs<Kernel::layernorm_grad>({layerNorm.getEpsilon().convertToDouble()});
+    return Kernel::layernorm_grad;
+  }
+  w.attrs<Kernel::rmsnorm_grad>(
+      {cast<RMSNormGradOp>(grad).getEpsilon().convertToDouble()});
+  return Kernel::rmsnorm_grad;
 }
 
-/// An elementwise body: the fused_elementwise program (loom_cpu_kernels.h).
-LogicalResult writeFusedProgram(FusedOp fused, MetaWriter &w,
-                                const Target &target) {
+/// An elementwise body: the fused_elementwise program (loom_cpu_kernels.h),
+/// the kernel's tail (it has no attributes of its own).
+FailureOr<Kernel> writeFusedProgram(FusedOp fused, MetaWriter &w,
+                                    const Target &target) {
   Block &body = fused.getBody().front();
   DenseMap<Value, int64_t> registers;
   for (BlockArgument arg : body.getArguments())
@@ -583,7 +663,7 @@ LogicalResult writeFusedProgram(FusedOp fused, MetaWriter &w,
     w.integer(value);
   for (Value value : cast<YieldOp>(body.getTerminator()).getValues())
     w.integer(registers.lookup(value));
-  return success();
+  return Kernel::fused_elementwise;
 }
 
 } // namespace
@@ -619,13 +699,6 @@ FailureOr<KernelCall> encodeKernelCall(Operation *op, GroupTable &groups,
     return op->emitOpError()
            << target.flag << " takes ops of 16 operands and results at most";
   KernelCall call;
-  StringRef kernel = !fused         ? op->getName().stripDialect()
-                     : fusedMatmul  ? StringRef("matmul")
-                     : fusedUpdates ? StringRef("adamw_update_multi")
-                     : fusedLoss    ? StringRef("cross_entropy_with_grad")
-                     : fusedNorm    ? fusedNorm->getName().stripDialect()
-                                    : StringRef("fused_elementwise");
-  call.symbol = (target.kernelPrefix + kernel).str();
   MetaWriter w(op, target, call.meta);
   w.integer(op->getNumOperands());
   w.integer(op->getNumResults());
@@ -635,19 +708,18 @@ FailureOr<KernelCall> encodeKernelCall(Operation *op, GroupTable &groups,
   for (Type type : op->getResultTypes())
     if (failed(w.tensor(type)))
       return failure();
-  if (isa<shard::ShardDialect>(op->getDialect())) {
-    if (failed(writeCollective(op, w, groups)))
-      return failure();
-  } else if (fused) {
-    if (failed(fusedMatmul    ? writeMatmulEpilogue(fused, w, target)
-               : fusedUpdates ? writeUpdates(fused, w, target)
-               : fusedLoss    ? writeLossGrad(fused, w, target)
-               : fusedNorm    ? writeNormGrad(fused, fusedNorm, w, target)
-                              : writeFusedProgram(fused, w, target)))
-      return failure();
-  } else if (failed(writeLoomAttributes(op, w))) {
+  FailureOr<Kernel> kernel =
+      isa<shard::ShardDialect>(op->getDialect())
+          ? writeCollective(op, w, groups)
+      : !fused       ? writeLoomAttributes(op, w)
+      : fusedMatmul  ? writeMatmulEpilogue(fused, w, target)
+      : fusedUpdates ? writeUpdates(fused, w, target)
+      : fusedLoss    ? writeLossGrad(fused, w, target)
+      : fusedNorm    ? writeNormGrad(fused, fusedNorm, w, target)
+                     : writeFusedProgram(fused, w, target);
+  if (failed(kernel))
     return failure();
-  }
+  call.symbol = (target.kernelPrefix + kernels::kernelName(*kernel)).str();
   return call;
 }
 
@@ -678,17 +750,20 @@ bool splittable(Operation *op) {
 void setSlot(KernelCall &call, int64_t slot) { call.meta.back() = slot; }
 
 KernelCall waitCall(TypeRange tensors, int64_t slot, const Target &target) {
-  KernelCall call{(target.kernelPrefix + "collective_wait").str(),
-                  {static_cast<int64_t>(tensors.size()), 0}};
+  KernelCall call{
+      (target.kernelPrefix + kernels::kernelName(Kernel::collective_wait))
+          .str(),
+      {static_cast<int64_t>(tensors.size()), 0}};
   for (Type type : tensors)
     describe(call.meta, cast<RankedTensorType>(type));
-  call.meta.push_back(slot);
+  kernels::appendAttrs<Kernel::collective_wait>(call.meta, {slot});
   return call;
 }
 
-KernelCall copyCall(Type type, const Target &target, StringRef kernel) {
+KernelCall copyCall(Type type, const Target &target, Kernel kernel) {
   auto ranked = cast<RankedTensorType>(type);
-  KernelCall call{(target.kernelPrefix + kernel).str(), {1, 1}};
+  KernelCall call{(target.kernelPrefix + kernels::kernelName(kernel)).str(),
+                  {1, 1}};
   for (int i = 0; i < 2; ++i)
     describe(call.meta, ranked);
   return call;

@@ -15,6 +15,8 @@
 
 #include "passes/Lowering/Target.h"
 
+#include "KernelAttrs.h"
+
 #include "mlir/IR/Operation.h"
 #include "mlir/Support/LogicalResult.h"
 #include "llvm/ADT/SmallVector.h"
@@ -77,7 +79,7 @@ KernelCall waitCall(mlir::TypeRange tensors, int64_t slot,
 /// The call of the `copy` kernel (or another with copy's meta, `upload`)
 /// from a tensor of `type` to another.
 KernelCall copyCall(mlir::Type type, const Target &target = cpuTarget(),
-                    llvm::StringRef kernel = "copy");
+                    kernels::Kernel kernel = kernels::Kernel::copy);
 
 } // namespace loom::lowering
 

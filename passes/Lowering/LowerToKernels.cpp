@@ -126,11 +126,12 @@ LogicalResult FunctionLowering::collectSteps() {
       constants.push_back({constant.getResult(), value});
       // In device memory, a constant is a value its upload computes.
       if (target.deviceBuffers)
-        steps.push_back({copyCall(value.getType(), target, "upload"),
-                         {constant.getResult(), constant.getResult()},
-                         static_cast<int64_t>(constants.size()) - 1,
-                         {},
-                         false});
+        steps.push_back(
+            {copyCall(value.getType(), target, kernels::Kernel::upload),
+             {constant.getResult(), constant.getResult()},
+             static_cast<int64_t>(constants.size()) - 1,
+             {},
+             false});
       continue;
     }
     if (isa<func::CallOp>(op))

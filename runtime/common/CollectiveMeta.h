@@ -18,7 +18,7 @@
 #ifndef LOOM_RUNTIME_COMMON_COLLECTIVEMETA_H
 #define LOOM_RUNTIME_COMMON_COLLECTIVEMETA_H
 
-#include "KernelMeta.h"
+#include "KernelAttrs.h"
 
 #include <cstdarg>
 #include <cstdint>
@@ -159,9 +159,10 @@ inline bool readAllReduce(KernelArgs &args, const loom_call_frame *frame,
                           Collective &op, char *error, size_t errorSize) {
   op.kind = Collective::AllReduce;
   op.name = "all_reduce";
-  op.group = args.integer();
-  op.reduction = static_cast<loom_reduction>(args.integer());
-  op.slot = args.integer();
+  auto attrs = readAttrs<Kernel::all_reduce>(args);
+  op.group = attrs.group;
+  op.reduction = static_cast<loom_reduction>(attrs.reduction);
+  op.slot = attrs.slot;
   if (!collective::checkCall(
           op.name, frame, args,
           collective::hasCallback(frame, op.slot, &loom_comm::all_reduce,
@@ -182,11 +183,12 @@ inline bool readReduceScatter(KernelArgs &args, const loom_call_frame *frame,
                               Collective &op, char *error, size_t errorSize) {
   op.kind = Collective::ReduceScatter;
   op.name = "reduce_scatter";
-  op.group = args.integer();
-  op.reduction = static_cast<loom_reduction>(args.integer());
-  op.members = args.integer();
-  int64_t axis = args.integer();
-  op.slot = args.integer();
+  auto attrs = readAttrs<Kernel::reduce_scatter>(args);
+  op.group = attrs.group;
+  op.reduction = static_cast<loom_reduction>(attrs.reduction);
+  op.members = attrs.members;
+  int64_t axis = attrs.scatter_axis;
+  op.slot = attrs.slot;
   if (!collective::checkCall(
           op.name, frame, args,
           collective::hasCallback(frame, op.slot, &loom_comm::reduce_scatter,
@@ -210,10 +212,11 @@ inline bool readAllGather(KernelArgs &args, const loom_call_frame *frame,
                           Collective &op, char *error, size_t errorSize) {
   op.kind = Collective::AllGather;
   op.name = "all_gather";
-  op.group = args.integer();
-  op.members = args.integer();
-  int64_t axis = args.integer();
-  op.slot = args.integer();
+  auto attrs = readAttrs<Kernel::all_gather>(args);
+  op.group = attrs.group;
+  op.members = attrs.members;
+  int64_t axis = attrs.gather_axis;
+  op.slot = attrs.slot;
   if (!collective::checkCall(
           op.name, frame, args,
           collective::hasCallback(frame, op.slot, &loom_comm::all_gather,
@@ -243,10 +246,11 @@ inline bool readAllToAll(KernelArgs &args, const loom_call_frame *frame,
                          Collective &op, char *error, size_t errorSize) {
   op.kind = Collective::AllToAll;
   op.name = "all_to_all";
-  op.group = args.integer();
-  op.members = args.integer();
-  int64_t splitAxis = args.integer();
-  int64_t concatAxis = args.integer();
+  auto attrs = readAttrs<Kernel::all_to_all>(args);
+  op.group = attrs.group;
+  op.members = attrs.members;
+  int64_t splitAxis = attrs.split_axis;
+  int64_t concatAxis = attrs.concat_axis;
   if (!collective::checkCall(op.name, frame, args,
                              frame && frame->comm && frame->comm->all_to_all,
                              error, errorSize))
@@ -281,11 +285,11 @@ inline bool readAllSlice(KernelArgs &args, const loom_call_frame *frame,
                          Collective &op, char *error, size_t errorSize) {
   op.kind = Collective::AllSlice;
   op.name = "all_slice";
-  op.group = args.integer();
-  int64_t axis = args.integer();
-  int64_t numAxes = 0, numSizes = 0;
-  const int64_t *axes = args.array(numAxes);
-  const int64_t *sizes = args.array(numSizes);
+  auto attrs = readAttrs<Kernel::all_slice>(args);
+  op.group = attrs.group;
+  int64_t axis = attrs.slice_axis;
+  int64_t numAxes = attrs.axes.size, numSizes = attrs.sizes.size;
+  const int64_t *axes = attrs.axes.data, *sizes = attrs.sizes.data;
   if (!collective::checkCall(op.name, frame, args,
                              frame && frame->comm &&
                                  frame->comm->grid_coordinate,
@@ -375,7 +379,7 @@ inline int32_t communicate(const loom_call_frame *frame, const Collective &op,
 /// 0, or the callback's status with a message in `error`.
 inline int32_t waitForTransfer(KernelArgs &args, const loom_call_frame *frame,
                                char *error, size_t errorSize) {
-  int64_t slot = args.integer();
+  int64_t slot = readAttrs<Kernel::collective_wait>(args).slot;
   if (!frame || !frame->comm || !frame->comm->wait) {
     collective::failWith(
         error, errorSize,

@@ -82,6 +82,10 @@ inline const int64_t *readView(const int64_t *cursor, void *buffer,
 /// The attributes after the tensors.
 class AttributeReader {
 public:
+  AttributeReader() = default;
+  /// Reads the attributes that start at `cursor`.
+  explicit AttributeReader(const int64_t *cursor) : cursor(cursor) {}
+
   /// The next attribute.
   int64_t integer() { return *cursor++; }
   double real() {
@@ -268,74 +272,6 @@ inline bool readMaskIndex(KernelArgs &args, const loom_call_frame *frame,
     offset += k * local * shards;
   }
   *base = offset;
-  return true;
-}
-
-/// The shape of a concat, which reads its own meta (it may have more inputs
-/// than KernelArgs holds views): result block `o` of `outer` is each
-/// input's block `o` in turn, input t's block `extents[t] * inner`
-/// elements of `bytes` bytes.
-struct ConcatLayout {
-  int64_t operands = 0, outer = 1, inner = 1, bytes = 0;
-  std::vector<int64_t> extents; ///< each input's extent along the axis
-};
-
-/// Decodes and checks a concat's meta; `name` starts the message written to
-/// `error` when it returns false.
-inline bool readConcat(const int64_t *meta, const char *name,
-                       ConcatLayout &layout, char *error, size_t errorSize) {
-  int64_t operands = meta[0], results = meta[1];
-  if (results != 1) {
-    std::snprintf(error, errorSize, "%s: %lld results, expected 1", name,
-                  static_cast<long long>(results));
-    return false;
-  }
-  // The extent of each input along the axis needs the axis, which follows
-  // every tensor: note where each tensor's dimensions start.
-  std::vector<const int64_t *> shapes(operands + 1);
-  std::vector<int64_t> ranks(operands + 1);
-  const int64_t *cursor = meta + 2;
-  for (int64_t t = 0; t <= operands; ++t) {
-    layout.bytes = loom_dtype_bytes(static_cast<loom_dtype>(*cursor++));
-    ranks[t] = *cursor++;
-    shapes[t] = cursor;
-    cursor += ranks[t];
-  }
-  int64_t axis = *cursor;
-  int64_t rank = ranks[operands];
-  const int64_t *outShape = shapes[operands];
-  if (axis < 0 || axis >= rank) {
-    std::snprintf(error, errorSize,
-                  "%s: axis %lld is out of range for rank %lld", name,
-                  static_cast<long long>(axis), static_cast<long long>(rank));
-    return false;
-  }
-  layout.operands = operands;
-  for (int64_t d = 0; d < axis; ++d)
-    layout.outer *= outShape[d];
-  for (int64_t d = axis + 1; d < rank; ++d)
-    layout.inner *= outShape[d];
-  int64_t total = 0;
-  for (int64_t t = 0; t < operands; ++t) {
-    if (ranks[t] != rank) {
-      std::snprintf(error, errorSize,
-                    "%s: input #%lld has rank %lld, the result %lld", name,
-                    static_cast<long long>(t), static_cast<long long>(ranks[t]),
-                    static_cast<long long>(rank));
-      return false;
-    }
-    layout.extents.push_back(shapes[t][axis]);
-    total += shapes[t][axis];
-  }
-  if (total != outShape[axis]) {
-    std::snprintf(error, errorSize,
-                  "%s: the inputs have %lld elements along axis %lld, the "
-                  "result %lld",
-                  name, static_cast<long long>(total),
-                  static_cast<long long>(axis),
-                  static_cast<long long>(outShape[axis]));
-    return false;
-  }
   return true;
 }
 

@@ -64,6 +64,7 @@
 #include <string>
 #include <vector>
 
+#include <dlfcn.h>
 #include <unistd.h>
 
 namespace {
@@ -2282,6 +2283,25 @@ void profileCases(cudaStream_t stream) {
   (ok ? passes : failures) += 1;
 }
 
+/// Every row of loom/loom_kernels.def is an entry point of the library
+/// (loom_cuda_kernels.h declares them from the table; a row without a
+/// kernel would only fail when a program calls it).
+void kernelTableCases() {
+  if (filter && std::string("kernel table").find(filter) == std::string::npos)
+    return;
+  std::string missing;
+#define LOOM_KERNEL(name, attributes)                                          \
+  if (!dlsym(RTLD_DEFAULT, "loom_cuda_" #name))                                \
+    missing += " loom_cuda_" #name;
+#define LOOM_DEVICE_KERNEL(name, attributes) LOOM_KERNEL(name, attributes)
+#include "loom/loom_kernels.def"
+  bool ok = missing.empty();
+  std::printf("%s kernel table\n", ok ? "PASS" : "FAIL");
+  if (!ok)
+    std::printf("  not exported:%s\n", missing.c_str());
+  (ok ? passes : failures) += 1;
+}
+
 int main(int argc, char **argv) {
   int count = 0;
   if (cudaGetDeviceCount(&count) != cudaSuccess || count == 0) {
@@ -2300,6 +2320,7 @@ int main(int argc, char **argv) {
     std::printf("loom_cuda_context_create: %s\n", loom_cuda_last_error());
     return 1;
   }
+  kernelTableCases();
   elementwiseCases(context);
   fusedCases(context);
   layoutCases(context);

@@ -82,12 +82,14 @@ struct AttentionShape : kernels::AttentionDims {
 /// Reads the shapes (q is operand `qIndex`, k and v follow it), the
 /// attributes and, with dropout, the mask's position; checks what the
 /// kernels rely on. `operands` is the count without the step.
+template <Kernel K>
 int32_t readAttention(KernelArgs &args, const loom_call_frame *frame,
                       const char *op, int64_t operands, int64_t qIndex,
                       AttentionShape &a) {
-  a.causal = args.unit();
-  a.scale = static_cast<float>(args.real());
-  bool hasStep = args.unit();
+  auto attrs = readAttrs<K>(args);
+  a.causal = attrs.causal;
+  a.scale = static_cast<float>(attrs.scale);
+  bool hasStep = attrs.has_step;
   if (args.numOperands() != operands + (hasStep ? 1 : 0))
     return fail("loom_cpu_%s: expected %lld operands", op,
                 static_cast<long long>(operands + (hasStep ? 1 : 0)));
@@ -104,9 +106,9 @@ int32_t readAttention(KernelArgs &args, const loom_call_frame *frame,
                                   error, sizeof error))
     return fail("%s", error);
 
-  a.dropoutRate = args.real();
-  a.dropoutSeed = static_cast<uint64_t>(args.integer());
-  a.dropoutKey = static_cast<uint64_t>(args.integer());
+  a.dropoutRate = attrs.dropout_rate;
+  a.dropoutSeed = static_cast<uint64_t>(attrs.dropout_seed);
+  a.dropoutKey = static_cast<uint64_t>(attrs.dropout_key);
   if (!hasStep || a.dropoutRate == 0.0) {
     a.dropoutRate = 0.0;
     return 0; // The mask block, last in the meta, stays unread.
@@ -132,8 +134,8 @@ void computeScores(const AttentionShape &a, const float *q, const float *k,
 /// out, lse = attention(q, k, v).
 int32_t attention(KernelArgs &args, const loom_call_frame *frame) {
   AttentionShape a;
-  if (int32_t status =
-          readAttention(args, frame, "attention", 3, /*qIndex=*/0, a))
+  if (int32_t status = readAttention<Kernel::attention>(
+          args, frame, "attention", 3, /*qIndex=*/0, a))
     return status;
   if (args.numResults() != 2)
     return fail("loom_cpu_attention: expected out and lse");
@@ -177,8 +179,8 @@ int32_t attention(KernelArgs &args, const loom_call_frame *frame) {
 /// dq, dk, dv = attention_grad(dout, q, k, v, out, lse).
 int32_t attentionGrad(KernelArgs &args, const loom_call_frame *frame) {
   AttentionShape a;
-  if (int32_t status =
-          readAttention(args, frame, "attention_grad", 6, /*qIndex=*/1, a))
+  if (int32_t status = readAttention<Kernel::attention_grad>(
+          args, frame, "attention_grad", 6, /*qIndex=*/1, a))
     return status;
   if (args.numResults() != 3)
     return fail("loom_cpu_attention_grad: expected dq, dk and dv");

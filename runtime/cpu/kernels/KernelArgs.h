@@ -13,16 +13,18 @@
 
 #include "loom/loom_cpu_kernels.h"
 
-#include "KernelMeta.h"
+#include "KernelAttrs.h"
 
 #include <cstdint>
 #include <cstring>
 
 namespace loom::cpu {
 
+using kernels::Kernel;
 using kernels::KernelArgs;
 using kernels::kMaxRank;
 using kernels::kMaxTensors;
+using kernels::readAttrs;
 using kernels::Rows;
 using kernels::rowsOf;
 using kernels::stridesOf;

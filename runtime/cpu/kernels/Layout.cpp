@@ -195,11 +195,12 @@ template <typename Fn> void forEachRun(const ReduceDim *walk, int rank, Fn fn) {
 
 /// Reads a reduction's `dims` and `keep_dims`, checks the dimensions and
 /// builds the walk of `x`.
+template <Kernel K>
 int32_t readReduction(const char *op, KernelArgs &args, const View &x,
                       ReduceDim *walk, int &rank) {
-  int64_t numDims;
-  const int64_t *dims = args.array(numDims);
-  args.unit(); // keep_dims: the layout of the result is the same.
+  // keep_dims changes the result's shape, not its layout.
+  auto dims = readAttrs<K>(args).dims;
+  int64_t numDims = dims.size;
   bool seen[kMaxRank] = {};
   for (int64_t i = 0; i < numDims; ++i) {
     if (dims[i] < 0 || dims[i] >= x.rank || seen[dims[i]])
@@ -209,7 +210,7 @@ int32_t readReduction(const char *op, KernelArgs &args, const View &x,
                   static_cast<long long>(x.rank));
     seen[dims[i]] = true;
   }
-  rank = reduceWalk(x, dims, numDims, walk);
+  rank = reduceWalk(x, dims.data, numDims, walk);
   return 0;
 }
 
@@ -277,13 +278,14 @@ void reduce(const View &x, const View &out, const ReduceDim *walk, int rank,
     y[g] = static_cast<T>(sums[g] / count);
 }
 
+template <Kernel K>
 int32_t reduceKernel(void *const *buffers, const int64_t *meta, const char *op,
                      Reduction kind) {
   KernelArgs args(buffers, meta);
   const View &x = args.in(0), &out = args.out(0);
   ReduceDim walk[kMaxRank];
   int rank;
-  if (int32_t status = readReduction(op, args, x, walk, rank))
+  if (int32_t status = readReduction<K>(op, args, x, walk, rank))
     return status;
   if (x.dtype != out.dtype)
     return fail("%s: operand of element type %d, result of %d", op,
@@ -350,8 +352,8 @@ int32_t loom_cpu_transpose(const loom_call_frame *, void *const *buffers,
                            const int64_t *meta) {
   KernelArgs args(buffers, meta);
   const View &in = args.in(0), &out = args.out(0);
-  int64_t length;
-  const int64_t *permutation = args.array(length);
+  auto permutation = readAttrs<Kernel::transpose>(args).permutation;
+  int64_t length = permutation.size;
   if (int32_t status =
           checkLength("transpose", "permutation entries", length, out.rank))
     return status;
@@ -394,8 +396,8 @@ int32_t loom_cpu_slice(const loom_call_frame *, void *const *buffers,
                        const int64_t *meta) {
   KernelArgs args(buffers, meta);
   const View &in = args.in(0), &out = args.out(0);
-  int64_t length;
-  const int64_t *offsets = args.array(length);
+  auto offsets = readAttrs<Kernel::slice>(args).offsets;
+  int64_t length = offsets.size;
   if (int32_t status = checkLength("slice", "offsets", length, in.rank))
     return status;
   int64_t inStrides[kMaxRank], base = 0;
@@ -419,8 +421,8 @@ int32_t loom_cpu_pad(const loom_call_frame *, void *const *buffers,
                      const int64_t *meta) {
   KernelArgs args(buffers, meta);
   const View &in = args.in(0), &out = args.out(0);
-  int64_t length;
-  const int64_t *low = args.array(length);
+  auto low = readAttrs<Kernel::pad>(args).low;
+  int64_t length = low.size;
   if (int32_t status = checkLength("pad", "low entries", length, out.rank))
     return status;
   int64_t outStrides[kMaxRank], inStrides[kMaxRank], base = 0;
@@ -466,20 +468,23 @@ int32_t loom_cpu_concat(const loom_call_frame *, void *const *buffers,
 
 int32_t loom_cpu_reduce_sum(const loom_call_frame *, void *const *buffers,
                             const int64_t *meta) {
-  return reduceKernel(buffers, meta, "reduce_sum", Reduction::Sum);
+  return reduceKernel<Kernel::reduce_sum>(buffers, meta, "reduce_sum",
+                                          Reduction::Sum);
 }
 
 /// The mean over the local elements of each group (the partitioner turns a
 /// split reduce_mean into sums divided by the global count).
 int32_t loom_cpu_reduce_mean(const loom_call_frame *, void *const *buffers,
                              const int64_t *meta) {
-  return reduceKernel(buffers, meta, "reduce_mean", Reduction::Mean);
+  return reduceKernel<Kernel::reduce_mean>(buffers, meta, "reduce_mean",
+                                           Reduction::Mean);
 }
 
 /// NaN wins, as in the interpreter.
 int32_t loom_cpu_reduce_max(const loom_call_frame *, void *const *buffers,
                             const int64_t *meta) {
-  return reduceKernel(buffers, meta, "reduce_max", Reduction::Max);
+  return reduceKernel<Kernel::reduce_max>(buffers, meta, "reduce_max",
+                                          Reduction::Max);
 }
 
 /// Operands dy (reduce_max's result type) and x; result dx of x's type.
@@ -489,7 +494,8 @@ int32_t loom_cpu_reduce_max_grad(const loom_call_frame *, void *const *buffers,
   const View &dy = args.in(0), &x = args.in(1), &dx = args.out(0);
   ReduceDim walk[kMaxRank];
   int rank;
-  if (int32_t status = readReduction("reduce_max_grad", args, x, walk, rank))
+  if (int32_t status = readReduction<Kernel::reduce_max_grad>(
+          "reduce_max_grad", args, x, walk, rank))
     return status;
   if (dy.dtype != x.dtype || dx.dtype != x.dtype)
     return fail("reduce_max_grad: dy, x and dx have element types %d, %d and "

@@ -308,8 +308,9 @@ extern "C" {
 int32_t loom_cpu_matmul(const loom_call_frame *, void *const *buffers,
                         const int64_t *meta) {
   KernelArgs args(buffers, meta);
-  bool transposeLhs = args.unit(), transposeRhs = args.unit();
-  int64_t epilogue = args.integer();
+  auto attrs = readAttrs<Kernel::matmul>(args);
+  bool transposeLhs = attrs.transpose_lhs, transposeRhs = attrs.transpose_rhs;
+  int64_t epilogue = attrs.epilogue;
   char error[256];
   if (!loom::kernels::checkMatmulEpilogue(args, epilogue, transposeRhs,
                                           "loom_cpu", error, sizeof error))
@@ -388,14 +389,14 @@ int32_t loom_cpu_embedding_grad(const loom_call_frame *, void *const *buffers,
 int32_t loom_cpu_cross_entropy(const loom_call_frame *, void *const *buffers,
                                const int64_t *meta) {
   KernelArgs args(buffers, meta);
-  int64_t tokenCount = args.integer();
+  int64_t tokenCount = readAttrs<Kernel::cross_entropy>(args).token_count;
   return crossEntropy(args.in(0), args.in(1), args.out(0), tokenCount);
 }
 
 int32_t loom_cpu_cross_entropy_grad(const loom_call_frame *,
                                     void *const *buffers, const int64_t *meta) {
   KernelArgs args(buffers, meta);
-  int64_t tokenCount = args.integer();
+  int64_t tokenCount = readAttrs<Kernel::cross_entropy_grad>(args).token_count;
   return crossEntropyGradient(args.in(0), args.in(1), args.in(2), args.out(0),
                               tokenCount);
 }
@@ -410,7 +411,8 @@ int32_t loom_cpu_cross_entropy_with_grad(const loom_call_frame *,
   if (args.numOperands() != 3 || args.numResults() != 2)
     return fail("cross_entropy_with_grad: expected dloss, logits and labels, "
                 "and the loss and dlogits");
-  int64_t tokenCount = args.integer();
+  int64_t tokenCount =
+      readAttrs<Kernel::cross_entropy_with_grad>(args).token_count;
   if (int32_t status =
           crossEntropy(args.in(1), args.in(2), args.out(0), tokenCount))
     return status;

@@ -105,7 +105,7 @@ void addRow(float *row, const float *residual, int64_t size) {
 int32_t layerNorm(KernelArgs &args) {
   if (int32_t status = checkNormShapes(args, "layernorm", 3, 1))
     return status;
-  double epsilon = args.real();
+  double epsilon = readAttrs<Kernel::layernorm>(args).epsilon;
   const float *x = args.in(0).f32(), *gamma = args.in(1).f32(),
               *beta = args.in(2).f32();
   float *y = args.out(0).f32();
@@ -138,7 +138,7 @@ int32_t layerNormGrad(KernelArgs &args) {
     return status;
   if (args.numResults() != 3)
     return fail("loom_cpu_layernorm_grad: expected dx, dgamma and dbeta");
-  double epsilon = args.real();
+  double epsilon = readAttrs<Kernel::layernorm_grad>(args).epsilon;
   const float *dy = args.in(0).f32(), *x = args.in(1).f32(),
               *gamma = args.in(2).f32();
   Rows rows = rowsOf(args.in(1));
@@ -181,7 +181,7 @@ int32_t layerNormGrad(KernelArgs &args) {
 int32_t rmsNorm(KernelArgs &args) {
   if (int32_t status = checkNormShapes(args, "rmsnorm", 2, 1))
     return status;
-  double epsilon = args.real();
+  double epsilon = readAttrs<Kernel::rmsnorm>(args).epsilon;
   const float *x = args.in(0).f32(), *gamma = args.in(1).f32();
   float *y = args.out(0).f32();
   Rows rows = rowsOf(args.in(0));
@@ -205,7 +205,7 @@ int32_t rmsNormGrad(KernelArgs &args) {
     return status;
   if (args.numResults() != 2)
     return fail("loom_cpu_rmsnorm_grad: expected dx and dgamma");
-  double epsilon = args.real();
+  double epsilon = readAttrs<Kernel::rmsnorm_grad>(args).epsilon;
   const float *dy = args.in(0).f32(), *x = args.in(1).f32(),
               *gamma = args.in(2).f32();
   Rows rows = rowsOf(args.in(1));
@@ -276,7 +276,7 @@ int32_t pointwiseGrad(KernelArgs &args, const char *op, Fn derivative) {
 int32_t softmax(KernelArgs &args) {
   if (int32_t status = requireF32(args, "softmax"))
     return status;
-  bool causal = args.unit();
+  bool causal = readAttrs<Kernel::softmax>(args).causal;
   const View &xView = args.in(0);
   Rows rows = rowsOf(xView);
   if (causal && (xView.rank < 2 || xView.dims[xView.rank - 2] != rows.size))
@@ -331,12 +331,13 @@ int32_t softmaxGrad(KernelArgs &args) {
 /// Rotates each pair (x[i], x[i + D/2]) of `x` [B, S, H, D] at position s
 /// (local along dimension 1) by `direction * s * theta^(-2i/D)`: +1 for
 /// rope, -1 for its gradient (the inverse rotation).
+template <Kernel K>
 int32_t rotatePairs(KernelArgs &args, const char *op, double direction) {
   if (args.numOperands() != 1)
     return fail("loom_cpu_%s: expected one operand", op);
   if (int32_t status = requireF32(args, op))
     return status;
-  double theta = args.real();
+  double theta = readAttrs<K>(args).theta;
   const View &xView = args.in(0);
   if (xView.rank != 4 || xView.dims[3] % 2 != 0)
     return fail("loom_cpu_%s: expected [B, S, H, D] with even D", op);
@@ -377,6 +378,7 @@ int32_t rotatePairs(KernelArgs &args, const char *op, double direction) {
 /// `x` (or `dy`) times the mask of DropoutMask.h, kept elements scaled by
 /// 1 / (1 - rate): dropout is linear in `x`, so its gradient applies the
 /// same mask to `dy`.
+template <Kernel K>
 int32_t applyDropoutMask(KernelArgs &args, const loom_call_frame *frame,
                          const char *op) {
   if (args.numOperands() != 2)
@@ -386,9 +388,10 @@ int32_t applyDropoutMask(KernelArgs &args, const loom_call_frame *frame,
   const View &x = args.in(0), &step = args.in(1);
   if (step.dtype != LOOM_DTYPE_I32 && step.dtype != LOOM_DTYPE_I64)
     return fail("loom_cpu_%s: the step is not an integer", op);
-  double rate = args.real();
-  uint64_t seed = static_cast<uint64_t>(args.integer());
-  uint64_t key = static_cast<uint64_t>(args.integer());
+  auto attrs = readAttrs<K>(args);
+  double rate = attrs.rate;
+  uint64_t seed = static_cast<uint64_t>(attrs.seed);
+  uint64_t key = static_cast<uint64_t>(attrs.key);
   if (x.rank > kMaxRank)
     return fail("loom_cpu_%s: rank %lld is over %d", op,
                 static_cast<long long>(x.rank), kMaxRank);
@@ -495,25 +498,25 @@ int32_t loom_cpu_softmax_grad(const loom_call_frame *, void *const *buffers,
 int32_t loom_cpu_rope(const loom_call_frame *, void *const *buffers,
                       const int64_t *meta) {
   KernelArgs args(buffers, meta);
-  return rotatePairs(args, "rope", 1.0);
+  return rotatePairs<Kernel::rope>(args, "rope", 1.0);
 }
 
 int32_t loom_cpu_rope_grad(const loom_call_frame *, void *const *buffers,
                            const int64_t *meta) {
   KernelArgs args(buffers, meta);
-  return rotatePairs(args, "rope_grad", -1.0);
+  return rotatePairs<Kernel::rope_grad>(args, "rope_grad", -1.0);
 }
 
 int32_t loom_cpu_dropout(const loom_call_frame *frame, void *const *buffers,
                          const int64_t *meta) {
   KernelArgs args(buffers, meta);
-  return applyDropoutMask(args, frame, "dropout");
+  return applyDropoutMask<Kernel::dropout>(args, frame, "dropout");
 }
 
 int32_t loom_cpu_dropout_grad(const loom_call_frame *frame,
                               void *const *buffers, const int64_t *meta) {
   KernelArgs args(buffers, meta);
-  return applyDropoutMask(args, frame, "dropout_grad");
+  return applyDropoutMask<Kernel::dropout_grad>(args, frame, "dropout_grad");
 }
 
 } // extern "C"

@@ -57,13 +57,14 @@ void sgd(double lrValue, double weightDecayValue, int64_t n, const T *p,
 
 /// The hyperparameters after the tensors (lr, beta1, beta2, eps,
 /// weight_decay); the step comes from its tensor (readStep).
-template <typename Reader> AdamW readAdamW(Reader &args) {
+template <Kernel K> AdamW readAdamW(kernels::AttributeReader &args) {
+  auto attrs = readAttrs<K>(args);
   AdamW h;
-  h.lr = args.real();
-  h.beta1 = args.real();
-  h.beta2 = args.real();
-  h.eps = args.real();
-  h.weightDecay = args.real();
+  h.lr = attrs.lr;
+  h.beta1 = attrs.beta1;
+  h.beta2 = attrs.beta2;
+  h.eps = attrs.eps;
+  h.weightDecay = attrs.weight_decay;
   h.step = 0;
   return h;
 }
@@ -114,7 +115,7 @@ extern "C" {
 int32_t loom_cpu_adamw_update(const loom_call_frame *, void *const *buffers,
                               const int64_t *meta) {
   KernelArgs args(buffers, meta);
-  AdamW h = readAdamW(args);
+  AdamW h = readAdamW<Kernel::adamw_update>(args);
   if (int32_t status = readStep("adamw_update", args.in(4), h))
     return status;
   return updateOne("adamw_update", h, args.in(0), args.in(1), args.in(2),
@@ -133,7 +134,7 @@ int32_t loom_cpu_adamw_update_multi(const loom_call_frame *,
                 "1 and 3N",
                 static_cast<long long>(args.numOperands()),
                 static_cast<long long>(args.numResults()));
-  AdamW h = readAdamW(args);
+  AdamW h = readAdamW<Kernel::adamw_update_multi>(args);
   if (int32_t status = readStep("adamw_update_multi", args.in(4 * params), h))
     return status;
   for (int64_t i = 0; i < params; ++i) {
@@ -161,7 +162,8 @@ int32_t loom_cpu_sgd_update(const loom_call_frame *, void *const *buffers,
                             const int64_t *meta) {
   KernelArgs args(buffers, meta);
   const View &p = args.in(0), &g = args.in(1), &out = args.out(0);
-  double lr = args.real(), weightDecay = args.real();
+  auto attrs = readAttrs<Kernel::sgd_update>(args);
+  double lr = attrs.lr, weightDecay = attrs.weight_decay;
   if (g.dtype != p.dtype || out.dtype != p.dtype)
     return fail("sgd_update: param, grad and result have element types %d, "
                 "%d and %d",

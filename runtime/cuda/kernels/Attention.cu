@@ -319,12 +319,14 @@ __global__ void attention_backward_dkdv_kernel(Attention a, Floats dout,
 /// Reads the shapes (q is operand `qIndex`, k and v follow it) and the
 /// attributes, and with dropout the mask's position; checks what the
 /// kernels rely on. `operands` is the count without the step.
+template <Kernel K>
 int32_t readAttention(KernelArgs &args, const loom_call_frame *frame,
                       const char *op, int64_t operands, int64_t results,
                       int64_t qIndex, Attention &a) {
-  a.causal = args.unit();
-  a.scale = static_cast<float>(args.real());
-  bool hasStep = args.unit();
+  auto attrs = readAttrs<K>(args);
+  a.causal = attrs.causal;
+  a.scale = static_cast<float>(attrs.scale);
+  bool hasStep = attrs.has_step;
   uint32_t stepBit = hasStep ? 1u << operands : 0u;
   if (int32_t status =
           args.expect(op, operands + (hasStep ? 1 : 0), results, stepBit))
@@ -346,9 +348,9 @@ int32_t readAttention(KernelArgs &args, const loom_call_frame *frame,
   if (a.seq > (int64_t{1} << 30) || a.heads > 65535 || a.batch > 65535)
     return fail("loom_cuda_%s: the grid does not fit the shape", op);
 
-  a.rate = args.real();
-  a.seed = static_cast<uint64_t>(args.integer());
-  a.key = static_cast<uint64_t>(args.integer());
+  a.rate = attrs.dropout_rate;
+  a.seed = static_cast<uint64_t>(attrs.dropout_seed);
+  a.key = static_cast<uint64_t>(attrs.dropout_key);
   if (!hasStep || a.rate == 0.0) {
     a.rate = 0.0;
     return 0; // The mask block, last in the meta, stays unread.
@@ -455,7 +457,8 @@ extern "C" int32_t loom_cuda_attention(const loom_call_frame *frame,
   ProfileScope scope(context, "attention");
   KernelArgs args(buffers, meta);
   Attention a;
-  if (int32_t status = readAttention(args, frame, "attention", 3, 2, 0, a))
+  if (int32_t status = readAttention<Kernel::attention>(
+          args, frame, "attention", 3, 2, 0, a))
     return status;
   if (a.seq == 0 || a.batch == 0 || a.heads == 0)
     return 0;
@@ -490,7 +493,8 @@ extern "C" int32_t loom_cuda_attention_grad(const loom_call_frame *frame,
   ProfileScope scope(context, "attention_grad");
   KernelArgs args(buffers, meta);
   Attention a;
-  if (int32_t status = readAttention(args, frame, "attention_grad", 6, 3, 1, a))
+  if (int32_t status = readAttention<Kernel::attention_grad>(
+          args, frame, "attention_grad", 6, 3, 1, a))
     return status;
   // Without queries (seq or heads 0) dk and dv are still written, as zeros.
   if (a.batch == 0)

@@ -12,14 +12,16 @@
 
 #include "loom/loom_cuda_kernels.h"
 
-#include "KernelMeta.h"
+#include "KernelAttrs.h"
 
 #include <cstdint>
 
 namespace loom::cuda {
 
+using kernels::Kernel;
 using kernels::kMaxRank;
 using kernels::kMaxTensors;
+using kernels::readAttrs;
 using kernels::Rows;
 using kernels::rowsOf;
 using kernels::stridesOf;

@@ -194,11 +194,11 @@ void pushDim(int &rank, int64_t *sizes, int64_t *strides, int64_t size,
 
 /// Reads `dims` and `keep_dims` (which changes the result's shape, not its
 /// layout), checks them and builds the walk of `x`.
+template <Kernel K>
 int32_t readReduction(const char *op, KernelArgs &args, const View &x,
                       ReduceWalk &walk) {
-  int64_t numDims;
-  const int64_t *dims = args.array(numDims);
-  args.unit();
+  auto dims = readAttrs<K>(args).dims;
+  int64_t numDims = dims.size;
   bool reduced[kMaxRank] = {};
   for (int64_t i = 0; i < numDims; ++i) {
     if (dims[i] < 0 || dims[i] >= x.rank || reduced[dims[i]])
@@ -359,7 +359,7 @@ int32_t runReduction(loom_cuda_context *context, const View &x, const View &out,
   return checkLaunch(op);
 }
 
-template <Reduction kind>
+template <Reduction kind, Kernel K>
 int32_t reduce(void *const *buffers, const int64_t *meta,
                loom_cuda_context *context, const char *op) {
   KernelArgs args(buffers, meta);
@@ -367,7 +367,7 @@ int32_t reduce(void *const *buffers, const int64_t *meta,
     return status;
   const View &x = args.in(0), &out = args.out(0);
   ReduceWalk walk;
-  if (int32_t status = readReduction(op, args, x, walk))
+  if (int32_t status = readReduction<K>(op, args, x, walk))
     return status;
   if (out.numElements() != walk.groups)
     return fail("loom_cuda_%s: the result has %lld elements, expected %lld", op,
@@ -443,8 +443,8 @@ int32_t loom_cuda_transpose(const loom_call_frame *, void *const *buffers,
   if (int32_t status = checkRanks(args, "transpose"))
     return status;
   const View &in = args.in(0), &out = args.out(0);
-  int64_t length;
-  const int64_t *permutation = args.array(length);
+  auto permutation = readAttrs<Kernel::transpose>(args).permutation;
+  int64_t length = permutation.size;
   if (int32_t status =
           checkLength("transpose", "permutation entries", length, out.rank))
     return status;
@@ -493,8 +493,8 @@ int32_t loom_cuda_slice(const loom_call_frame *, void *const *buffers,
   if (int32_t status = checkRanks(args, "slice"))
     return status;
   const View &in = args.in(0), &out = args.out(0);
-  int64_t length;
-  const int64_t *offsets = args.array(length);
+  auto offsets = readAttrs<Kernel::slice>(args).offsets;
+  int64_t length = offsets.size;
   if (int32_t status = checkLength("slice", "offsets", length, in.rank))
     return status;
   if (out.rank != in.rank)
@@ -523,8 +523,8 @@ int32_t loom_cuda_pad(const loom_call_frame *, void *const *buffers,
   if (int32_t status = checkRanks(args, "pad"))
     return status;
   const View &in = args.in(0), &out = args.out(0);
-  int64_t length;
-  const int64_t *low = args.array(length);
+  auto low = readAttrs<Kernel::pad>(args).low;
+  int64_t length = low.size;
   if (int32_t status = checkLength("pad", "low entries", length, out.rank))
     return status;
   if (in.rank != out.rank || in.dtype != out.dtype)
@@ -586,20 +586,23 @@ int32_t loom_cuda_concat(const loom_call_frame *, void *const *buffers,
 int32_t loom_cuda_reduce_sum(const loom_call_frame *, void *const *buffers,
                              const int64_t *meta, loom_cuda_context *context) {
   ProfileScope scope(context, "reduce_sum");
-  return reduce<Reduction::Sum>(buffers, meta, context, "reduce_sum");
+  return reduce<Reduction::Sum, Kernel::reduce_sum>(buffers, meta, context,
+                                                    "reduce_sum");
 }
 
 /// The mean over the local elements of each group.
 int32_t loom_cuda_reduce_mean(const loom_call_frame *, void *const *buffers,
                               const int64_t *meta, loom_cuda_context *context) {
   ProfileScope scope(context, "reduce_mean");
-  return reduce<Reduction::Mean>(buffers, meta, context, "reduce_mean");
+  return reduce<Reduction::Mean, Kernel::reduce_mean>(buffers, meta, context,
+                                                      "reduce_mean");
 }
 
 int32_t loom_cuda_reduce_max(const loom_call_frame *, void *const *buffers,
                              const int64_t *meta, loom_cuda_context *context) {
   ProfileScope scope(context, "reduce_max");
-  return reduce<Reduction::Max>(buffers, meta, context, "reduce_max");
+  return reduce<Reduction::Max, Kernel::reduce_max>(buffers, meta, context,
+                                                    "reduce_max");
 }
 
 /// Operands dy (reduce_max's result) and x; result dx of x's shape.
@@ -612,7 +615,8 @@ int32_t loom_cuda_reduce_max_grad(const loom_call_frame *, void *const *buffers,
     return status;
   const View &dy = args.in(0), &x = args.in(1), &dx = args.out(0);
   ReduceWalk walk;
-  if (int32_t status = readReduction("reduce_max_grad", args, x, walk))
+  if (int32_t status = readReduction<Kernel::reduce_max_grad>("reduce_max_grad",
+                                                              args, x, walk))
     return status;
   if (dy.numElements() != walk.groups || dx.numElements() != x.numElements())
     return fail("loom_cuda_reduce_max_grad: dy or dx does not fit x");

@@ -267,8 +267,9 @@ int32_t loom_cuda_cross_entropy(const loom_call_frame *, void *const *buffers,
   KernelArgs args(buffers, meta);
   if (int32_t status = args.expect("cross_entropy", 2, 1, /*notFloat=*/1u << 1))
     return status;
-  return crossEntropy(context, args.in(0), args.in(1), args.out(0), nullptr,
-                      nullptr, args.integer(), "cross_entropy");
+  return crossEntropy(
+      context, args.in(0), args.in(1), args.out(0), nullptr, nullptr,
+      readAttrs<Kernel::cross_entropy>(args).token_count, "cross_entropy");
 }
 
 /// Operands dloss, logits, labels; results the loss and dlogits, the rows'
@@ -286,8 +287,10 @@ int32_t loom_cuda_cross_entropy_with_grad(const loom_call_frame *,
   if (dloss.numElements() != 1 || dlogits.numElements() != logits.numElements())
     return fail("loom_cuda_cross_entropy_with_grad: expected a scalar dloss "
                 "and dlogits of the logits' shape");
-  return crossEntropy(context, logits, args.in(2), args.out(0), &dloss,
-                      &dlogits, args.integer(), "cross_entropy_with_grad");
+  return crossEntropy(
+      context, logits, args.in(2), args.out(0), &dloss, &dlogits,
+      readAttrs<Kernel::cross_entropy_with_grad>(args).token_count,
+      "cross_entropy_with_grad");
 }
 
 /// Operands dloss (0-d), logits, labels; result dlogits.
@@ -301,7 +304,7 @@ int32_t loom_cuda_cross_entropy_grad(const loom_call_frame *,
     return status;
   const View &dloss = args.in(0), &logits = args.in(1), &labels = args.in(2),
              &out = args.out(0);
-  int64_t tokenCount = args.integer();
+  int64_t tokenCount = readAttrs<Kernel::cross_entropy_grad>(args).token_count;
   if (!labels.isIndex() || logits.rank < 1 || dloss.numElements() != 1 ||
       out.numElements() != logits.numElements())
     return fail("loom_cuda_cross_entropy_grad: expected a scalar dloss, "

@@ -504,8 +504,9 @@ extern "C" int32_t loom_cuda_matmul(const loom_call_frame *,
                                     loom_cuda_context *context) {
   ProfileScope scope(context, "matmul");
   KernelArgs args(buffers, meta);
-  bool transposeLhs = args.unit(), transposeRhs = args.unit();
-  int64_t epilogue = args.integer();
+  auto attrs = readAttrs<Kernel::matmul>(args);
+  bool transposeLhs = attrs.transpose_lhs, transposeRhs = attrs.transpose_rhs;
+  int64_t epilogue = attrs.epilogue;
   loom::kernels::EpilogueForm form;
   char error[256];
   if (!loom::kernels::epilogueForm(epilogue, form) ||

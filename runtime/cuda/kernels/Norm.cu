@@ -290,7 +290,8 @@ int32_t layerNorm(KernelArgs &args, loom_cuda_context *context) {
     return status;
   if (int32_t status = checkNormShapes(args, "layernorm", 1, 2))
     return status;
-  float epsilon = static_cast<float>(args.real());
+  float epsilon =
+      static_cast<float>(readAttrs<Kernel::layernorm>(args).epsilon);
   Rows rows = rowsOf(args.in(0));
   if (rows.count == 0)
     return 0;
@@ -325,7 +326,8 @@ int32_t layerNormGrad(KernelArgs &args, loom_cuda_context *context) {
     return status;
   if (int32_t status = checkNormShapes(args, "layernorm_grad", 2, 1))
     return status;
-  float epsilon = static_cast<float>(args.real());
+  float epsilon =
+      static_cast<float>(readAttrs<Kernel::layernorm_grad>(args).epsilon);
   Rows rows = rowsOf(args.in(1));
   // No rows still leaves D weights, whose gradients (zeros) are written.
   if (rows.size == 0)
@@ -361,7 +363,7 @@ int32_t rmsNorm(KernelArgs &args, loom_cuda_context *context) {
     return status;
   if (int32_t status = checkNormShapes(args, "rmsnorm", 1, 1))
     return status;
-  float epsilon = static_cast<float>(args.real());
+  float epsilon = static_cast<float>(readAttrs<Kernel::rmsnorm>(args).epsilon);
   Rows rows = rowsOf(args.in(0));
   if (rows.count == 0)
     return 0;
@@ -379,7 +381,8 @@ int32_t rmsNormGrad(KernelArgs &args, loom_cuda_context *context) {
     return status;
   if (int32_t status = checkNormShapes(args, "rmsnorm_grad", 2, 1))
     return status;
-  float epsilon = static_cast<float>(args.real());
+  float epsilon =
+      static_cast<float>(readAttrs<Kernel::rmsnorm_grad>(args).epsilon);
   Rows rows = rowsOf(args.in(1));
   // No rows still leaves D weights, whose gradients (zeros) are written.
   if (rows.size == 0)
@@ -535,11 +538,12 @@ __global__ void rope_forward_kernel(Floats x, Floats y, int64_t batch,
   }
 }
 
+template <Kernel K>
 int32_t rotatePairs(KernelArgs &args, loom_cuda_context *context,
                     const char *op, double direction) {
   if (int32_t status = args.expect(op, 1, 1))
     return status;
-  double theta = args.real();
+  double theta = readAttrs<K>(args).theta;
   const View &x = args.in(0);
   if (x.rank != 4 || x.dims[3] % 2 != 0 ||
       args.out(0).numElements() != x.numElements())
@@ -590,6 +594,7 @@ __global__ void dropout_forward_kernel(Floats x, Floats y, Indices step,
 
 /// `x` (or `dy`) times the mask: dropout is linear in `x`, so its gradient
 /// applies the same mask to `dy`.
+template <Kernel K>
 int32_t applyDropoutMask(KernelArgs &args, const loom_call_frame *frame,
                          loom_cuda_context *context, const char *op) {
   if (int32_t status = args.expect(op, 2, 1, /*notFloat=*/1u << 1))
@@ -599,9 +604,10 @@ int32_t applyDropoutMask(KernelArgs &args, const loom_call_frame *frame,
     return fail("loom_cuda_%s: the step is not an integer", op);
   if (args.out(0).numElements() != x.numElements())
     return fail("loom_cuda_%s: the operand and the result differ in size", op);
-  double rate = args.real();
-  uint64_t seed = static_cast<uint64_t>(args.integer());
-  uint64_t key = static_cast<uint64_t>(args.integer());
+  auto attrs = readAttrs<K>(args);
+  double rate = attrs.rate;
+  uint64_t seed = static_cast<uint64_t>(attrs.seed);
+  uint64_t key = static_cast<uint64_t>(attrs.key);
   MaskIndex mask;
   mask.rank = static_cast<int>(x.rank);
   for (int64_t d = 0; d < x.rank; ++d)
@@ -644,11 +650,14 @@ LOOM_ROW_KERNEL(silu,
                 activation_forward<Activation::Silu>(args, context, "silu"))
 LOOM_ROW_KERNEL(silu_grad, activation_backward<Activation::Silu>(args, context,
                                                                  "silu_grad"))
-LOOM_ROW_KERNEL(rope, rotatePairs(args, context, "rope", 1.0))
-LOOM_ROW_KERNEL(rope_grad, rotatePairs(args, context, "rope_grad", -1.0))
-LOOM_ROW_KERNEL(dropout, applyDropoutMask(args, frame, context, "dropout"))
+LOOM_ROW_KERNEL(rope, rotatePairs<Kernel::rope>(args, context, "rope", 1.0))
+LOOM_ROW_KERNEL(rope_grad, rotatePairs<Kernel::rope_grad>(args, context,
+                                                          "rope_grad", -1.0))
+LOOM_ROW_KERNEL(dropout, applyDropoutMask<Kernel::dropout>(args, frame, context,
+                                                           "dropout"))
 LOOM_ROW_KERNEL(dropout_grad,
-                applyDropoutMask(args, frame, context, "dropout_grad"))
+                applyDropoutMask<Kernel::dropout_grad>(args, frame, context,
+                                                       "dropout_grad"))
 
 extern "C" int32_t loom_cuda_softmax(const loom_call_frame *,
                                      void *const *buffers, const int64_t *meta,
@@ -657,7 +666,7 @@ extern "C" int32_t loom_cuda_softmax(const loom_call_frame *,
   KernelArgs args(buffers, meta);
   if (int32_t status = args.expect("softmax", 1, 1))
     return status;
-  bool causal = args.unit();
+  bool causal = readAttrs<Kernel::softmax>(args).causal;
   const View &x = args.in(0);
   Rows rows = rowsOf(x);
   if (causal && (x.rank < 2 || x.dims[x.rank - 2] != rows.size))

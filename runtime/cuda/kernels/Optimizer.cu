@@ -30,15 +30,16 @@ struct AdamW {
 };
 
 /// The attributes lr, beta1, beta2, eps, weight_decay of both AdamW ops.
-AdamW readAdamW(kernels::AttributeReader &args) {
+template <Kernel K> AdamW readAdamW(kernels::AttributeReader &args) {
+  auto attrs = readAttrs<K>(args);
   AdamW h;
-  h.lr = static_cast<float>(args.real());
-  h.beta1Double = args.real();
-  h.beta2Double = args.real();
+  h.lr = static_cast<float>(attrs.lr);
+  h.beta1Double = attrs.beta1;
+  h.beta2Double = attrs.beta2;
   h.beta1 = static_cast<float>(h.beta1Double);
   h.beta2 = static_cast<float>(h.beta2Double);
-  h.eps = static_cast<float>(args.real());
-  h.weightDecay = static_cast<float>(args.real());
+  h.eps = static_cast<float>(attrs.eps);
+  h.weightDecay = static_cast<float>(attrs.weight_decay);
   return h;
 }
 
@@ -227,7 +228,7 @@ int32_t loom_cuda_adamw_update(const loom_call_frame *, void *const *buffers,
     return status;
   const View &p = args.in(0), &g = args.in(1), &m = args.in(2), &v = args.in(3),
              &step = args.in(4);
-  AdamW h = readAdamW(args);
+  AdamW h = readAdamW<Kernel::adamw_update>(args);
   if (!step.isIndex())
     return fail("loom_cuda_adamw_update: a step of element type %d",
                 static_cast<int>(step.dtype));
@@ -262,7 +263,7 @@ int32_t loom_cuda_adamw_update_multi(const loom_call_frame *,
                 static_cast<long long>(operands),
                 static_cast<long long>(results));
   TensorList args(buffers, meta);
-  AdamW h = readAdamW(args);
+  AdamW h = readAdamW<Kernel::adamw_update_multi>(args);
   const View &step = args.in(4 * params);
   if (!step.isIndex() || step.rank > kMaxRank || step.numElements() != 1)
     return fail("loom_cuda_adamw_update_multi: the step must be one i32 or "
@@ -308,8 +309,9 @@ int32_t loom_cuda_sgd_update(const loom_call_frame *, void *const *buffers,
   KernelArgs args(buffers, meta);
   if (int32_t status = args.expect("sgd_update", 2, 1))
     return status;
-  float lr = static_cast<float>(args.real());
-  float weightDecay = static_cast<float>(args.real());
+  auto attrs = readAttrs<Kernel::sgd_update>(args);
+  float lr = static_cast<float>(attrs.lr);
+  float weightDecay = static_cast<float>(attrs.weight_decay);
   int64_t n = args.in(0).numElements();
   if (args.in(1).numElements() != n || args.out(0).numElements() != n)
     return fail("loom_cuda_sgd_update: param, grad and result differ in size");

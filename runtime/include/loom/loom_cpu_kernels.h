@@ -28,47 +28,21 @@
  * type says so, for the layout ops and collectives that move f64) and
  * accumulate reductions in double.
  *
- * Attributes, by op (ops not listed have none):
- *   matmul             transpose_lhs, transpose_rhs, epilogue (see below)
- *   layernorm          epsilon
- *   layernorm_grad     epsilon (operands dy, x, gamma, and a fourth, a
- *                      residual of dx's shape, in the --loom-fuse norm
- *                      gradient: dx + residual is stored as dx)
- *   rmsnorm            epsilon
- *   rmsnorm_grad       epsilon (a fourth operand: as layernorm_grad)
- *   softmax            causal
- *   rope, rope_grad    theta
- *   attention          causal, scale, has_step, dropout_rate, dropout_seed,
- *                      dropout_key      (has_step: a step operand is the
- *                                        4th operand; rate 0 without one)
- *   attention_grad     causal, scale, has_step, dropout_rate, dropout_seed,
- *                      dropout_key
- *   cross_entropy      token_count (0 when absent: all labels' count)
- *   cross_entropy_grad token_count
- *   cross_entropy_with_grad  token_count (operands dloss, logits, labels;
- *                      results the loss and dlogits: cross_entropy and
+ * The attributes of each kernel, in their order, are its row of
+ * loom/loom_kernels.def, the one list of the kernels (this header's
+ * declarations and loom_cuda_kernels.h's come from it). Some notes on them:
+ *   layernorm_grad, rmsnorm_grad: a fourth operand, a residual of dx's
+ *                      shape, in the --loom-fuse norm gradient: dx +
+ *                      residual is stored as dx
+ *   attention, attention_grad: has_step says a step is the 4th operand
+ *                      (rate 0 without one)
+ *   cross_entropy_with_grad: operands dloss, logits, labels; results the
+ *                      loss and dlogits: cross_entropy and
  *                      cross_entropy_grad of one loss in one call, the
- *                      `loom.fused` pair of --loom-fuse)
- *   reduce_sum, reduce_mean, reduce_max, reduce_max_grad
- *                      dims (array), keep_dims
- *   transpose          permutation (array)
- *   slice              offsets (array)
- *   pad                low (array)
- *   concat             axis
- *   dropout, dropout_grad
- *                      rate, seed, key, then the mask block
- *   adamw_update       lr, beta1, beta2, eps, weight_decay
- *   sgd_update         lr, weight_decay
- *   adamw_update_multi lr, beta1, beta2, eps, weight_decay (see below)
- *   all_reduce         group, reduction (loom_reduction), slot
- *   reduce_scatter     group, reduction, members, scatter_axis, slot
- *   all_gather         group, members, gather_axis, slot
- *   all_to_all         group, members, split_axis, concat_axis
- *   collective_wait    slot (its tensors: the transfer's buffers, only
- *                      listed)
- *   all_slice          group, slice_axis, grid axes (array), their sizes
- *                      (array): this rank's member index, the row-major
- *                      index of its coordinates on those axes, comes from
+ *                      `loom.fused` pair of --loom-fuse
+ *   collective_wait    its tensors are the transfer's buffers, only listed
+ *   all_slice          this rank's member index, the row-major index of its
+ *                      coordinates on the grid axes, comes from
  *                      frame->comm->grid_coordinate at run time
  *
  * matmul's epilogue (the `loom.fused` matmul of `--loom-fuse`): 0 none
@@ -192,65 +166,8 @@ typedef enum loom_matmul_epilogue {
   int32_t loom_cpu_##name(const loom_call_frame *frame, void *const *buffers,  \
                           const int64_t *meta);
 
-/* Elementwise (numpy broadcasting for the binary ops) and casts. */
-LOOM_CPU_KERNEL(add)
-LOOM_CPU_KERNEL(sub)
-LOOM_CPU_KERNEL(mul)
-LOOM_CPU_KERNEL(div)
-LOOM_CPU_KERNEL(neg)
-LOOM_CPU_KERNEL(exp)
-LOOM_CPU_KERNEL(log)
-LOOM_CPU_KERNEL(sqrt)
-LOOM_CPU_KERNEL(rsqrt)
-LOOM_CPU_KERNEL(tanh)
-LOOM_CPU_KERNEL(cast)
-LOOM_CPU_KERNEL(copy)
-LOOM_CPU_KERNEL(fused_elementwise)
-/* Layout and reductions. */
-LOOM_CPU_KERNEL(reshape)
-LOOM_CPU_KERNEL(transpose)
-LOOM_CPU_KERNEL(broadcast)
-LOOM_CPU_KERNEL(slice)
-LOOM_CPU_KERNEL(pad)
-LOOM_CPU_KERNEL(concat)
-LOOM_CPU_KERNEL(reduce_sum)
-LOOM_CPU_KERNEL(reduce_mean)
-LOOM_CPU_KERNEL(reduce_max)
-LOOM_CPU_KERNEL(reduce_max_grad)
-/* Neural ops and their gradients. */
-LOOM_CPU_KERNEL(matmul)
-LOOM_CPU_KERNEL(layernorm)
-LOOM_CPU_KERNEL(layernorm_grad)
-LOOM_CPU_KERNEL(rmsnorm)
-LOOM_CPU_KERNEL(rmsnorm_grad)
-LOOM_CPU_KERNEL(gelu)
-LOOM_CPU_KERNEL(gelu_grad)
-LOOM_CPU_KERNEL(silu)
-LOOM_CPU_KERNEL(silu_grad)
-LOOM_CPU_KERNEL(softmax)
-LOOM_CPU_KERNEL(softmax_grad)
-LOOM_CPU_KERNEL(rope)
-LOOM_CPU_KERNEL(rope_grad)
-LOOM_CPU_KERNEL(attention)
-LOOM_CPU_KERNEL(attention_grad)
-LOOM_CPU_KERNEL(embedding)
-LOOM_CPU_KERNEL(embedding_grad)
-LOOM_CPU_KERNEL(cross_entropy)
-LOOM_CPU_KERNEL(cross_entropy_grad)
-LOOM_CPU_KERNEL(cross_entropy_with_grad)
-LOOM_CPU_KERNEL(dropout)
-LOOM_CPU_KERNEL(dropout_grad)
-/* Optimizer updates. */
-LOOM_CPU_KERNEL(adamw_update)
-LOOM_CPU_KERNEL(sgd_update)
-LOOM_CPU_KERNEL(adamw_update_multi)
-/* Collectives over frame->comm. */
-LOOM_CPU_KERNEL(all_reduce)
-LOOM_CPU_KERNEL(reduce_scatter)
-LOOM_CPU_KERNEL(all_gather)
-LOOM_CPU_KERNEL(all_to_all)
-LOOM_CPU_KERNEL(all_slice)
-LOOM_CPU_KERNEL(collective_wait)
+#define LOOM_KERNEL(name, attributes) LOOM_CPU_KERNEL(name)
+#include "loom/loom_kernels.def"
 
 #undef LOOM_CPU_KERNEL
 

@@ -141,80 +141,28 @@ const char *loom_cuda_last_error(void);
   int32_t loom_cuda_##name(const loom_call_frame *frame, void *const *buffers, \
                            const int64_t *meta, loom_cuda_context *context);
 
-/* Elementwise (numpy broadcasting for the binary ops) and casts. */
-LOOM_CUDA_KERNEL(add)
-LOOM_CUDA_KERNEL(sub)
-LOOM_CUDA_KERNEL(mul)
-LOOM_CUDA_KERNEL(div)
-LOOM_CUDA_KERNEL(neg)
-LOOM_CUDA_KERNEL(exp)
-LOOM_CUDA_KERNEL(log)
-LOOM_CUDA_KERNEL(sqrt)
-LOOM_CUDA_KERNEL(rsqrt)
-LOOM_CUDA_KERNEL(tanh)
-LOOM_CUDA_KERNEL(cast)
-LOOM_CUDA_KERNEL(copy)
-/* A chain of elementwise ops (loom_cpu_kernels.h's fused_elementwise
- * program) in one launch: every operand broadcast to the results' shape,
- * the instructions in f32 per element, each result rounded once at its
- * store. Operands and results f32 or bf16, at most 16 tensors in all. */
-LOOM_CUDA_KERNEL(fused_elementwise)
-/* A constant of the compiled program into device memory: copy's meta,
- * buffers[0] a host pointer (the program's global), buffers[1] its device
- * destination; an asynchronous host-to-device copy on the context's
- * stream. */
-LOOM_CUDA_KERNEL(upload)
-/* Layout and reductions. */
-LOOM_CUDA_KERNEL(reshape)
-LOOM_CUDA_KERNEL(transpose)
-LOOM_CUDA_KERNEL(broadcast)
-LOOM_CUDA_KERNEL(slice)
-LOOM_CUDA_KERNEL(pad)
-LOOM_CUDA_KERNEL(concat)
-LOOM_CUDA_KERNEL(reduce_sum)
-LOOM_CUDA_KERNEL(reduce_mean)
-LOOM_CUDA_KERNEL(reduce_max)
-LOOM_CUDA_KERNEL(reduce_max_grad)
-/* Neural ops and their gradients. */
-LOOM_CUDA_KERNEL(matmul)
-LOOM_CUDA_KERNEL(layernorm)
-LOOM_CUDA_KERNEL(layernorm_grad)
-LOOM_CUDA_KERNEL(rmsnorm)
-LOOM_CUDA_KERNEL(rmsnorm_grad)
-LOOM_CUDA_KERNEL(gelu)
-LOOM_CUDA_KERNEL(gelu_grad)
-LOOM_CUDA_KERNEL(silu)
-LOOM_CUDA_KERNEL(silu_grad)
-LOOM_CUDA_KERNEL(softmax)
-LOOM_CUDA_KERNEL(softmax_grad)
-LOOM_CUDA_KERNEL(rope)
-LOOM_CUDA_KERNEL(rope_grad)
-LOOM_CUDA_KERNEL(attention)
-LOOM_CUDA_KERNEL(attention_grad)
-LOOM_CUDA_KERNEL(embedding)
-LOOM_CUDA_KERNEL(embedding_grad)
-LOOM_CUDA_KERNEL(cross_entropy)
-LOOM_CUDA_KERNEL(cross_entropy_grad)
-LOOM_CUDA_KERNEL(cross_entropy_with_grad)
-LOOM_CUDA_KERNEL(dropout)
-LOOM_CUDA_KERNEL(dropout_grad)
-/* Optimizer updates. */
-LOOM_CUDA_KERNEL(adamw_update)
-LOOM_CUDA_KERNEL(sgd_update)
-/* adamw_update over N parameters in one call (loom_cpu_kernels.h's
- * operands and results), each parameter's types as adamw_update takes them:
- * a few multi-tensor launches, each parameter's results bit-identical to
- * its own adamw_update call's. */
-LOOM_CUDA_KERNEL(adamw_update_multi)
-/* Collectives over frame->comm (see Collectives). */
-LOOM_CUDA_KERNEL(all_reduce)
-LOOM_CUDA_KERNEL(reduce_scatter)
-LOOM_CUDA_KERNEL(all_gather)
-LOOM_CUDA_KERNEL(all_to_all)
-LOOM_CUDA_KERNEL(all_slice)
-/* The end of a split collective: waits for the transfer started under its
- * slot (its tensors, the transfer's buffers, are only listed). */
-LOOM_CUDA_KERNEL(collective_wait)
+/* One entry point per row of loom/loom_kernels.def, the device-only ones
+ * (upload) included. Notes on some of them:
+ *   fused_elementwise  the chain of elementwise ops (loom_cpu_kernels.h's
+ *                      program) in one launch: every operand broadcast to
+ *                      the results' shape, the instructions in f32 per
+ *                      element, each result rounded once at its store;
+ *                      operands and results f32 or bf16, at most 16
+ *                      tensors in all
+ *   upload             a constant of the compiled program into device
+ *                      memory: copy's meta, buffers[0] a host pointer (the
+ *                      program's global), buffers[1] its device
+ *                      destination; an asynchronous host-to-device copy on
+ *                      the context's stream
+ *   adamw_update_multi adamw_update over N parameters in one call, each
+ *                      parameter's types as adamw_update takes them: a few
+ *                      multi-tensor launches, each parameter's results
+ *                      bit-identical to its own adamw_update call's
+ *   collective_wait    the end of a split collective: waits for the
+ *                      transfer started under its slot (see Collectives) */
+#define LOOM_KERNEL(name, attributes) LOOM_CUDA_KERNEL(name)
+#define LOOM_DEVICE_KERNEL(name, attributes) LOOM_CUDA_KERNEL(name)
+#include "loom/loom_kernels.def"
 
 #undef LOOM_CUDA_KERNEL
 
