@@ -1,7 +1,7 @@
 //===- CudaKernelTest.cpp - The CUDA kernels against the CPU kernels ------===//
 //
 // Conformance of runtime/cuda/kernels (loom_cuda_kernels.h) with the CPU
-// kernel library, link two of DESIGN.md's chain of numerical trust: each
+// kernel library, link two of docs/design.md's chain of numerical trust: each
 // case builds one op's meta exactly as passes/Lowering/KernelCall.cpp
 // writes it, runs loom_cpu_<op> on host buffers and loom_cuda_<op> on
 // device buffers holding the same random inputs, and compares every result.

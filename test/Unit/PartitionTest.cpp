@@ -1,7 +1,7 @@
 //===- PartitionTest.cpp - Partitioned training steps equal the original --===//
 //
-// The partitioner's bar (DESIGN.md, principle 4): one full @train_step of a
-// tiny GPT-2 and a tiny Llama (grouped-query attention), planned by
+// The partitioner's bar (docs/design.md, principle 4): one full @train_step of
+// a tiny GPT-2 and a tiny Llama (grouped-query attention), planned by
 // --loom-auto-shard under the pins of a parallelism scheme, partitioned by
 // --loom-partition and run on every rank of the mesh by the multi-rank
 // interpreter, gives the loss and every updated parameter and optimizer

@@ -1,6 +1,6 @@
 //===- MultiRank.h - The reference interpreter on N ranks -------*- C++ -*-===//
 //
-// The second link of Loom's chain of numerical trust (DESIGN.md, principle
+// The second link of Loom's chain of numerical trust (docs/design.md, principle
 // 4): runs an SPMD function (the per-device program a partitioner writes)
 // on every device of a `shard.grid` at once, one std::thread per rank, with
 // in-process implementations of the upstream `shard` collectives. A
