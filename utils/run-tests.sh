@@ -67,7 +67,7 @@ count() {
             | grep -vc 'Not Run (Disabled)') failed," \
        "$(grep -cE 'Skipped|Not Run \(Disabled\)' <<<"$lines") skipped"
 }
-for kind in lit unit format; do
+for kind in lit unit format docs; do
   echo "$kind: $(count "$kind/")"
 done
 echo "tests: $(count '')"

@@ -70,6 +70,11 @@ constexpr llvm::StringLiteral kValueKeyAttr = "loom.value";
 /// accumulators of the same key are summed into it before the step.
 constexpr llvm::StringLiteral kTiedStagesAttr = "loom.tied_stages";
 
+/// On a `shard` collective of a per-device program
+/// (`--loom-overlap-collectives`): the lowering starts its transfer where it
+/// stands and waits for it just before the first op that reads its result.
+constexpr llvm::StringLiteral kOverlapAttr = "loom.overlap";
+
 /// A ranked tensor of floats: what has a gradient and what an optimizer
 /// updates.
 inline bool isFloatTensorType(mlir::Type type) {

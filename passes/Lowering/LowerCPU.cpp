@@ -17,11 +17,8 @@ namespace loom {
 namespace {
 
 struct LowerCPUPass : impl::LoomLowerCPUBase<LowerCPUPass> {
-  using LoomLowerCPUBase::LoomLowerCPUBase;
-
   void runOnOperation() override {
-    if (failed(lowering::lowerToKernels(getOperation(), lowering::cpuTarget(),
-                                        {overlap})))
+    if (failed(lowering::lowerToKernels(getOperation(), lowering::cpuTarget())))
       signalPassFailure();
   }
 };

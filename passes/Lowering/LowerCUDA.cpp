@@ -17,11 +17,8 @@ namespace loom {
 namespace {
 
 struct LowerCUDAPass : impl::LoomLowerCUDABase<LowerCUDAPass> {
-  using LoomLowerCUDABase::LoomLowerCUDABase;
-
   void runOnOperation() override {
-    if (failed(lowering::lowerToKernels(getOperation(), lowering::cudaTarget(),
-                                        {overlap})))
+    if (failed(lowering::lowerToKernels(getOperation(), lowering::cudaTarget())))
       signalPassFailure();
   }
 };

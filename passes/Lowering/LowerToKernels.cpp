@@ -48,9 +48,6 @@ struct Step {
   /// which it reduces in place after copying its operand; else the operand
   /// it sends from and the result). Empty for other calls.
   SmallVector<Value, 2> transferBuffers;
-  /// The splittable collective is an all_gather (prefetched ahead of its
-  /// use; the reductions start as soon as their operand exists).
-  bool gathers = false;
 };
 
 int64_t bytesOf(Type type) {
@@ -63,16 +60,15 @@ int64_t bytesOf(Type type) {
 class FunctionLowering {
 public:
   FunctionLowering(func::FuncOp fn, const Target &target,
-                   const LoweringOptions &options, GroupTable &groups,
+                   GroupTable &groups,
                    llvm::StringMap<LLVM::LLVMFuncOp> &kernels)
-      : fn(fn), target(target), options(options), groups(groups),
+      : fn(fn), target(target), groups(groups),
         kernels(kernels) {}
 
   LogicalResult run();
 
 private:
   LogicalResult collectSteps();
-  void hoistStarts();
   void splitCollectives();
   void planBuffers();
   void emit();
@@ -86,7 +82,6 @@ private:
 
   func::FuncOp fn;
   const Target &target;
-  const LoweringOptions &options;
   GroupTable &groups;
   llvm::StringMap<LLVM::LLVMFuncOp> &kernels;
   SmallVector<Step> steps;
@@ -130,8 +125,7 @@ LogicalResult FunctionLowering::collectSteps() {
             {copyCall(value.getType(), target, kernels::Kernel::upload),
              {constant.getResult(), constant.getResult()},
              static_cast<int64_t>(constants.size()) - 1,
-             {},
-             false});
+             {}});
       continue;
     }
     if (isa<func::CallOp>(op))
@@ -140,11 +134,17 @@ LogicalResult FunctionLowering::collectSteps() {
     auto call = encodeKernelCall(&op, groups, target);
     if (failed(call))
       return failure();
-    Step step{std::move(*call), {}, -1, {}, isa<shard::AllGatherOp>(op)};
+    Step step{std::move(*call), {}, -1, {}};
     for (Value operand : op.getOperands())
       step.buffers.push_back(resolve(operand));
     step.buffers.append(op.result_begin(), op.result_end());
-    if (splittable(&op)) {
+    if (op.hasAttr(kOverlapAttr)) {
+      if (!splittable(&op))
+        return op.emitOpError()
+               << "is marked " << kOverlapAttr
+               << " but its transfer cannot run on its own buffers (an "
+                  "all-reduce, or a reduce-scatter / all-gather of contiguous "
+                  "member blocks, splits)";
       if (!isa<shard::AllReduceOp>(op))
         step.transferBuffers.push_back(step.buffers[0]);
       step.transferBuffers.push_back(step.buffers[1]);
@@ -152,42 +152,6 @@ LogicalResult FunctionLowering::collectSteps() {
     steps.push_back(std::move(step));
   }
   return success();
-}
-
-void FunctionLowering::hoistStarts() {
-  // Where each value is computed.
-  DenseMap<Value, int64_t> producer;
-  for (auto [index, step] : llvm::enumerate(steps))
-    for (Value result :
-         ArrayRef<Value>(step.buffers).drop_front(step.call.meta[0]))
-      producer[result] = static_cast<int64_t>(index);
-  // Sorting by (anchor, moved first, index) puts each moved start right
-  // before the step it is anchored to and keeps every other order.
-  SmallVector<std::tuple<int64_t, int, int64_t>> order;
-  int64_t lastGather = -1;
-  for (auto [index, step] : llvm::enumerate(steps)) {
-    auto at = static_cast<int64_t>(index);
-    if (step.transferBuffers.empty()) {
-      order.push_back({at, 1, at});
-      continue;
-    }
-    // Right after the operand's producer (the start waits for a transfer
-    // that computes it: splitCollectives), an all_gather no earlier than
-    // where the previous one stood: one gather ahead, so that prefetching
-    // a ZeRO step's parameters keeps one more of them live, not all.
-    auto it = producer.find(step.buffers[0]);
-    int64_t anchor = it == producer.end() ? 0 : it->second + 1;
-    if (step.gathers) {
-      anchor = std::max(anchor, lastGather + 1);
-      lastGather = at;
-    }
-    order.push_back({anchor, 0, at});
-  }
-  llvm::sort(order);
-  SmallVector<Step> hoisted;
-  for (auto [anchor, kind, index] : order)
-    hoisted.push_back(std::move(steps[index]));
-  steps = std::move(hoisted);
 }
 
 void FunctionLowering::splitCollectives() {
@@ -205,8 +169,7 @@ void FunctionLowering::splitCollectives() {
                   target),
          SmallVector<Value>(transfer.buffers.begin(), transfer.buffers.end()),
          -1,
-         {},
-         false});
+         {}});
     busy[transfer.slot] = false;
   };
   for (Step &step : steps) {
@@ -480,10 +443,7 @@ void FunctionLowering::emit() {
 LogicalResult FunctionLowering::run() {
   if (failed(collectSteps()))
     return failure();
-  if (options.overlap) {
-    hoistStarts();
-    splitCollectives();
-  }
+  splitCollectives();
   // The runtime gathers a result split differently from the argument it
   // feeds next step (ZeRO's updated parameters) over these groups.
   for (unsigned j = 0; j < fn.getNumResults(); ++j)
@@ -505,8 +465,7 @@ LogicalResult FunctionLowering::run() {
 
 int programAbiVersion() { return LOOM_PROGRAM_ABI_VERSION; }
 
-LogicalResult lowerToKernels(ModuleOp module, const Target &target,
-                             const LoweringOptions &options) {
+LogicalResult lowerToKernels(ModuleOp module, const Target &target) {
   // The stage functions of a split step, else @train_step.
   bool pipelined = llvm::any_of(module.getOps<func::FuncOp>(), [](auto fn) {
     return fn->hasAttr(kStageFunctionAttr);
@@ -524,7 +483,7 @@ LogicalResult lowerToKernels(ModuleOp module, const Target &target,
   GroupTable groups;
   llvm::StringMap<LLVM::LLVMFuncOp> kernels;
   for (func::FuncOp fn : toLower) {
-    FunctionLowering lowering(fn, target, options, groups, kernels);
+    FunctionLowering lowering(fn, target, groups, kernels);
     if (failed(lowering.run()))
       return failure();
   }

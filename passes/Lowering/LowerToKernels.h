@@ -19,21 +19,15 @@ namespace loom::lowering {
 /// "backend".
 constexpr llvm::StringLiteral kTargetAttr = "loom.target";
 
-/// Choices of the lowering that do not depend on the target.
-struct LoweringOptions {
-  /// Split the collectives that allow it (KernelCall.h's splittable) into a
-  /// start where the op stands and a `collective_wait` just before the
-  /// first call that reads its result, so that the calls between overlap
-  /// the transfer; otherwise every collective waits in its own call.
-  bool overlap = true;
-};
-
 /// Lowers the functions the runtime calls (the stage functions, else
 /// @train_step) to `loom_fn_<name>` calling `target`'s kernels, and removes
 /// the other functions; emits a diagnostic and fails on what the target
-/// cannot run.
-mlir::LogicalResult lowerToKernels(mlir::ModuleOp module, const Target &target,
-                                   const LoweringOptions &options = {});
+/// cannot run. A collective marked `loom.overlap`
+/// (--loom-overlap-collectives) becomes a start where it stands and a
+/// `collective_wait` just before the first call that reads its result, so
+/// that the calls between overlap the transfer; every other collective
+/// waits in its own call.
+mlir::LogicalResult lowerToKernels(mlir::ModuleOp module, const Target &target);
 
 /// The version of loom_program.h's contract the lowered code follows
 /// (LOOM_PROGRAM_ABI_VERSION): plan.json and program.so both state it.

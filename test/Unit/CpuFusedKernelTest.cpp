@@ -14,7 +14,7 @@
 
 #include "dialects/Loom/LoomOps.h"
 #include "loom/loom_cpu_kernels.h"
-#include "passes/Lowering/Passes.h"
+#include "passes/Transforms/Passes.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/Pass/PassManager.h"

@@ -32,7 +32,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "passes/Lowering/LowerToKernels.h"
-#include "passes/Lowering/Passes.h"
+#include "passes/Pipelines/Pipelines.h"
 
 #include "loom/Schedule/ScheduleAttr.h"
 #include "loom/Schedule/Serialize.h"
@@ -396,14 +396,13 @@ int main(int argc, char **argv) {
   }
   if (!lowered) {
     mlir::PassManager pm(&context);
-    if (!noPadVocab)
-      pm.addPass(loom::createLoomPadVocab());
-    if (!noFuse)
-      pm.addPass(loom::createLoomFuse());
-    if (backend == Backend::CUDA)
-      pm.addPass(loom::createLoomLowerCUDA({/*overlap=*/!noOverlap}));
-    else
-      pm.addPass(loom::createLoomLowerCPU({/*overlap=*/!noOverlap}));
+    loom::CompilePipelineOptions options;
+    options.target = backend == Backend::CUDA ? loom::CompileTarget::CUDA
+                                              : loom::CompileTarget::CPU;
+    options.padVocab = !noPadVocab;
+    options.fuse = !noFuse;
+    options.overlap = !noOverlap;
+    loom::addCompilePipeline(pm, options);
     if (mlir::failed(pm.run(*module)))
       return 1;
   }

@@ -11,6 +11,7 @@
 #include "passes/Lowering/Passes.h"
 #include "passes/Optimizer/Passes.h"
 #include "passes/Pipeline/Passes.h"
+#include "passes/Pipelines/Pipelines.h"
 #include "passes/Sharding/Passes.h"
 #include "passes/Transforms/Passes.h"
 
@@ -28,6 +29,7 @@ int main(int argc, char **argv) {
   loom::registerLoomPipelinePasses();
   loom::registerLoomShardingPasses();
   loom::registerLoomTransformPasses();
+  loom::registerLoomPipelines();
 
   mlir::DialectRegistry registry;
   mlir::registerAllDialects(registry);

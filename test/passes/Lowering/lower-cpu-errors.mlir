@@ -78,3 +78,14 @@ func.func @train_step(%x: tensor<6x5xf32>, %dy: tensor<4x6xf32>) -> (tensor<5x4x
   }
   return %0#0, %0#1 : tensor<5x4xf32>, tensor<6xf32>
 }
+
+// -----
+
+// A collective marked loom.overlap must be one whose transfer runs on its
+// own buffers: this reduce_scatter along dimension 1 packs 4 blocks.
+shard.grid @mesh(shape = 2)
+func.func @train_step(%a: tensor<4x8xf32>) -> tensor<4x4xf32> {
+  // expected-error @+1 {{'shard.reduce_scatter' op is marked loom.overlap but its transfer cannot run on its own buffers}}
+  %b = shard.reduce_scatter %a on @mesh grid_axes = [0] scatter_axis = 1 {loom.overlap} : tensor<4x8xf32> -> tensor<4x4xf32>
+  return %b : tensor<4x4xf32>
+}

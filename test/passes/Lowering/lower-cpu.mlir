@@ -1,4 +1,4 @@
-// RUN: loom-opt %s -split-input-file --loom-lower-cpu | FileCheck %s
+// RUN: loom-opt %s -split-input-file --loom-overlap-collectives --loom-lower-cpu | FileCheck %s
 
 // Each op becomes one kernel call with a constant meta array (operand and
 // result shapes, then attributes); a value an op computes is written into

@@ -1,4 +1,4 @@
-// RUN: loom-opt %s -split-input-file --loom-lower-cuda | FileCheck %s
+// RUN: loom-opt %s -split-input-file --loom-overlap-collectives --loom-lower-cuda | FileCheck %s
 
 // A mixed-precision step: the f32 master weight is cast to bf16, a bf16
 // matmul (meta: dtype 4 = bf16, then the transpose flags and epilogue 0) and bf16

@@ -1,5 +1,5 @@
-// RUN: loom-opt %s -split-input-file --loom-lower-cpu | FileCheck %s
-// RUN: loom-opt %s -split-input-file --loom-lower-cpu=overlap=false | FileCheck %s --check-prefix=BLOCKING
+// RUN: loom-opt %s -split-input-file --loom-overlap-collectives --loom-lower-cpu | FileCheck %s
+// RUN: loom-opt %s -split-input-file --loom-lower-cpu | FileCheck %s --check-prefix=BLOCKING
 
 // Split collectives. The all_gather of an argument starts first (nothing
 // before it computes its operand); the all_reduce moves up to just after

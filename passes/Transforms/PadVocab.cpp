@@ -16,7 +16,7 @@
 //
 //===----------------------------------------------------------------------===//
 
-#include "passes/Lowering/Passes.h"
+#include "passes/Transforms/Passes.h"
 
 #include "dialects/Loom/LoomDialect.h"
 #include "dialects/Loom/LoomOps.h"
@@ -32,7 +32,7 @@ using namespace mlir;
 
 namespace loom {
 #define GEN_PASS_DEF_LOOMPADVOCAB
-#include "passes/Lowering/Passes.h.inc"
+#include "passes/Transforms/Passes.h.inc"
 
 namespace {
 

@@ -8,7 +8,7 @@
 //
 //===----------------------------------------------------------------------===//
 
-#include "passes/Lowering/Passes.h"
+#include "passes/Transforms/Passes.h"
 
 #include "dialects/Loom/LoomDialect.h"
 #include "dialects/Loom/LoomOps.h"
@@ -26,7 +26,7 @@ using namespace mlir;
 
 namespace loom {
 #define GEN_PASS_DEF_LOOMFUSE
-#include "passes/Lowering/Passes.h.inc"
+#include "passes/Transforms/Passes.h.inc"
 
 namespace {
 
