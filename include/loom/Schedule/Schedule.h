@@ -1,7 +1,7 @@
 //===- Schedule.h - Pipeline schedules as per-rank instruction streams -*- C++
 //-*-//
 //
-// One schedule (issue 6): the object the simulator times, the timeline draws
+// One schedule: the object the simulator times, the timeline draws
 // and the runtime executes. A schedule is, for every pipeline rank, the
 // ordered list of what that rank does in one training step: forward and
 // backward passes of its stages on micro-batches, the point-to-point

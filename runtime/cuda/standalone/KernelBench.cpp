@@ -7,7 +7,7 @@
 // or GB/s (the memory-bound rest, counting each tensor read or written
 // once). Inputs are zeros (a step is 1): the timings of these kernels do
 // not depend on the values. A guide for kernel work, not a conformance check
-// (CudaKernelTest is that); utils/gpu-check.sh runs it after the test.
+// (CudaKernelTest is that); utils/gpu-node.sh run runs it last.
 //
 //===----------------------------------------------------------------------===//
 

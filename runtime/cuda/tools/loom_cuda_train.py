@@ -8,7 +8,7 @@ usage: [mpirun -np R] loom_cuda_train.py MODEL.loom --lib libloom_cuda_runtime.s
            [--comm auto|nccl|staged] [--timeout SECONDS]
 
 The GPU twin of `loom-run MODEL.loom --np R` for machines without LLVM
-(the lent GPU machines): it needs only Python 3, numpy, the runtime
+(a GPU node, utils/gpu-node.sh): it needs only Python 3, numpy, the runtime
 library (runtime/cuda/standalone builds it) and, for an artifact of more
 than one rank, mpi4py under mpirun (one process per rank). Each rank
 drives --device (default: its rank on the node modulo the node's GPUs);
@@ -23,7 +23,7 @@ does; --log-json writes loom-run's JSON lines ({"step", "loss",
 "tokens_per_second", "step_ms"}), which test/reference/compare_logs.py
 compares. Exits 1 with the runtime's message on any failure.
 
-For throughput runs (benchmarks/gpu-gpt2.py --loom), where carrying a
+For throughput runs (benchmarks/gpu-train.py --loom), where carrying a
 model's weights and a corpus to the GPU machine is not worth it:
 --random-init draws the parameters here as Hugging Face initializes GPT-2
 (matrices normal with std 0.02, vectors named *bias zeros, other vectors
