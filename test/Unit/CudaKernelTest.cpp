@@ -2404,10 +2404,19 @@ void profileCases(cudaStream_t stream) {
               {0, 0, LOOM_EPILOGUE_NONE});
   std::vector<int64_t> add =
       metaFor({uniform({64, 80}), uniform({64, 80})}, {result({64, 80})}, {});
+  // Attention's label names the path that ran.
+  void *heads[5] = {device.pointers[0], device.pointers[0], device.pointers[0],
+                    device.pointers[1], device.pointers[2]};
+  std::vector<int64_t> attention =
+      metaFor({uniform({1, 64, 2, 16}), uniform({1, 64, 2, 16}),
+               uniform({1, 64, 2, 16})},
+              {result({1, 64, 2, 16}), result({1, 2, 64}, false)},
+              {1, real(0.25), 0, real(0.0), 0, 0});
   for (int step = 0; step < 3 && status == 0; ++step) {
     status |= loom_cuda_matmul(nullptr, product, matmul.data(), context);
     status |= loom_cuda_matmul(nullptr, product, matmul.data(), context);
     status |= loom_cuda_add(nullptr, product, add.data(), context);
+    status |= loom_cuda_attention(nullptr, heads, attention.data(), context);
     status |= loom_cuda_context_synchronize(context);
   }
   loom_cuda_context_destroy(context);
@@ -2435,8 +2444,11 @@ void profileCases(cudaStream_t stream) {
               "%lf", &matmulCalls);
   std::sscanf(addRow.c_str() + std::min(addRow.size(), size_t{3}), "%lf",
               &addCalls);
+  std::string attentionLabel =
+      cudnnTakesAttention() ? "attention cudnn" : "attention tiles";
   bool ok = status == 0 && table.find("2 steps timed") != std::string::npos &&
-            matmulCalls == 2.0 && addCalls == 1.0;
+            matmulCalls == 2.0 && addCalls == 1.0 &&
+            !row(attentionLabel).empty();
   std::printf("%s profile\n", ok ? "PASS" : "FAIL");
   if (!ok)
     std::printf("  status %d (%s), table:\n%s\n", status,
