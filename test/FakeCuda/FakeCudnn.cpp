@@ -17,7 +17,6 @@
 #include "FakeDevice.h"
 
 #include <algorithm>
-#include <cstdarg>
 #include <cstdio>
 #include <cstdlib>
 #include <memory>
@@ -175,88 +174,12 @@ Registry &registry() {
   return *instance;
 }
 
-thread_local std::string lastError;
-
-/// Records a violation (printf-style), also as cuDNN's last error string;
-/// returns `status`.
-__attribute__((format(printf, 2, 3))) cudnnStatus_t refuse(cudnnStatus_t status,
-                                                           const char *format,
-                                                           ...) {
-  char text[512];
-  va_list list;
-  va_start(list, format);
-  std::vsnprintf(text, sizeof text, format, list);
-  va_end(list);
-  violation("%s", text);
-  lastError = text;
-  return status;
-}
-
 const Rule *ruleFor(cudnnBackendDescriptorType_t descriptor,
                     cudnnBackendAttributeName_t name) {
   for (const Rule &rule : kRules)
     if (rule.descriptor == descriptor && rule.name == name)
       return &rule;
   return nullptr;
-}
-
-/// The finalize checks of a tensor descriptor; fills `d.tensor`.
-cudnnStatus_t finalizeTensor(Descriptor &d) {
-  const char *call = "cudnnBackendFinalize(tensor)";
-  TensorInfo &t = d.tensor;
-  auto &attrs = d.attributes;
-  t.type = attrs.at(CUDNN_ATTR_TENSOR_DATA_TYPE).at<cudnnDataType_t>(0);
-  t.dims = attrs.at(CUDNN_ATTR_TENSOR_DIMENSIONS).all<int64_t>();
-  t.strides = attrs.at(CUDNN_ATTR_TENSOR_STRIDES).all<int64_t>();
-  t.uid = attrs.at(CUDNN_ATTR_TENSOR_UNIQUE_ID).at<int64_t>(0);
-  t.alignment = attrs.at(CUDNN_ATTR_TENSOR_BYTE_ALIGNMENT).at<int64_t>(0);
-  auto flag = [&](cudnnBackendAttributeName_t name) {
-    auto found = attrs.find(name);
-    return found != attrs.end() && found->second.at<bool>(0);
-  };
-  t.isVirtual = flag(CUDNN_ATTR_TENSOR_IS_VIRTUAL);
-  t.byValue = flag(CUDNN_ATTR_TENSOR_IS_BY_VALUE);
-  if (bytesOf(t.type) == 0)
-    return refuse(CUDNN_STATUS_NOT_SUPPORTED_DATA_TYPE,
-                  "%s: data type %d unknown to the fake", call, t.type);
-  if (t.dims.size() != t.strides.size())
-    return refuse(CUDNN_STATUS_BAD_PARAM,
-                  "%s: uid %lld has %zu dimensions and %zu strides", call,
-                  static_cast<long long>(t.uid), t.dims.size(),
-                  t.strides.size());
-  for (size_t i = 0; i < t.dims.size(); ++i)
-    if (t.dims[i] <= 0 || t.strides[i] <= 0)
-      return refuse(CUDNN_STATUS_BAD_PARAM,
-                    "%s: uid %lld has dimension %lld or stride %lld <= 0", call,
-                    static_cast<long long>(t.uid),
-                    static_cast<long long>(t.dims[i]),
-                    static_cast<long long>(t.strides[i]));
-  if (t.alignment <= 0 || (t.alignment & (t.alignment - 1)) != 0)
-    return refuse(CUDNN_STATUS_BAD_PARAM,
-                  "%s: uid %lld has byte alignment %lld, not a power of two",
-                  call, static_cast<long long>(t.uid),
-                  static_cast<long long>(t.alignment));
-  if (t.isVirtual && t.byValue)
-    return refuse(CUDNN_STATUS_BAD_PARAM,
-                  "%s: uid %lld is both virtual and by value", call,
-                  static_cast<long long>(t.uid));
-  // No two elements at one address: ordered by stride, each dimension must
-  // step over all of the ones inside it.
-  std::vector<std::pair<int64_t, int64_t>> order; // (stride, dim)
-  for (size_t i = 0; i < t.dims.size(); ++i)
-    if (t.dims[i] > 1)
-      order.push_back({t.strides[i], t.dims[i]});
-  std::sort(order.begin(), order.end());
-  for (size_t i = 1; i < order.size(); ++i)
-    if (order[i].first < order[i - 1].first * order[i - 1].second)
-      return refuse(CUDNN_STATUS_BAD_PARAM,
-                    "%s: uid %lld has overlapping strides (stride %lld "
-                    "inside a dimension of %lld x stride %lld)",
-                    call, static_cast<long long>(t.uid),
-                    static_cast<long long>(order[i].first),
-                    static_cast<long long>(order[i - 1].second),
-                    static_cast<long long>(order[i - 1].first));
-  return CUDNN_STATUS_SUCCESS;
 }
 
 /// The checks of finalize beyond the required attributes, by kind.
@@ -331,77 +254,6 @@ cudnnStatus_t finalizeChecks(Descriptor &d) {
   }
 }
 
-/// The extent in bytes of a tensor in memory, from its first element.
-uint64_t extentOf(const TensorInfo &t) {
-  uint64_t elements = 1;
-  for (size_t i = 0; i < t.dims.size(); ++i)
-    elements += static_cast<uint64_t>(t.dims[i] - 1) *
-                static_cast<uint64_t>(t.strides[i]);
-  return elements * static_cast<uint64_t>(bytesOf(t.type));
-}
-
-/// The variant pack's checks against the plan (FakeCuda.h).
-cudnnStatus_t checkPack(const Descriptor &plan, const Descriptor &pack) {
-  const char *call = "cudnnBackendExecute";
-  std::vector<int64_t> uids =
-      pack.attributes.at(CUDNN_ATTR_VARIANT_PACK_UNIQUE_IDS).all<int64_t>();
-  std::vector<void *> pointers =
-      pack.attributes.at(CUDNN_ATTR_VARIANT_PACK_DATA_POINTERS).all<void *>();
-  void *workspace =
-      pack.attributes.at(CUDNN_ATTR_VARIANT_PACK_WORKSPACE).at<void *>(0);
-  std::set<int64_t> seen;
-  for (size_t i = 0; i < uids.size(); ++i) {
-    auto found = plan.graph.tensors.find(uids[i]);
-    if (found == plan.graph.tensors.end())
-      return refuse(CUDNN_STATUS_BAD_PARAM,
-                    "%s: uid %lld of the variant pack is not in the plan's "
-                    "graph",
-                    call, static_cast<long long>(uids[i]));
-    const TensorInfo &t = found->second;
-    if (t.isVirtual)
-      return refuse(CUDNN_STATUS_BAD_PARAM,
-                    "%s: uid %lld is virtual, but the variant pack gives it "
-                    "memory",
-                    call, static_cast<long long>(uids[i]));
-    if (!seen.insert(uids[i]).second)
-      return refuse(CUDNN_STATUS_BAD_PARAM_DUPLICATED_ENTRIES,
-                    "%s: uid %lld twice in the variant pack", call,
-                    static_cast<long long>(uids[i]));
-    if (t.byValue) {
-      if (!pointers[i] || isDevicePointer(pointers[i]))
-        return refuse(CUDNN_STATUS_BAD_PARAM,
-                      "%s: by-value uid %lld needs a host pointer, got %p",
-                      call, static_cast<long long>(uids[i]), pointers[i]);
-      continue;
-    }
-    if (reinterpret_cast<uintptr_t>(pointers[i]) % t.alignment != 0)
-      return refuse(CUDNN_STATUS_BAD_PARAM_MISALIGNED_POINTER,
-                    "%s: uid %lld at %p is not %lld-byte aligned", call,
-                    static_cast<long long>(uids[i]), pointers[i],
-                    static_cast<long long>(t.alignment));
-    char what[64];
-    std::snprintf(what, sizeof what, "uid %lld",
-                  static_cast<long long>(uids[i]));
-    if (!inside(pointers[i], extentOf(t), call, what)) {
-      lastError = device().lastViolation;
-      return CUDNN_STATUS_BAD_PARAM;
-    }
-  }
-  for (const auto &[uid, t] : plan.graph.tensors)
-    if (!t.isVirtual && !seen.count(uid))
-      return refuse(CUDNN_STATUS_BAD_PARAM,
-                    "%s: uid %lld of the plan's graph is not in the variant "
-                    "pack",
-                    call, static_cast<long long>(uid));
-  if (plan.workspaceBytes > 0 &&
-      !inside(workspace, static_cast<uint64_t>(plan.workspaceBytes), call,
-              "workspace")) {
-    lastError = device().lastViolation;
-    return CUDNN_STATUS_BAD_PARAM;
-  }
-  return CUDNN_STATUS_SUCCESS;
-}
-
 } // namespace
 
 Descriptor *live(cudnnBackendDescriptor_t handle) {
@@ -451,8 +303,8 @@ const char *cudnnGetErrorString(cudnnStatus_t status) {
 void cudnnGetLastErrorString(char *message, size_t maxSize) {
   if (!message || maxSize == 0)
     return;
-  std::snprintf(message, maxSize, "%s", lastError.c_str());
-  lastError.clear();
+  std::snprintf(message, maxSize, "%s", lastError().c_str());
+  lastError().clear();
 }
 
 cudnnStatus_t cudnnCreate(cudnnHandle_t *handle) {

@@ -1,10 +1,9 @@
-//===- FakeCudnn.h - The fake device's cuDNN backend descriptors -*- C++
-//-*-===//
+//===- FakeCudnn.h - The fake device's cuDNN descriptors --------*- C++ -*-===//
 //
 // What FakeCudnn.cpp (descriptors, attributes, execution) and
-// FakeCudnnGraph.cpp (the checks of operations and graphs, the heuristic)
-// share. FakeCuda.h says what the fake cuDNN checks. Every function here
-// is called with the device's mutex held.
+// FakeCudnnGraph.cpp (the checks of tensors, operations, graphs and variant
+// packs; the heuristic) share. FakeCuda.h says what the fake cuDNN checks.
+// Every function here is called with the device's mutex held.
 //
 //===----------------------------------------------------------------------===//
 
@@ -79,6 +78,21 @@ struct Descriptor {
 
 /// The live descriptor `handle` is, or null.
 Descriptor *live(cudnnBackendDescriptor_t handle);
+
+/// cuDNN's last error string on this thread (cudnnGetLastErrorString).
+std::string &lastError();
+
+/// Records a violation (printf-style), also as cuDNN's last error string;
+/// returns `status`.
+cudnnStatus_t refuse(cudnnStatus_t status, const char *format, ...)
+    __attribute__((format(printf, 2, 3)));
+
+/// Finalize's checks of a tensor descriptor (strides, alignment, kind);
+/// fills `d.tensor`.
+cudnnStatus_t finalizeTensor(Descriptor &d);
+
+/// An execution's checks of the variant pack against the plan.
+cudnnStatus_t checkPack(const Descriptor &plan, const Descriptor &pack);
 
 /// Checks a finalized operation's tensors against its kind (dimensions,
 /// types, operand counts); fills `d.operation`. False after a violation.
