@@ -250,6 +250,9 @@ struct LogAtExit {
     for (const auto &[name, count] : d.launchesByKernel)
       std::fprintf(out, "launch %s: %lld\n", name.c_str(),
                    static_cast<long long>(count));
+    for (const auto &[engine, count] : d.cudnnExecutions)
+      std::fprintf(out, "cudnn %s: %lld\n", engine.c_str(),
+                   static_cast<long long>(count));
     if (!d.lastViolation.empty())
       std::fprintf(out, "last violation: %s\n", d.lastViolation.c_str());
     std::fclose(out);
@@ -718,6 +721,7 @@ void loom_fake_cuda_reset_stats(void) {
   d.stats = {};
   d.launchesByKernel.clear();
   d.gemms.clear();
+  d.cudnnExecutions.clear();
   d.lastViolation.clear();
 }
 

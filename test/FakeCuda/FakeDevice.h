@@ -1,9 +1,9 @@
 //===- FakeDevice.h - The fake device's state ------------------*- C++ -*-===//
 //
-// What FakeCudart.cpp and FakeCublasLt.cpp share: the live allocations,
-// the counters and the violation log (FakeCuda.h says what the fake device
-// is). One mutex guards it all: the runtime's watchdog and the tests'
-// loopback communicators call in from other threads.
+// What FakeCudart.cpp, FakeCublasLt.cpp and FakeCudnn.cpp share: the live
+// allocations, the counters and the violation log (FakeCuda.h says what the
+// fake device is). One mutex guards it all: the runtime's watchdog and the
+// tests' loopback communicators call in from other threads.
 //
 //===----------------------------------------------------------------------===//
 
@@ -31,6 +31,8 @@ struct Device {
   loom_fake_cuda_stats stats = {};
   std::map<std::string, int64_t> launchesByKernel;
   std::vector<loom_fake_cuda_gemm> gemms;
+  /// cudnnBackendExecute calls by engine name.
+  std::map<std::string, int64_t> cudnnExecutions;
   std::string lastViolation;
 };
 

@@ -153,6 +153,9 @@ struct Case {
   bool f32Only = false;
   /// The bf16 run's tol (see the file comment).
   double bf16Tolerance = 1e-2;
+  /// What loom_cuda_attention_path must start with after the call, in the
+  /// f32 and the bf16 run ("": not checked).
+  std::array<std::string, 2> attentionPath;
 };
 
 std::mt19937 &generator() {
@@ -399,6 +402,14 @@ bool runCudaBytes(
                 loom_cuda_last_error());
     return false;
   }
+  const std::string &wantPath =
+      c.attentionPath[precision == Precision::BF16 ? 1 : 0];
+  std::string path = loom_cuda_attention_path(context);
+  if (path.compare(0, wantPath.size(), wantPath) != 0) {
+    std::printf("  ran on \"%s\", expected \"%s\"\n", path.c_str(),
+                wantPath.c_str());
+    return false;
+  }
 #ifdef LOOM_CUDA_FAKE_DEVICE
   loom_fake_cuda_stats stats;
   loom_fake_cuda_get_stats(&stats);
@@ -406,8 +417,9 @@ bool runCudaBytes(
                            [](const Tensor &t) { return t.size() == 0; });
   // A collective's work may be all in its communicator's callbacks (a split
   // start only hands the transfer over).
-  bool enqueued =
-      stats.launches + stats.gemms + stats.copies + stats.memsets > 0;
+  bool enqueued = stats.launches + stats.gemms + stats.copies + stats.memsets +
+                      stats.cudnn_executions >
+                  0;
   // Split-K partial sums are reduced in f32, never in a bf16 output (see
   // Matmul.cu).
   for (int64_t g = 0; g < stats.gemms; ++g) {
@@ -420,6 +432,14 @@ bool runCudaBytes(
                   static_cast<long long>(g), gemm.reduction_schemes);
       return false;
     }
+  }
+  // An attention call on cuDNN is one execution of its plan; no other
+  // call executes one.
+  bool onCudnn = !wantPath.empty() && path.compare(0, 5, "cudnn") == 0;
+  if (onCudnn != (stats.cudnn_executions == 1) || stats.cudnn_executions > 1) {
+    std::printf("  %lld cuDNN executions for a call on \"%s\"\n",
+                static_cast<long long>(stats.cudnn_executions), path.c_str());
+    return false;
   }
   if (stats.violations != 0 || (!empty && !c.cudaFrame && !enqueued)) {
     std::printf("  on the fake device: %lld violation(s) (%s), %lld launches, "
@@ -1131,24 +1151,53 @@ std::vector<int64_t> attentionAttrs(const AttentionShape &s) {
   return attrs;
 }
 
-/// The bf16 calls without dropout run on the tensor-core kernels, unless
-/// `simt` (LOOM_CUDA_ATTENTION=simt) keeps them on the CUDA-core ones.
-void attentionCases(loom_cuda_context *context, bool simt) {
+/// Whether cuDNN takes the calls its graphs describe here: the kernels are
+/// built with it, and on the fake device its heuristic is not told to
+/// refuse (LOOM_FAKE_CUDNN=refuse, the fallback's ctest run).
+bool cudnnTakesAttention() {
+#ifdef LOOM_HAVE_CUDNN
+  const char *fake = kHostOnly ? std::getenv("LOOM_FAKE_CUDNN") : nullptr;
+  return !(fake && std::strcmp(fake, "refuse") == 0);
+#else
+  return false;
+#endif
+}
+
+/// The kernels an attention call of shape `s` must run on in `precision`
+/// under LOOM_CUDA_ATTENTION=`mode` (Attention.cu's order: cuDNN, then the
+/// tensor-core tiles, then the CUDA-core kernels).
+std::string attentionPathFor(const AttentionShape &s, Precision precision,
+                             const std::string &mode) {
+  bool bf16 = precision == Precision::BF16 && s.rate == 0.0;
+  if (bf16 && mode == "cudnn" && s.dim % 8 == 0 && cudnnTakesAttention())
+    return "cudnn";
+  if (bf16 && mode != "simt" && s.dim % 16 == 0 && s.dim <= 128)
+    return "tiles";
+  return "simt";
+}
+
+/// Every case under LOOM_CUDA_ATTENTION=`mode`: cudnn (the default order:
+/// the bf16 calls without dropout run on cuDNN), tiles (they run on the
+/// tensor-core kernels) or simt (the CUDA-core kernels); each checks the
+/// path its calls took.
+void attentionCases(loom_cuda_context *context, const std::string &mode) {
   const AttentionShape shapes[] = {
       {2, 24, 4, 24, 2, 16, false, 0.0},  {2, 24, 4, 24, 2, 16, true, 0.0},
       {1, 100, 2, 100, 2, 64, true, 0.0}, {1, 40, 2, 70, 1, 32, false, 0.0},
       {2, 20, 2, 20, 2, 80, true, 0.0},   {2, 33, 2, 33, 1, 16, true, 0.2},
-      {1, 70, 2, 70, 1, 128, true, 0.0},
+      {1, 70, 2, 70, 1, 128, true, 0.0},  {1, 30, 2, 30, 2, 40, true, 0.0},
   };
-  if (simt)
-    setenv("LOOM_CUDA_ATTENTION", "simt", 1);
+  setenv("LOOM_CUDA_ATTENTION", mode.c_str(), 1);
   for (const AttentionShape &s : shapes) {
-    std::string name =
-        "attention B" + std::to_string(s.batch) + " S" + std::to_string(s.seq) +
-        " Hq" + std::to_string(s.heads) + " Skv" + std::to_string(s.kvSeq) +
-        " Hkv" + std::to_string(s.kvHeads) + " D" + std::to_string(s.dim) +
-        (s.causal ? " causal" : "") + (s.rate != 0.0 ? " dropout" : "") +
-        (simt ? " simt" : "");
+    std::string name = "attention B" + std::to_string(s.batch) + " S" +
+                       std::to_string(s.seq) + " Hq" + std::to_string(s.heads) +
+                       " Skv" + std::to_string(s.kvSeq) + " Hkv" +
+                       std::to_string(s.kvHeads) + " D" +
+                       std::to_string(s.dim) + (s.causal ? " causal" : "") +
+                       (s.rate != 0.0 ? " dropout" : "") + " " + mode;
+    std::array<std::string, 2> path = {
+        attentionPathFor(s, Precision::F32, mode),
+        attentionPathFor(s, Precision::BF16, mode)};
     std::vector<int64_t> q = {s.batch, s.seq, s.heads, s.dim};
     std::vector<int64_t> kv = {s.batch, s.kvSeq, s.kvHeads, s.dim};
     std::vector<int64_t> lse = {s.batch, s.heads, s.seq};
@@ -1159,6 +1208,7 @@ void attentionCases(loom_cuda_context *context, bool simt) {
     Case forward = make(name, KERNELS(attention), ins,
                         {result(q), result(lse, false)}, attentionAttrs(s));
     forward.bf16Tolerance = 2e-2;
+    forward.attentionPath = path;
     run(forward, context);
 
     // The gradient at the forward's own out and lse (the CPU kernel's, from
@@ -1167,6 +1217,7 @@ void attentionCases(loom_cuda_context *context, bool simt) {
         make(name + " grad", KERNELS(attention_grad), {},
              {result(q), result(kv), result(kv)}, attentionAttrs(s));
     backward.bf16Tolerance = 2e-2;
+    backward.attentionPath = path;
     backward.ins = {uniform(q), ins[0], ins[1], ins[2]};
     std::vector<std::vector<double>> outs;
     if (!runCpu(forward, ins, outs)) {
@@ -1183,6 +1234,101 @@ void attentionCases(loom_cuda_context *context, bool simt) {
     run(backward, context);
   }
   unsetenv("LOOM_CUDA_ATTENTION");
+}
+
+/// Runs `c` in bf16 under LOOM_CUDA_ATTENTION=`mode` on `context`, its path
+/// checked; the results' bytes.
+bool runAttention(Case c, const std::string &mode, const std::string &path,
+                  loom_cuda_context *context,
+                  std::vector<std::vector<uint8_t>> &bytes) {
+  setenv("LOOM_CUDA_ATTENTION", mode.c_str(), 1);
+  c.attentionPath[1] = path;
+  bool ok = runCudaBytes(c, inputsFor(c, Precision::BF16), Precision::BF16,
+                         context, bytes);
+  unsetenv("LOOM_CUDA_ATTENTION");
+  return ok;
+}
+
+/// GPT-2 124M's and a grouped-query Llama's attention (32 query heads, 8
+/// key/value heads, head dimension 128, sequence 2048) at batch 1, bf16:
+/// forward and gradient on cuDNN (where it is built) and on the
+/// tensor-core kernels (LOOM_CUDA_ATTENTION=tiles), each checking its path,
+/// and on a GPU each result of one against the other's (tol 2e-2 as
+/// above; no CPU reference: the cases above compare both paths with the
+/// CPU kernel at small shapes, these shapes are slow there). Both
+/// gradients read the tiles forward's out and lse, so cuDNN's gradient
+/// reads an lse it did not write. They run on a context of 1 MiB of
+/// scratch, which cuDNN's gradient plans outgrow (growScratch).
+void attentionModelCases(cudaStream_t stream) {
+  if (filter &&
+      std::string("attention model").find(filter) == std::string::npos)
+    return;
+  loom_cuda_context *small = nullptr;
+  if (loom_cuda_context_create(stream, int64_t{1} << 20, &small) != 0) {
+    std::printf("FAIL attention model: no context: %s\n",
+                loom_cuda_last_error());
+    ++failures;
+    return;
+  }
+  struct Model {
+    const char *name;
+    AttentionShape shape;
+  };
+  const Model models[] = {
+      {"GPT-2 124M", {1, 1024, 12, 1024, 12, 64, true, 0.0}},
+      {"Llama", {1, 2048, 32, 2048, 8, 128, true, 0.0}},
+  };
+  std::string cudnnPath = cudnnTakesAttention() ? "cudnn" : "tiles";
+  for (const Model &m : models) {
+    const AttentionShape &s = m.shape;
+    std::string name = std::string("attention model ") + m.name;
+    std::vector<int64_t> q = {s.batch, s.seq, s.heads, s.dim};
+    std::vector<int64_t> kv = {s.batch, s.kvSeq, s.kvHeads, s.dim};
+    std::vector<int64_t> lse = {s.batch, s.heads, s.seq};
+    Case forward = make(name, KERNELS(attention),
+                        {uniform(q, -2, 2), uniform(kv, -2, 2), uniform(kv)},
+                        {result(q), result(lse, false)}, attentionAttrs(s));
+    forward.bf16Tolerance = 2e-2;
+    std::vector<std::vector<uint8_t>> tiles, cudnn;
+    bool ok = runAttention(forward, "tiles", "tiles", small, tiles) &&
+              runAttention(forward, "cudnn", cudnnPath, small, cudnn);
+    for (size_t r = 0; ok && !kHostOnly && r < forward.outs.size(); ++r) {
+      loom_dtype dtype = forward.outs[r].dtypeIn(Precision::BF16);
+      ok = compare(forward, r, Precision::BF16,
+                   decode(tiles[r].data(), forward.outs[r].size(), dtype),
+                   decode(cudnn[r].data(), forward.outs[r].size(), dtype)) &&
+           ok;
+    }
+    std::printf("%s %s [cudnn vs tiles]\n", ok ? "PASS" : "FAIL", name.c_str());
+    (ok ? passes : failures) += 1;
+    if (!ok)
+      continue;
+
+    Case backward =
+        make(name + " grad", KERNELS(attention_grad),
+             {uniform(q), forward.ins[0], forward.ins[1], forward.ins[2],
+              uniform(q), f32(uniform(lse))},
+             {result(q), result(kv), result(kv)}, attentionAttrs(s));
+    backward.bf16Tolerance = 2e-2;
+    backward.ins[4].values =
+        decode(tiles[0].data(), forward.outs[0].size(), LOOM_DTYPE_BF16);
+    backward.ins[5].values =
+        decode(tiles[1].data(), forward.outs[1].size(), LOOM_DTYPE_F32);
+    std::vector<std::vector<uint8_t>> tilesGrad, cudnnGrad;
+    ok = runAttention(backward, "tiles", "tiles", small, tilesGrad) &&
+         runAttention(backward, "cudnn", cudnnPath, small, cudnnGrad);
+    for (size_t r = 0; ok && !kHostOnly && r < backward.outs.size(); ++r)
+      ok = compare(backward, r, Precision::BF16,
+                   decode(tilesGrad[r].data(), backward.outs[r].size(),
+                          LOOM_DTYPE_BF16),
+                   decode(cudnnGrad[r].data(), backward.outs[r].size(),
+                          LOOM_DTYPE_BF16)) &&
+           ok;
+    std::printf("%s %s grad [cudnn vs tiles]\n", ok ? "PASS" : "FAIL",
+                name.c_str());
+    (ok ? passes : failures) += 1;
+  }
+  loom_cuda_context_destroy(small);
 }
 
 void lookupAndLossCases(loom_cuda_context *context) {
@@ -1582,6 +1728,22 @@ void failureCases(loom_cuda_context *context) {
                 loom_cuda_last_error(),
                 "loom_cuda_matmul: epilogue bias_gelu_aux takes 3 operands "
                 "and 2 results, got 3 and 1");
+
+  // A path LOOM_CUDA_ATTENTION does not name fails the call, whatever it
+  // would have run on.
+  void *attention[5] = {data, data, data, out, out};
+  std::vector<int64_t> heads = metaFor(
+      {uniform({1, 4, 2, 16}), uniform({1, 4, 2, 16}), uniform({1, 4, 2, 16})},
+      {result({1, 4, 2, 16}), result({1, 2, 4}, false)},
+      {1, real(0.25), 0, real(0.0), 0, 0});
+  setenv("LOOM_CUDA_ATTENTION", "fastest", 1);
+  expectFailure(
+      "errors: attention on an unknown path",
+      loom_cuda_attention(nullptr, attention, heads.data(), context) != 0,
+      loom_cuda_last_error(),
+      "loom_cuda_attention: LOOM_CUDA_ATTENTION=fastest: expected cudnn, "
+      "tiles or simt");
+  unsetenv("LOOM_CUDA_ATTENTION");
 
   // fused_elementwise's program, checked on the host.
   void *chain[3] = {data, data, out};
@@ -2243,10 +2405,19 @@ void profileCases(cudaStream_t stream) {
               {0, 0, LOOM_EPILOGUE_NONE});
   std::vector<int64_t> add =
       metaFor({uniform({64, 80}), uniform({64, 80})}, {result({64, 80})}, {});
+  // Attention's label names the path that ran.
+  void *heads[5] = {device.pointers[0], device.pointers[0], device.pointers[0],
+                    device.pointers[1], device.pointers[2]};
+  std::vector<int64_t> attention =
+      metaFor({uniform({1, 64, 2, 16}), uniform({1, 64, 2, 16}),
+               uniform({1, 64, 2, 16})},
+              {result({1, 64, 2, 16}), result({1, 2, 64}, false)},
+              {1, real(0.25), 0, real(0.0), 0, 0});
   for (int step = 0; step < 3 && status == 0; ++step) {
     status |= loom_cuda_matmul(nullptr, product, matmul.data(), context);
     status |= loom_cuda_matmul(nullptr, product, matmul.data(), context);
     status |= loom_cuda_add(nullptr, product, add.data(), context);
+    status |= loom_cuda_attention(nullptr, heads, attention.data(), context);
     status |= loom_cuda_context_synchronize(context);
   }
   loom_cuda_context_destroy(context);
@@ -2274,8 +2445,11 @@ void profileCases(cudaStream_t stream) {
               "%lf", &matmulCalls);
   std::sscanf(addRow.c_str() + std::min(addRow.size(), size_t{3}), "%lf",
               &addCalls);
+  std::string attentionLabel =
+      cudnnTakesAttention() ? "attention cudnn" : "attention tiles";
   bool ok = status == 0 && table.find("2 steps timed") != std::string::npos &&
-            matmulCalls == 2.0 && addCalls == 1.0;
+            matmulCalls == 2.0 && addCalls == 1.0 &&
+            !row(attentionLabel).empty();
   std::printf("%s profile\n", ok ? "PASS" : "FAIL");
   if (!ok)
     std::printf("  status %d (%s), table:\n%s\n", status,
@@ -2330,8 +2504,9 @@ int main(int argc, char **argv) {
   matmulStagedCases(context, stream);
   normCases(context);
   dropoutCases(context);
-  attentionCases(context, /*simt=*/false);
-  attentionCases(context, /*simt=*/true);
+  for (const char *mode : {"cudnn", "tiles", "simt"})
+    attentionCases(context, mode);
+  attentionModelCases(stream);
   lookupAndLossCases(context);
   optimizerCases(context);
   adamwMultiIdentityCases(context);

@@ -24,14 +24,23 @@
 // (b, h, s, t) is drawn at its index in the global [B, Hq, S, Skv] tensor,
 // as on the CPU.
 //
-// Calls on bf16 q, k, v (and dout) without dropout, whose head dimension is
-// a multiple of 16 up to 128, go to the tensor-core kernels of
-// AttentionTiles.cuh instead (the same tiling on WMMA fragments); the
-// environment variable LOOM_CUDA_ATTENTION=simt keeps them on the kernels
-// here.
+// Which kernels run a call, the first that takes it of:
+//   cudnn  cuDNN's fused flash attention (CudnnAttention.cpp): bf16 q, k, v,
+//          out (and dout, dq, dk, dv), an f32 lse, no dropout (Loom's
+//          Philox masks stay Loom's), a head dimension that is a multiple
+//          of 8, 16-byte aligned tensors, and a graph cuDNN finds an
+//          engine for;
+//   tiles  the tensor-core kernels of AttentionTiles.cuh (the same tiling
+//          on WMMA fragments): bf16 q, k, v (and dout) without dropout, a
+//          head dimension that is a multiple of 16 up to 128;
+//   simt   the kernels here: everything else.
+// LOOM_CUDA_ATTENTION=cudnn (the default), tiles or simt says where to
+// start; loom_cuda_attention_path and the profile's label say which ran
+// and, when cuDNN was asked but refused, why.
 //
 //===----------------------------------------------------------------------===//
 
+#include "CudnnAttention.h"
 #include "Device.cuh"
 
 #include "loom/Interpreter/DropoutMask.h"
@@ -381,13 +390,73 @@ dim3 gridOf(int64_t rows, int64_t heads, int64_t batch) {
               static_cast<unsigned>(heads), static_cast<unsigned>(batch));
 }
 
-/// Whether the tensor-core kernels take a call whose tensor operands are
-/// `operands`: all bf16, no dropout, a head dimension they tile, and not
-/// LOOM_CUDA_ATTENTION=simt.
-bool onTiles(const Attention &a, std::initializer_list<const View *> operands) {
+/// The kernels LOOM_CUDA_ATTENTION lets a call start from (see the banner).
+enum class Path { Cudnn, Tiles, Simt };
+
+int32_t firstPath(const char *op, Path &path) {
   const char *choice = std::getenv("LOOM_CUDA_ATTENTION");
-  bool simt = choice && std::strcmp(choice, "simt") == 0;
-  if (simt || a.rate != 0.0 || a.dim % tiles::kEdge != 0 || a.dim > 128)
+  if (!choice || !*choice || std::strcmp(choice, "cudnn") == 0)
+    path = Path::Cudnn;
+  else if (std::strcmp(choice, "tiles") == 0)
+    path = Path::Tiles;
+  else if (std::strcmp(choice, "simt") == 0)
+    path = Path::Simt;
+  else
+    return fail("loom_cuda_%s: LOOM_CUDA_ATTENTION=%s: expected cudnn, tiles "
+                "or simt",
+                op, choice);
+  return 0;
+}
+
+/// Why cuDNN's graphs cannot describe the call, before any plan is asked
+/// for; null when they can. `bf16` are the q- and k-shaped tensors.
+const char *cudnnMismatch(const Attention &a,
+                          std::initializer_list<const View *> bf16,
+                          const View &lse) {
+  if (a.rate != 0.0)
+    return "dropout";
+  if (a.seq == 0 || a.heads == 0)
+    return "no queries";
+  for (const View *view : bf16)
+    if (view->dtype != LOOM_DTYPE_BF16)
+      return "a tensor is not bf16";
+  if (lse.dtype != LOOM_DTYPE_F32)
+    return "lse is not f32";
+  if (a.dim % 8 != 0)
+    return "head dimension not a multiple of 8";
+  return nullptr;
+}
+
+cudnn::Problem problemOf(const Attention &a) {
+  return {a.batch, a.heads, a.kvHeads, a.seq,
+          a.kvSeq, a.dim,   a.causal,  a.scale};
+}
+
+cudnn::Strided qShaped(const Attention &a, const View &view) {
+  return cudnn::dense(view.data, a.seq, a.heads, a.dim);
+}
+
+cudnn::Strided kvShaped(const Attention &a, const View &view) {
+  return cudnn::dense(view.data, a.kvSeq, a.kvHeads, a.dim);
+}
+
+/// Records which kernels ran `op` (`path`; cuDNN's `engine`, or why cuDNN
+/// refused) for loom_cuda_attention_path and the profile's label.
+void recordPath(loom_cuda_context *context, ProfileScope &scope, const char *op,
+                const char *path, int64_t engine, const std::string &refusal) {
+  std::string &text = context->attentionPath;
+  text = path;
+  if (engine >= 0)
+    text += " engine " + std::to_string(engine);
+  if (!refusal.empty())
+    text += " (cudnn: " + refusal + ")";
+  scope.label("%s %s", op, text.c_str());
+}
+
+/// Whether the tensor-core kernels take a call whose tensor operands are
+/// `operands`: all bf16, no dropout, a head dimension they tile.
+bool onTiles(const Attention &a, std::initializer_list<const View *> operands) {
+  if (a.rate != 0.0 || a.dim % tiles::kEdge != 0 || a.dim > 128)
     return false;
   for (const View *operand : operands)
     if (operand->dtype != LOOM_DTYPE_BF16)
@@ -457,26 +526,53 @@ extern "C" int32_t loom_cuda_attention(const loom_call_frame *frame,
   ProfileScope scope(context, "attention");
   KernelArgs args(buffers, meta);
   Attention a;
+  Path path;
   if (int32_t status = readAttention<Kernel::attention>(
           args, frame, "attention", 3, 2, 0, a))
     return status;
+  if (int32_t status = firstPath("attention", path))
+    return status;
+  context->attentionPath.clear();
   if (a.seq == 0 || a.batch == 0 || a.heads == 0)
     return 0;
-  Floats q = floats(args.in(0)), k = floats(args.in(1)), v = floats(args.in(2));
-  Floats out = floats(args.out(0)), lse = floats(args.out(1));
-  if (onTiles(a, {&args.in(0), &args.in(1), &args.in(2)})) {
+  const View &qv = args.in(0), &kv = args.in(1), &vv = args.in(2);
+  const View &outv = args.out(0), &lsev = args.out(1);
+  std::string refusal;
+  if (path == Path::Cudnn) {
+    if (const char *why = cudnnMismatch(a, {&qv, &kv, &vv, &outv}, lsev)) {
+      refusal = why;
+    } else {
+      cudnn::Forward call;
+      call.problem = problemOf(a);
+      call.q = qShaped(a, qv);
+      call.k = kvShaped(a, kv);
+      call.v = kvShaped(a, vv);
+      call.out = qShaped(a, outv);
+      call.lse = static_cast<float *>(lsev.data);
+      cudnn::Outcome outcome = cudnn::forward(context, call);
+      if (outcome.ran) {
+        recordPath(context, scope, "attention", "cudnn", outcome.engine, "");
+        return 0;
+      }
+      refusal = outcome.refusal;
+    }
+  }
+  Floats q = floats(qv), k = floats(kv), v = floats(vv);
+  Floats out = floats(outv), lse = floats(lsev);
+  if (path != Path::Simt && onTiles(a, {&qv, &kv, &vv})) {
+    recordPath(context, scope, "attention", "tiles", -1, refusal);
     dim3 grid = gridOf(a.seq, a.heads, a.batch);
     int64_t bytes = tiles::forwardSharedBytes(a.dim);
     auto launch = [&](auto kernel) {
       return launchTiles("attention", kernel, grid, bytes, context->stream,
-                         static_cast<const tiles::Shape &>(a),
-                         bf16s(args.in(0)), bf16s(args.in(1)),
-                         bf16s(args.in(2)), tileTensor(args.out(0)),
-                         tileTensor(args.out(1)));
+                         static_cast<const tiles::Shape &>(a), bf16s(qv),
+                         bf16s(kv), bf16s(vv), tileTensor(outv),
+                         tileTensor(lsev));
     };
     return a.dim <= 64 ? launch(tiles::attention_tiles_forward<64>)
                        : launch(tiles::attention_tiles_forward<128>);
   }
+  recordPath(context, scope, "attention", "simt", -1, refusal);
   withHeadBound(a.dim, [&](auto bound) {
     attention_forward_kernel<decltype(bound)::value>
         <<<gridOf(a.seq, a.heads, a.batch), kRows, 0, context->stream>>>(
@@ -493,12 +589,45 @@ extern "C" int32_t loom_cuda_attention_grad(const loom_call_frame *frame,
   ProfileScope scope(context, "attention_grad");
   KernelArgs args(buffers, meta);
   Attention a;
+  Path path;
   if (int32_t status = readAttention<Kernel::attention_grad>(
           args, frame, "attention_grad", 6, 3, 1, a))
     return status;
+  if (int32_t status = firstPath("attention_grad", path))
+    return status;
+  context->attentionPath.clear();
   // Without queries (seq or heads 0) dk and dv are still written, as zeros.
   if (a.batch == 0)
     return 0;
+  std::string refusal;
+  if (path == Path::Cudnn) {
+    if (const char *why = cudnnMismatch(a,
+                                        {&args.in(0), &args.in(1), &args.in(2),
+                                         &args.in(3), &args.in(4), &args.out(0),
+                                         &args.out(1), &args.out(2)},
+                                        args.in(5))) {
+      refusal = why;
+    } else {
+      cudnn::Backward call;
+      call.problem = problemOf(a);
+      call.dout = qShaped(a, args.in(0));
+      call.q = qShaped(a, args.in(1));
+      call.k = kvShaped(a, args.in(2));
+      call.v = kvShaped(a, args.in(3));
+      call.out = qShaped(a, args.in(4));
+      call.lse = static_cast<const float *>(args.in(5).data);
+      call.dq = qShaped(a, args.out(0));
+      call.dk = kvShaped(a, args.out(1));
+      call.dv = kvShaped(a, args.out(2));
+      cudnn::Outcome outcome = cudnn::backward(context, call);
+      if (outcome.ran) {
+        recordPath(context, scope, "attention_grad", "cudnn", outcome.engine,
+                   "");
+        return 0;
+      }
+      refusal = outcome.refusal;
+    }
+  }
   int64_t rows = a.batch * a.heads * a.seq;
   if (int32_t status = needScratch(context, "attention_grad",
                                    rows * static_cast<int64_t>(sizeof(float))))
@@ -513,8 +642,12 @@ extern "C" int32_t loom_cuda_attention_grad(const loom_call_frame *frame,
       a, dout, out, rowDot);
   if (int32_t status = checkLaunch("attention_grad"))
     return status;
-  if (onTiles(a, {&args.in(0), &args.in(1), &args.in(2), &args.in(3)}))
+  if (path != Path::Simt &&
+      onTiles(a, {&args.in(0), &args.in(1), &args.in(2), &args.in(3)})) {
+    recordPath(context, scope, "attention_grad", "tiles", -1, refusal);
     return tilesGrad(a, args, rowDot, context);
+  }
+  recordPath(context, scope, "attention_grad", "simt", -1, refusal);
   withHeadBound(a.dim, [&](auto bound) {
     constexpr int kMaxD = decltype(bound)::value;
     if (a.seq > 0 && a.heads > 0)
@@ -526,4 +659,10 @@ extern "C" int32_t loom_cuda_attention_grad(const loom_call_frame *frame,
             a, dout, q, k, v, lse, rowDot, dk, dv);
   });
   return checkLaunch("attention_grad");
+}
+
+/// Which kernels ran the context's latest attention call.
+extern "C" const char *
+loom_cuda_attention_path(const loom_cuda_context *context) {
+  return context->attentionPath.c_str();
 }

@@ -9,6 +9,8 @@
 
 #include "Context.h"
 
+#include "CudnnAttention.h"
+
 namespace loom::cuda {
 
 namespace {
@@ -67,6 +69,37 @@ int32_t needScratch(const loom_cuda_context *context, const char *op,
   return 0;
 }
 
+int32_t growScratch(loom_cuda_context *context, const char *op, int64_t bytes) {
+  if (bytes <= context->scratchBytes)
+    return 0;
+  // Whole 16 MiB, so that plans a little larger than the last do not each
+  // grow it again.
+  constexpr int64_t kGrain = int64_t{16} << 20;
+  int64_t grown = (bytes + kGrain - 1) / kGrain * kGrain;
+  int64_t old = context->scratchBytes;
+  cudaError_t status = cudaStreamSynchronize(context->stream);
+  if (status == cudaSuccess) {
+    cudaFree(context->scratch);
+    context->scratch = nullptr;
+    status = cudaMalloc(&context->scratch, grown);
+    if (status == cudaSuccess) {
+      context->scratchBytes = grown;
+      return 0;
+    }
+    // A failed allocation is not sticky, but a launch check would read it.
+    cudaGetLastError();
+    if (cudaMalloc(&context->scratch, old) != cudaSuccess) {
+      cudaGetLastError();
+      context->scratch = nullptr;
+      context->scratchBytes = 0;
+    }
+  }
+  return fail("loom_cuda_%s: cannot grow the scratch from %lld to %lld "
+              "bytes: %s",
+              op, static_cast<long long>(old), static_cast<long long>(grown),
+              cudaGetErrorString(status));
+}
+
 } // namespace loom::cuda
 
 using namespace loom::cuda;
@@ -109,6 +142,7 @@ void loom_cuda_context_destroy(loom_cuda_context *context) {
   if (!context)
     return;
   finishProfile(context->profile);
+  cudnn::destroy(context->cudnn);
   if (context->blaslt)
     cublasLtDestroy(context->blaslt);
   cudaFree(context->scratch);

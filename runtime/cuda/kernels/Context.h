@@ -3,9 +3,9 @@
 //
 // The definition behind the opaque loom_cuda_context of
 // loom_cuda_kernels.h: the stream, the cuBLASLt handle and its algorithm
-// choices, the shared scratch area, the device error word and the optional
-// profile, with the helpers
-// the kernels' launchers use to check their launches and claim scratch.
+// choices, cuDNN's handle and attention plans, the shared scratch area, the
+// device error word and the optional profile, with the helpers the kernels'
+// launchers use to check their launches and claim scratch.
 //
 //===----------------------------------------------------------------------===//
 
@@ -18,11 +18,15 @@
 #include <cuda_runtime.h>
 
 #include <map>
+#include <string>
 #include <utility>
 #include <vector>
 
 namespace loom::cuda {
 class Profile;
+namespace cudnn {
+struct State;
+} // namespace cudnn
 } // namespace loom::cuda
 
 struct loom_cuda_context {
@@ -38,6 +42,12 @@ struct loom_cuda_context {
   /// from one host thread per context, as the stream's order asks.
   std::map<std::vector<int64_t>, std::pair<bool, cublasLtMatmulAlgo_t>>
       gemmAlgorithms;
+  /// cuDNN's handle and the attention plans built so far, created at the
+  /// first attention call that tries cuDNN (CudnnAttention.cpp).
+  loom::cuda::cudnn::State *cudnn = nullptr;
+  /// Which kernels ran the latest attention or attention_grad call
+  /// (loom_cuda_attention_path).
+  std::string attentionPath;
   /// Set when LOOM_CUDA_PROFILE asks for kernel times (Profile.cu).
   loom::cuda::Profile *profile = nullptr;
 };
@@ -85,6 +95,13 @@ int32_t checkLaunch(const char *op);
 /// Fails unless the context's scratch holds `bytes`.
 int32_t needScratch(const loom_cuda_context *context, const char *op,
                     int64_t bytes);
+
+/// Makes the context's scratch hold at least `bytes`: when it is smaller,
+/// waits for the stream (work enqueued before may still use the old area)
+/// and replaces it. Only cuDNN's attention plans call it, once per plan
+/// that needs more than the context has (loom_cuda_kernels.h); on failure
+/// the old size is kept if it can be and the message is recorded.
+int32_t growScratch(loom_cuda_context *context, const char *op, int64_t bytes);
 
 /// out[j] = the sum over the rows of x, a contiguous [rows, n] tensor
 /// (f32 or bf16), in double as reduce_sum sums (Layout.cu): matmul's bias

@@ -28,9 +28,13 @@
  *   - one scratch area in device memory, used as the cuBLASLt workspace by
  *     matmul and for temporaries by the kernels listed below; the kernels
  *     of one stream run in order, so they share it,
+ *   - cuDNN's handle and the attention plans built so far (see Attention),
  *   - a device error word (see Errors).
- * Kernels never synchronize and never print; none allocates but the
- * collectives' packed buffers (stream-ordered, see Collectives).
+ * Kernels never print; none allocates but the collectives' packed buffers
+ * (stream-ordered, see Collectives) and, once per attention plan that
+ * needs more scratch than the context has, the attention kernels, which
+ * synchronize the stream then and replace the scratch by a larger one.
+ * No other kernel synchronizes.
  *
  * Element types. Every floating-point tensor may be f32 or bf16 (bf16
  * storage, f32 arithmetic), each tensor independently, except:
@@ -56,8 +60,23 @@
  *   layernorm_grad      8 * rows + 8 * D at least (more is faster)
  *   rmsnorm_grad        4 * rows + 4 * D at least
  *   cross_entropy       8 (cross_entropy_with_grad too; more is faster)
- *   attention_grad      4 * B * Hq * S
+ *   attention           on cuDNN: its plan's workspace (grown to it)
+ *   attention_grad      4 * B * Hq * S; on cuDNN, 4 * B * Hq * S * (D + 1)
+ *                       plus its plan's workspace (grown to it)
  *   embedding_grad      4 * V * D when the result is bf16 (f32: none)
+ *
+ * Attention. attention and attention_grad run on cuDNN's fused flash
+ * attention (its graph API) where it takes the call: bf16 q, k, v, out
+ * (dout, dq, dk, dv), an f32 lse, no dropout (Loom's masks, drawn at
+ * global indices, stay Loom's), a head dimension that is a multiple of 8,
+ * 16-byte aligned tensors, and an engine cuDNN finds for the graph. Its
+ * plan is built at the first call of each shape and kept in the context.
+ * Otherwise Loom's tensor-core kernels (bf16, no dropout, head dimension
+ * a multiple of 16 up to 128) or its CUDA-core kernels run the call.
+ * LOOM_CUDA_ATTENTION=cudnn (default), tiles or simt names the first kind
+ * a call may take; another value fails the call. The lse is the same in
+ * every path (the natural-log log-sum-exp of each row of scaled, masked
+ * scores), so a forward on one path and a gradient on another agree.
  *
  * Errors. A kernel returns 0 or a non-zero status after recording the
  * message loom_cuda_last_error() returns (an unsupported element type, a
@@ -136,6 +155,14 @@ int32_t loom_cuda_context_synchronize(loom_cuda_context *context);
 
 /* The message of the last failure on this thread ("" if none). */
 const char *loom_cuda_last_error(void);
+
+/* Which kernels ran the context's latest attention or attention_grad call:
+ * "cudnn engine N" (or "cudnn" when cuDNN does not say), "tiles" or
+ * "simt", the latter two followed by " (cudnn: REASON)" when cuDNN was
+ * tried and refused the call ("" before any call, and after one with
+ * nothing to compute). Valid until the next attention call on the
+ * context. */
+const char *loom_cuda_attention_path(const loom_cuda_context *context);
 
 #define LOOM_CUDA_KERNEL(name)                                                 \
   int32_t loom_cuda_##name(const loom_call_frame *frame, void *const *buffers, \
