@@ -24,6 +24,14 @@ llvm::Error
 writeFileAtomically(llvm::StringRef path,
                     llvm::function_ref<void(llvm::raw_ostream &)> write);
 
+/// Puts the directory `tempDir` (a sibling of `target`) at `target`: with
+/// one rename when `target` does not exist; else swapped in with one
+/// rename (RENAME_EXCHANGE; on a file system without it, the old one is
+/// moved aside first) and the old directory, now at `tempDir`'s name,
+/// removed. The caller checks first that `target` is its to replace.
+/// Errors start with `target`.
+llvm::Error replaceDirectory(llvm::StringRef tempDir, llvm::StringRef target);
+
 } // namespace loom
 
 #endif // LOOM_SUPPORT_ATOMICFILE_H
