@@ -28,6 +28,7 @@
 #include "loom/Planner/Estimate.h"
 #include "loom/Planner/Search.h"
 #include "loom/Schedule/Timeline.h"
+#include "loom/Support/InputFile.h"
 
 #include "dialects/Loom/LoomDialect.h"
 
@@ -43,6 +44,7 @@
 #include "llvm/Support/WithColor.h"
 
 #include <chrono>
+#include <cmath>
 #include <memory>
 
 using namespace llvm;
@@ -147,6 +149,10 @@ int fail(const Twine &message) {
   return 1;
 }
 
+/// Bounds of the command line's sizes.
+constexpr int64_t kMaxGlobalBatch = int64_t(1) << 24;
+constexpr int64_t kMaxDegree = int64_t(1) << 20;
+
 /// Bytes in the largest binary unit that keeps at least 1 in front.
 std::string formatBytes(double bytes) {
   const char *units[] = {"B", "KiB", "MiB", "GiB", "TiB"};
@@ -175,6 +181,39 @@ std::string describePlan(const plan::ParallelPlan &p, const plan::Estimate &e) {
                      ? ""
                      : ", ranks tp-pp-dp")
       .str();
+}
+
+/// The numbers an estimate prints must be finite: a NaN or infinity is a
+/// defect of the cost model (or an absurd cluster spec that passed its
+/// checks), which must be reported, never printed as a result (and NaN is
+/// not JSON).
+Error checkFinite(const plan::Estimate &e, const plan::ParallelPlan &p) {
+  const plan::MemoryBreakdown &m = e.memory;
+  std::pair<const char *, double> fields[] = {
+      {"step time", e.stepTime},
+      {"compute", e.compute},
+      {"exposed communication", e.exposedComm},
+      {"pipeline bubble", e.bubble},
+      {"optimizer", e.optimizer},
+      {"tokens/s", e.tokensPerSecond},
+      {"MFU", e.mfu},
+      {"model FLOPs", e.modelFlopsPerStep},
+      {"parameters", e.numParams},
+      {"parameter memory", m.params},
+      {"gradient memory", m.grads},
+      {"optimizer state memory", m.optimizerStates},
+      {"activation memory", m.activations},
+      {"temporary memory", m.temporaries},
+      {"activations per layer", e.activationsPerLayer}};
+  for (auto [name, value] : fields)
+    if (!std::isfinite(value) || value < 0)
+      return createStringError(
+          inconvertibleErrorCode(),
+          formatv("internal error: the cost model gives {0} = {1} for plan "
+                  "{2}; this is a bug in Loom, please report it with the "
+                  "command line",
+                  name, value, describePlan(p, e)));
+  return Error::success();
 }
 
 /// Transformer layers of each of the plan's P · V stages, in pipeline
@@ -474,6 +513,13 @@ int search(mlir::MLIRContext &context, const ModelConfig &config,
                         formatGiB(closest.estimate.deviceMemory),
                         describePlan(closest.plan, closest.estimate)));
   }
+  for (const plan::RankedPlan &ranked : result->best)
+    if (Error error = checkFinite(ranked.estimate, ranked.plan))
+      return fail(toString(std::move(error)));
+  if (result->closestRejected)
+    if (Error error = checkFinite(result->closestRejected->estimate,
+                                  result->closestRejected->plan))
+      return fail(toString(std::move(error)));
   if (!timelinePath.empty())
     if (int rc = writeTimeline(result->best.front().estimate,
                                result->best.front().plan, timelinePath))
@@ -499,15 +545,26 @@ int main(int argc, char **argv) {
                         zero.getValue()));
   if (globalBatch < 1 || seqLen < 0)
     return fail("--global-batch must be positive and --seq non-negative");
+  // A step of more sequences than this is beyond what Loom plans (and its
+  // micro-batch divisors would take long to enumerate).
+  if (globalBatch > kMaxGlobalBatch)
+    return fail(formatv("--global-batch {0} is beyond what Loom plans (at "
+                        "most {1} sequences per step)",
+                        globalBatch.getValue(), kMaxGlobalBatch));
+  for (const cl::opt<int64_t> *degree :
+       {&dp, &tp, &pp, &microBatch, &virtualStages})
+    if (*degree < 1 || *degree > kMaxDegree)
+      return fail(formatv("--{0} {1}: must be an integer in [1, {2}]",
+                          degree->ArgStr, degree->getValue(), kMaxDegree));
   StringRef timeline = timelinePath;
   if (!timeline.empty() && !timeline.ends_with(".json") &&
       !timeline.ends_with(".svg"))
     return fail("--timeline=" + timeline +
                 ": the file must end in .json (Chrome trace) or .svg");
 
-  auto buffer = MemoryBuffer::getFile(configPath);
+  auto buffer = readInputFile(configPath, kMaxJsonFileBytes);
   if (!buffer)
-    return fail(configPath + ": " + buffer.getError().message());
+    return fail(toString(buffer.takeError()));
   auto config = parseModelConfig((*buffer)->getBuffer(), configPath);
   if (!config)
     return fail(toString(config.takeError()));
@@ -543,6 +600,8 @@ int main(int argc, char **argv) {
       plan::estimatePlan(context, *config, *cluster, parallel, setup);
   if (!estimate)
     return fail("impossible plan: " + toString(estimate.takeError()));
+  if (Error error = checkFinite(*estimate, parallel))
+    return fail(toString(std::move(error)));
   if (!timeline.empty())
     if (int rc = writeTimeline(*estimate, parallel, timeline))
       return rc;
