@@ -17,8 +17,29 @@ static Error pathError(StringRef path, const Twine &message) {
   return createStringError(inconvertibleErrorCode(), path + ": " + message);
 }
 
+bool isStreamOutput(StringRef path) {
+  sys::fs::file_status status;
+  if (sys::fs::status(path, status))
+    return false;
+  return status.type() != sys::fs::file_type::regular_file &&
+         status.type() != sys::fs::file_type::directory_file;
+}
+
 Error writeFileAtomically(StringRef path,
                           function_ref<void(raw_ostream &)> write) {
+  if (isStreamOutput(path)) {
+    std::error_code error;
+    raw_fd_ostream os(path, error);
+    if (!error) {
+      write(os);
+      os.flush();
+      error = os.error();
+      os.clear_error();
+    }
+    if (error)
+      return pathError(path, error.message());
+    return Error::success();
+  }
   Expected<sys::fs::TempFile> temp =
       sys::fs::TempFile::create(path + ".tmp-%%%%%%");
   if (!temp)

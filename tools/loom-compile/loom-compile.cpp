@@ -519,7 +519,8 @@ int main(int argc, char **argv) {
   }
   // The LLVM IR waits in a temporary file until the artifact is in place.
   std::optional<sys::fs::TempFile> llvmFile;
-  if (!emitLLVM.empty()) {
+  bool llvmStream = !emitLLVM.empty() && loom::isStreamOutput(emitLLVM);
+  if (!emitLLVM.empty() && !llvmStream) {
     Expected<sys::fs::TempFile> file =
         sys::fs::TempFile::create(emitLLVM + ".tmp-%%%%%%");
     Error err = file ? Error::success() : file.takeError();
@@ -552,5 +553,10 @@ int main(int argc, char **argv) {
   if (llvmFile)
     if (Error err = llvmFile->keep(emitLLVM))
       return fail(emitLLVM + ": " + toString(std::move(err)));
+  // /dev/null, a FIFO: written in place, never renamed over.
+  if (llvmStream)
+    if (Error err = loom::writeFileAtomically(
+            emitLLVM, [&](raw_ostream &os) { os << llvmText; }))
+      return fail(toString(std::move(err)));
   return 0;
 }

@@ -17,6 +17,7 @@
 
 #include "loom/Import/ModelSummary.h"
 #include "loom/Import/ParamInit.h"
+#include "loom/Support/AtomicFile.h"
 #include "loom/Support/InputFile.h"
 
 #include "mlir/IR/MLIRContext.h"
@@ -157,7 +158,8 @@ int main(int argc, char **argv) {
   // Both outputs or neither: the module waits in a temporary file while
   // the weights are written, and appears only once they are.
   std::optional<sys::fs::TempFile> pending;
-  if (outputPath != "-") {
+  bool stream = outputPath == "-" || loom::isStreamOutput(outputPath);
+  if (!stream) {
     Expected<sys::fs::TempFile> temp =
         sys::fs::TempFile::create(outputPath + ".tmp-%%%%%%");
     if (!temp)
@@ -181,8 +183,15 @@ int main(int argc, char **argv) {
         consumeError(pending->discard());
       return fail(toString(std::move(error)));
     }
-  if (!pending) {
+  if (stream && outputPath == "-") {
     outs() << text;
+    return 0;
+  }
+  // /dev/null, a FIFO: written in place, never renamed over.
+  if (stream) {
+    if (Error error = loom::writeFileAtomically(
+            outputPath, [&](raw_ostream &os) { os << text; }))
+      return fail(toString(std::move(error)));
     return 0;
   }
   if (Error error = pending->keep(outputPath)) {

@@ -17,9 +17,14 @@
 
 namespace loom {
 
-/// Writes what `write` produces to `path` atomically. Errors start with
-/// `path`. Unlike llvm::writeToOutput, a failed write is reported, not
-/// fatal.
+/// True when `path` exists and is neither a regular file nor a directory
+/// (/dev/null, a FIFO, a terminal): such an output is written in place,
+/// never replaced by a rename.
+bool isStreamOutput(llvm::StringRef path);
+
+/// Writes what `write` produces to `path` atomically (a stream output in
+/// place). Errors start with `path`. Unlike llvm::writeToOutput, a failed
+/// write is reported, not fatal.
 llvm::Error
 writeFileAtomically(llvm::StringRef path,
                     llvm::function_ref<void(llvm::raw_ostream &)> write);
