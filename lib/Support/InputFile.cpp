@@ -34,7 +34,7 @@ readInputFile(StringRef path, uint64_t maxBytes, bool requiresNullTerminator) {
             sys::fs::openFileForRead(path, fd, sys::fs::OF_None))
       return pathError(shown, error.message());
   }
-  auto closeFd = make_scope_exit([&] {
+  scope_exit closeFd([&] {
     if (path != "-")
       sys::Process::SafelyCloseFileDescriptor(fd);
   });
