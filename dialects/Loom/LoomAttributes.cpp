@@ -51,6 +51,12 @@ constexpr llvm::StringLiteral kRecomputeModes[] = {"none", "selective", "full"};
 constexpr llvm::StringLiteral kSchedules[] = {"gpipe", "1f1b",
                                               "interleaved-1f1b", "zb-h1"};
 
+/// An error at `op`'s location that does not print `op`: the error of a
+/// module's or a function's attribute would otherwise dump all of it.
+InFlightDiagnostic opError(Operation *op) {
+  return mlir::emitError(op->getLoc()) << "'" << op->getName() << "' op ";
+}
+
 bool isNonNegativeInteger(Attribute attr) {
   auto integer = dyn_cast<IntegerAttr>(attr);
   return integer && integer.getType().isInteger() &&
@@ -110,7 +116,7 @@ std::optional<int64_t> gridAxesOf(Operation *op) {
 
 LogicalResult verifyPipeline(Operation *op, DictionaryAttr pipeline) {
   auto fail = [&](const Twine &what) {
-    return op->emitOpError("`") << kPipelineAttr << "` " << what;
+    return opError(op) << "`" << kPipelineAttr << "` " << what;
   };
   auto schedule = pipeline.getAs<StringAttr>("schedule");
   if (!schedule || !llvm::is_contained(kSchedules, schedule.getValue()))
@@ -148,41 +154,32 @@ LogicalResult verifyModuleAttribute(ModuleOp module, NamedAttribute attr) {
                   .Case("split", ModuleState::Split)
                   .Default(std::nullopt);
     if (!state)
-      return module.emitOpError("`")
-             << kStateAttr << "` must be \"pipelined\", \"partitioned\" or "
-             << "\"split\", not " << value;
+      return opError(module) << "`" << kStateAttr
+                             << "` must be \"pipelined\", \"partitioned\" or "
+                             << "\"split\", not " << value;
     bool pipelined = module->hasAttr(kPipelineAttr),
          scheduled = module->hasAttr(kScheduleAttr);
     if ((*state == ModuleState::Pipelined && (!pipelined || scheduled)) ||
         (*state == ModuleState::Split && !scheduled) ||
         (*state == ModuleState::Partitioned && (pipelined || scheduled)))
-      return module.emitOpError("`")
-             << kStateAttr << "` = " << value
+      return opError(module)
+             << "`" << kStateAttr << "` = " << value
              << " does not match the module: " << (pipelined ? "it has" : "no")
              << " `" << kPipelineAttr << "`, " << (scheduled ? "it has" : "no")
              << " `" << kScheduleAttr << "`";
     return success();
   }
-  // The state says what the pipeline attributes mean.
-  ModuleState state = getModuleState(module);
   if (name == kPipelineAttr) {
     auto pipeline = dyn_cast<DictionaryAttr>(value);
     if (!pipeline)
-      return module.emitOpError("`")
-             << kPipelineAttr << "` must be a dictionary";
-    if (state != ModuleState::Pipelined && state != ModuleState::Split)
-      return module.emitOpError("`")
-             << kPipelineAttr << "` needs `" << kStateAttr
-             << "` = \"pipelined\" (or \"split\")";
+      return opError(module)
+             << "`" << kPipelineAttr << "` must be a dictionary";
     return verifyPipeline(module, pipeline);
   }
   if (name == kScheduleAttr) {
     if (!isa<DictionaryAttr>(value))
-      return module.emitOpError("`")
-             << kScheduleAttr << "` must be a dictionary";
-    if (state != ModuleState::Split)
-      return module.emitOpError("`")
-             << kScheduleAttr << "` needs `" << kStateAttr << "` = \"split\"";
+      return opError(module)
+             << "`" << kScheduleAttr << "` must be a dictionary";
     return success();
   }
   if (name == "loom.groups") {
@@ -192,18 +189,18 @@ LogicalResult verifyModuleAttribute(ModuleOp module, NamedAttribute attr) {
           return axes && llvm::all_of(axes.asArrayRef(),
                                       [](int64_t a) { return a >= 0; });
         }))
-      return module.emitOpError("`loom.groups` must be an array of arrays of "
-                                "grid axes");
+      return opError(module) << "`loom.groups` must be an array of arrays of "
+                                "grid axes";
     return success();
   }
-  return module.emitOpError("unknown module attribute `") << name << "`";
+  return opError(module) << "unknown module attribute `" << name << "`";
 }
 
 LogicalResult verifyFunctionAttribute(Operation *fn, NamedAttribute attr) {
   StringRef name = attr.getName().getValue();
   Attribute value = attr.getValue();
   auto fail = [&](const Twine &what) {
-    return fn->emitOpError("`") << name << "` " << what;
+    return opError(fn) << "`" << name << "` " << what;
   };
   if (name == kStageFunctionAttr) {
     auto dict = dyn_cast<DictionaryAttr>(value);
@@ -238,7 +235,7 @@ LogicalResult verifyFunctionAttribute(Operation *fn, NamedAttribute attr) {
       return fail("must be a string");
     return success();
   }
-  return fn->emitOpError("unknown function attribute `") << name << "`";
+  return opError(fn) << "unknown function attribute `" << name << "`";
 }
 
 /// Attributes of one argument or result of `op` with type `type`.
@@ -247,7 +244,7 @@ LogicalResult verifyValueAttribute(Operation *op, Type type,
   StringRef name = attr.getName().getValue();
   Attribute value = attr.getValue();
   auto fail = [&](const Twine &message) {
-    return op->emitOpError() << what << ": `" << name << "` " << message;
+    return opError(op) << what << ": `" << name << "` " << message;
   };
   if (name == kNameAttr || name == kGradOfAttr || name == kValueKeyAttr) {
     auto text = dyn_cast<StringAttr>(value);
@@ -277,7 +274,7 @@ LogicalResult verifyValueAttribute(Operation *op, Type type,
       return fail(error);
     return success();
   }
-  return op->emitOpError() << what << ": unknown attribute `" << name << "`";
+  return opError(op) << what << ": unknown attribute `" << name << "`";
 }
 
 } // namespace
@@ -291,7 +288,7 @@ LogicalResult LoomDialect::verifyOperationAttribute(Operation *op,
   if (isa<FunctionOpInterface>(op))
     return verifyFunctionAttribute(op, attr);
   auto fail = [&](const Twine &what) {
-    return op->emitOpError("`") << name << "` " << what;
+    return opError(op) << "`" << name << "` " << what;
   };
   if (name == kStageAttr) {
     if (!isNonNegativeInteger(value))
@@ -341,7 +338,7 @@ LogicalResult LoomDialect::verifyOperationAttribute(Operation *op,
       return fail("must be an array of distinct mesh axes");
     return success();
   }
-  return op->emitOpError("unknown attribute `") << name << "`";
+  return opError(op) << "unknown attribute `" << name << "`";
 }
 
 LogicalResult LoomDialect::verifyRegionArgAttribute(Operation *op,
@@ -377,8 +374,12 @@ LogicalResult LoomDialect::verifyRegionResultAttribute(Operation *op,
 
 ModuleState getModuleState(ModuleOp module) {
   auto text = module->getAttrOfType<StringAttr>(kStateAttr);
+  // Modules written before the state was recorded say it by their
+  // pipeline attributes.
   if (!text)
-    return ModuleState::Whole;
+    return module->hasAttr(kScheduleAttr)   ? ModuleState::Split
+           : module->hasAttr(kPipelineAttr) ? ModuleState::Pipelined
+                                            : ModuleState::Whole;
   return llvm::StringSwitch<ModuleState>(text.getValue())
       .Case("pipelined", ModuleState::Pipelined)
       .Case("partitioned", ModuleState::Partitioned)

@@ -43,9 +43,10 @@ module attributes {loom.state = "halfway"} {
 
 // -----
 
-// A pipeline shape needs the state that says what it means.
-// expected-error @+1 {{'builtin.module' op `loom.pipeline` needs `loom.state` = "pipelined" (or "split")}}
-module attributes {loom.pipeline = {schedule = "1f1b", ranks = 2 : i64, virtual_stages = 1 : i64, micro_batches = 2 : i64, recompute = ["none", "none"]}} {
+// A state must match the pipeline attributes: a partitioned module is
+// not pipelined.
+// expected-error @+1 {{'builtin.module' op `loom.state` = "partitioned" does not match the module: it has `loom.pipeline`, no `loom.schedule`}}
+module attributes {loom.state = "partitioned", loom.pipeline = {schedule = "1f1b", ranks = 2 : i64, virtual_stages = 1 : i64, micro_batches = 2 : i64, recompute = ["none", "none"]}} {
 }
 
 // -----
