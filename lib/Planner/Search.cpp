@@ -21,6 +21,7 @@
 #include "llvm/Support/FormatVariadic.h"
 
 #include <algorithm>
+#include <chrono>
 #include <cmath>
 #include <queue>
 
@@ -260,9 +261,19 @@ llvm::Expected<SearchResult> searchPlans(PlanEvaluator &evaluator,
   // (a max-heap): a plan whose lower bound exceeds the largest cannot rank.
   const size_t keep = 2 * size_t(std::max(options.simulated, options.topK));
   std::priority_queue<double> bestTimes;
+  auto start = std::chrono::steady_clock::now();
+  result.numEstimated = result.numPlans;
   for (size_t i = 0; i < plans.size(); ++i) {
     if (options.progress && i % 256 == 0)
       options.progress(int64_t(i), result.numPlans);
+    // Deep models on many devices have 10^5 plans whose stage DPs take
+    // long: past the limit the plans estimated so far are ranked.
+    if (options.timeLimitSeconds > 0 &&
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - start)
+                .count() > options.timeLimitSeconds) {
+      result.numEstimated = int64_t(i);
+      break;
+    }
     ParallelPlan plan = plans[i];
     // Interleaved plans keep the even split (P · V divides the layers).
     if (plan.pp > 1 && plan.schedule != Schedule::Interleaved1F1B) {
@@ -334,7 +345,12 @@ llvm::Expected<SearchResult> searchPlans(PlanEvaluator &evaluator,
     fitting.push_back({plan, std::move(*estimate)});
   }
   if (options.progress)
-    options.progress(result.numPlans, result.numPlans);
+    options.progress(result.numEstimated, result.numEstimated);
+  if (fitting.empty() && !result.closestRejected)
+    return llvm::createStringError(llvm::formatv(
+        "the search estimated none of the {0} plans within its {1} s time "
+        "limit; pin some of the degrees or give it more time",
+        result.numPlans, options.timeLimitSeconds));
   // The best screened plans, ranked again by their simulated pipelines.
   rank(fitting, std::max(options.simulated, options.topK));
   for (RankedPlan &ranked : fitting) {

@@ -140,6 +140,10 @@ cl::opt<bool> estimateFlag("estimate", cl::cat(category),
                                     "--pp and --micro-batch"));
 cl::opt<bool> jsonOutput("json", cl::cat(category),
                          cl::desc("Print the estimate as JSON"));
+cl::opt<double> searchSeconds(
+    "search-seconds", cl::init(60), cl::cat(category), cl::value_desc("S"),
+    cl::desc("Search: rank the plans estimated within S seconds (default 60; "
+             "0: no limit)"));
 cl::opt<int64_t> topK("top", cl::init(5), cl::cat(category),
                       cl::desc("Search: print the best plan and the next "
                                "K - 1 (default 5)"));
@@ -440,6 +444,11 @@ void printSearch(const plan::SearchResult &result, double seconds,
                 result.numPlans, cluster.numDevices(), seconds,
                 result.numCostedModels, result.numPruned,
                 result.numRejectedForMemory);
+  if (result.stoppedEarly())
+    os << formatv("note:        the search stopped after {0} s with {1} of "
+                  "{2} plans estimated (--search-seconds)\n",
+                  searchSeconds.getValue(), result.numEstimated,
+                  result.numPlans);
   printText(best.estimate, best.plan, cluster, os, /*withStages=*/true);
   if (result.best.size() > 1)
     os << "alternatives:\n";
@@ -468,6 +477,7 @@ json::Value searchToJSON(const plan::SearchResult &result, double seconds) {
   json::Object &object = *value.getAsObject();
   object["planning_time_s"] = seconds;
   object["plans_considered"] = result.numPlans;
+  object["plans_estimated"] = result.numEstimated;
   object["plans_pruned"] = result.numPruned;
   object["rejected_for_memory"] = result.numRejectedForMemory;
   if (const auto &closest = result.closestRejected) {
@@ -492,11 +502,15 @@ int search(mlir::MLIRContext &context, const ModelConfig &config,
            const cost::ClusterSpec &cluster, const plan::TrainingSetup &setup) {
   if (topK < 1)
     return fail("--top must be at least 1");
+  if (!std::isfinite(searchSeconds) || searchSeconds < 0)
+    return fail("--search-seconds must be a number of seconds >= 0 (0: no "
+                "limit)");
   plan::PlanEvaluator evaluator(context, config, cluster, setup);
   plan::SearchOptions options;
   options.space = pinnedSpace();
   options.topK = topK;
   options.progress = progressReporter();
+  options.timeLimitSeconds = searchSeconds;
   auto start = std::chrono::steady_clock::now();
   auto result = plan::searchPlans(evaluator, config, cluster, setup, options);
   if (!result)
