@@ -32,6 +32,7 @@
 #include <cstdint>
 #include <cstdlib>
 #include <memory>
+#include <string>
 
 namespace {
 
@@ -87,7 +88,10 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   if (size > 65536)
     return 0;
   mlir::MLIRContext &ctx = context();
-  llvm::StringRef text(reinterpret_cast<const char *>(data), size);
+  // MLIR's lexer reads up to a terminating NUL, as every file the tools
+  // read has (MemoryBuffer): the fuzzer's bytes have none, so they are
+  // copied into a string that does.
+  std::string text(reinterpret_cast<const char *>(data), size);
   mlir::OwningOpRef<mlir::ModuleOp> module =
       mlir::parseSourceString<mlir::ModuleOp>(text, mlir::ParserConfig(&ctx));
   if (!module)

@@ -9,8 +9,8 @@
 //
 //   on ops        loom.stage (i64 >= 0), loom.backward (unit, with a
 //                 stage), loom.tied_gradient (unit, on loom.add only),
-//                 loom.attention_core (unit), loom.mask_split_axes (with
-//                 loom.mask_grid), loom.mask_micro_batches (>= 1),
+//                 loom.attention_core (unit), loom.mask_split_axes,
+//                 loom.mask_grid, loom.mask_micro_batches (>= 1),
 //                 loom.partial_axes (distinct axes >= 0)
 //   on a module   loom.state (consistent with loom.pipeline and
 //                 loom.schedule), loom.pipeline (its whole dictionary),
@@ -58,7 +58,8 @@ InFlightDiagnostic opError(Operation *op) {
 }
 
 bool isNonNegativeInteger(Attribute attr) {
-  auto integer = dyn_cast<IntegerAttr>(attr);
+  // `attr` may be a missing key of a dictionary.
+  auto integer = dyn_cast_if_present<IntegerAttr>(attr);
   return integer && integer.getType().isInteger() &&
          !integer.getValue().isNegative();
 }
@@ -315,8 +316,8 @@ LogicalResult LoomDialect::verifyOperationAttribute(Operation *op,
     if (std::string error = checkSplitAxes(value, std::nullopt, std::nullopt);
         !error.empty())
       return fail(error);
-    if (!op->getAttrOfType<FlatSymbolRefAttr>(kMaskGridAttr))
-      return fail("needs `" + kMaskGridAttr + "`, the grid of its axes");
+    // Its grid (loom.mask_grid) may be left to the module's only one: the
+    // multi-rank interpreter reads it so; the lowering requires it.
     return success();
   }
   if (name == kMaskGridAttr) {

@@ -158,9 +158,7 @@ int launchUnderMpirun(int np, int argc, char **argv) {
   auto mpirun = sys::findProgramByName("mpirun");
   if (!mpirun)
     return failRank(0, "--np needs mpirun on PATH (Debian: openmpi-bin)");
-  // -q: a failing rank's one-line error is the message; mpirun's banners
-  // about MPI_Abort and non-zero exits would bury it.
-  std::vector<std::string> args = {*mpirun, "-q", "-np", std::to_string(np)};
+  std::vector<std::string> args = {*mpirun, "-np", std::to_string(np)};
   if (np > static_cast<int>(std::thread::hardware_concurrency()))
     args.push_back("--oversubscribe");
   if (::geteuid() == 0)
