@@ -3,6 +3,7 @@
 # builds, and runs every test through ctest: each lit file and each
 # GoogleTest case is one ctest test; GPU tests report "skipped" without a
 # GPU, and disabled GoogleTests (benchmarks run by hand) count as skipped.
+# Fuzz targets (fuzz/) run for a short budget each.
 # Ends with one summary line: "tests: N passed, N failed, N skipped".
 #
 # usage: utils/run-tests.sh [--build-only]
@@ -25,6 +26,7 @@ esac
 # --- install what is missing -------------------------------------------------
 packages=(cmake ninja-build ccache python3 g++-12
           clang-22 lld-22 llvm-22-dev llvm-22-tools libmlir-22-dev mlir-22-tools
+          libclang-rt-22-dev  # libFuzzer and the sanitizers of the fuzz targets
           clang-format-22 libgtest-dev pkg-config coinor-libcbc-dev
           libopenmpi-dev openmpi-bin libopenblas-dev  # loom-calibrate, MPI tests, runtime
           nlohmann-json3-dev  # the runtime reads plan.json
@@ -67,7 +69,7 @@ count() {
             | grep -vc 'Not Run (Disabled)') failed," \
        "$(grep -cE 'Skipped|Not Run \(Disabled\)' <<<"$lines") skipped"
 }
-for kind in lit unit format docs; do
+for kind in lit unit format docs fuzz; do
   echo "$kind: $(count "$kind/")"
 done
 echo "tests: $(count '')"

@@ -25,6 +25,12 @@ def Loom_Dialect : Dialect {
     how the op's dimensions may be split over a device mesh.
   }];
   let dependentDialects = ["::mlir::shard::ShardDialect"];
+  // The `loom.*` attributes carry the protocol between the importer, the
+  // passes and the executors (LoomDialect.h); each is checked where it
+  // appears before any pass reads it (LoomAttributes.cpp).
+  let hasOperationAttrVerify = 1;
+  let hasRegionArgAttrVerify = 1;
+  let hasRegionResultAttrVerify = 1;
 }
 
 //===----------------------------------------------------------------------===//

@@ -4,8 +4,10 @@
 #define LOOM_DIALECT_LOOMDIALECT_H
 
 #include "mlir/Dialect/Shard/IR/ShardDialect.h"
+#include "mlir/IR/BuiltinOps.h"
 #include "mlir/IR/BuiltinTypes.h"
 #include "mlir/IR/Dialect.h"
+#include "llvm/Support/Error.h"
 
 #include "dialects/Loom/LoomDialect.h.inc"
 
@@ -74,6 +76,24 @@ constexpr llvm::StringLiteral kTiedStagesAttr = "loom.tied_stages";
 /// (`--loom-overlap-collectives`): the lowering starts its transfer where it
 /// stands and waits for it just before the first op that reads its result.
 constexpr llvm::StringLiteral kOverlapAttr = "loom.overlap";
+/// On the module: how far the passes have taken the training step, so that
+/// every tool can tell whether it can execute it (checkExecutable).
+/// Absent: whole (@train_step as --loom-optimizer wrote it, perhaps
+/// annotated); "pipelined": --loom-pipeline cut @train_step into
+/// micro-batches and tagged its stages, which --inline and
+/// --loom-split-stages must still turn into stage functions; "partitioned":
+/// --loom-partition rewrote @train_step into one device's program;
+/// "split": --loom-split-stages made the stage functions and the schedule.
+constexpr llvm::StringLiteral kStateAttr = "loom.state";
+enum class ModuleState { Whole, Pipelined, Partitioned, Split };
+ModuleState getModuleState(mlir::ModuleOp module);
+void setModuleState(mlir::ModuleOp module, ModuleState state);
+llvm::StringRef stringifyModuleState(ModuleState state);
+/// Fails, with a message saying what is missing, unless `module` is in one
+/// of the `runs` states (what `tool` can execute).
+llvm::Error checkExecutable(mlir::ModuleOp module,
+                            llvm::ArrayRef<ModuleState> runs,
+                            llvm::StringRef tool);
 
 /// A ranked tensor of floats: what has a gradient and what an optimizer
 /// updates.

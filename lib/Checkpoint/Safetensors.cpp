@@ -9,6 +9,8 @@
 
 #include "loom/Checkpoint/Safetensors.h"
 #include "loom/Support/AtomicFile.h"
+#include "loom/Support/InputFile.h"
+#include "loom/Support/Json.h"
 
 #include "llvm/ADT/STLExtras.h"
 #include "llvm/ADT/StringSet.h"
@@ -21,6 +23,7 @@
 #include "llvm/Support/raw_ostream.h"
 
 #include <cmath>
+#include <cstdint>
 #include <tuple>
 
 using namespace llvm;
@@ -164,10 +167,12 @@ Expected<Entry> parseEntry(StringRef fileName, StringRef name,
   if (!dims)
     return fail("\"shape\" is not an array");
   for (const json::Value &dim : *dims) {
-    std::optional<int64_t> size = dim.getAsInteger();
-    if (!size || *size < 0)
+    // getAsUINT64 takes only integers written as such: Hugging Face's
+    // reader (serde, usize) refuses 64.0 as a size, and so does Loom.
+    std::optional<uint64_t> size = dim.getAsUINT64();
+    if (!size || *size > uint64_t(INT64_MAX))
       return fail("\"shape\" must hold non-negative integers");
-    entry.shape.push_back(*size);
+    entry.shape.push_back(int64_t(*size));
   }
   entry.elements = 1;
   for (int64_t size : entry.shape) {
@@ -277,7 +282,7 @@ Expected<Checkpoint> parseSafetensors(StringRef contents, StringRef fileName) {
   StringRef header = rest.take_front(headerSize);
   StringRef data = rest.drop_front(headerSize);
 
-  Expected<json::Value> root = json::parse(header);
+  Expected<json::Value> root = parseJson(header);
   if (!root)
     return fileError(fileName,
                      "header is not valid JSON: " + toString(root.takeError()));
@@ -330,10 +335,10 @@ Expected<Checkpoint> parseSafetensors(StringRef contents, StringRef fileName) {
 }
 
 Expected<Checkpoint> readSafetensors(StringRef path) {
-  ErrorOr<std::unique_ptr<MemoryBuffer>> buffer = MemoryBuffer::getFile(
-      path, /*IsText=*/false, /*RequiresNullTerminator=*/false);
+  Expected<std::unique_ptr<MemoryBuffer>> buffer =
+      readInputFile(path, kMaxCheckpointFileBytes);
   if (!buffer)
-    return fileError(path, buffer.getError().message());
+    return buffer.takeError();
   return parseSafetensors((*buffer)->getBuffer(), path);
 }
 

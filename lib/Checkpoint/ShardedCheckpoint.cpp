@@ -9,8 +9,11 @@
 
 #include "loom/Checkpoint/ShardedCheckpoint.h"
 #include "loom/Support/AtomicFile.h"
+#include "loom/Support/InputFile.h"
+#include "loom/Support/Json.h"
 
 #include "llvm/ADT/STLExtras.h"
+#include "llvm/ADT/StringExtras.h"
 #include "llvm/Support/CheckedArithmetic.h"
 #include "llvm/Support/FileSystem.h"
 #include "llvm/Support/FormatVariadic.h"
@@ -18,11 +21,11 @@
 #include "llvm/Support/MemoryBuffer.h"
 #include "llvm/Support/Path.h"
 #include "llvm/Support/raw_ostream.h"
+#include "llvm/Support/xxhash.h"
 
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
-#include <fcntl.h>
 
 using namespace llvm;
 
@@ -30,7 +33,9 @@ namespace loom {
 namespace {
 
 constexpr StringLiteral kFormat = "loom-checkpoint";
-constexpr int64_t kVersion = 1;
+/// Version 2 adds each file's digest to the index and each box's offsets to
+/// its file; version 1 checkpoints still load.
+constexpr int64_t kVersion = 2;
 constexpr StringLiteral kIndexName = "index.json";
 
 Error fileError(StringRef fileName, const Twine &message) {
@@ -203,10 +208,19 @@ std::string printCheckpointIndex(const CheckpointIndex &index) {
   std::string text;
   raw_string_ostream os(text);
   os << "{\n  \"format\": " << json::Value(kFormat)
-     << ",\n  \"version\": " << kVersion << ",\n  \"steps\": " << index.steps
+     << ",\n  \"version\": " << index.version
+     << ",\n  \"steps\": " << index.steps
      << ",\n  \"world_size\": " << index.worldSize << ",\n  \"batch\": "
-     << json::Value(json::Array{index.batchRows, index.seqLen})
-     << ",\n  \"tensors\": {";
+     << json::Value(json::Array{index.batchRows, index.seqLen});
+  if (index.version >= 2) {
+    os << ",\n  \"files\": {";
+    for (auto [i, entry] : llvm::enumerate(index.files))
+      os << (i ? ",\n    " : "\n    ") << json::Value(entry.first) << ": "
+         << json::Value(json::Object{{"bytes", int64_t(entry.second.bytes)},
+                                     {"xxh3", entry.second.xxh3}});
+    os << (index.files.empty() ? "}" : "\n  }");
+  }
+  os << ",\n  \"tensors\": {";
   for (auto [i, entry] : llvm::enumerate(index.tensors)) {
     const auto &[key, tensor] = entry;
     json::Array shards;
@@ -225,18 +239,38 @@ std::string printCheckpointIndex(const CheckpointIndex &index) {
 
 Expected<CheckpointIndex> parseCheckpointIndex(StringRef text,
                                                StringRef fileName) {
-  Expected<json::Value> root = json::parse(text);
+  Expected<json::Value> root = parseJson(text);
   if (!root)
     return fileError(fileName, "not valid JSON: " + toString(root.takeError()));
   const json::Object *object = root->getAsObject();
   if (!object || object->getString("format") != kFormat)
     return fileError(fileName, "not a Loom checkpoint index (\"format\" is "
                                "not \"loom-checkpoint\")");
-  if (object->getInteger("version") != kVersion)
+  std::optional<int64_t> version = object->getInteger("version");
+  if (!version || *version < 1 || *version > kVersion)
     return fileError(fileName, "unsupported \"version\" (this loom-run reads "
-                               "version " +
+                               "versions 1 to " +
                                    Twine(kVersion) + ")");
   CheckpointIndex index;
+  index.version = *version;
+  if (index.version >= 2) {
+    const json::Object *files = object->getObject("files");
+    if (!files)
+      return fileError(fileName, "\"files\" is missing or not an object");
+    for (const auto &[name, value] : *files) {
+      const json::Object *entry = value.getAsObject();
+      const json::Value *size = entry ? entry->get("bytes") : nullptr;
+      std::optional<uint64_t> bytes = size ? size->getAsUINT64() : std::nullopt;
+      std::optional<StringRef> hash =
+          entry ? entry->getString("xxh3") : std::nullopt;
+      if (!bytes || !hash || hash->size() != 16 ||
+          hash->find_first_not_of("0123456789abcdef") != StringRef::npos)
+        return fileError(fileName, "file '" + name +
+                                       "': needs \"bytes\" and \"xxh3\" "
+                                       "(16 hex digits)");
+      index.files[name.str()] = {*bytes, hash->str()};
+    }
+  }
   std::optional<int64_t> steps = object->getInteger("steps");
   std::optional<int64_t> worldSize = object->getInteger("world_size");
   if (!steps || *steps < 0)
@@ -287,6 +321,8 @@ Error checkCheckpointIndex(const CheckpointIndex &index, StringRef fileName) {
         return createStringError(shardWhere +
                                  ": the file must be a name inside the "
                                  "checkpoint directory");
+      if (index.version >= 2 && !index.files.count(shard.file))
+        return createStringError(shardWhere + ": the file is not in \"files\"");
       if (shard.offsets.size() != tensor.globalShape.size() ||
           shard.shape.size() != tensor.globalShape.size())
         return createStringError(shardWhere +
@@ -317,6 +353,11 @@ Error checkCheckpointIndex(const CheckpointIndex &index, StringRef fileName) {
 
 Error mergeCheckpointIndex(CheckpointIndex &index,
                            const CheckpointIndex &part) {
+  for (const auto &[name, digest] : part.files)
+    if (!index.files.try_emplace(name, digest).second &&
+        !(index.files[name] == digest))
+      return createStringError("file '" + name +
+                               "' is listed twice with different digests");
   for (const auto &[key, tensor] : part.tensors) {
     auto [it, inserted] = index.tensors.try_emplace(key, tensor);
     if (inserted)
@@ -332,13 +373,33 @@ Error mergeCheckpointIndex(CheckpointIndex &index,
   return Error::success();
 }
 
-Error writeCheckpointShards(StringRef dir, int64_t rank, int64_t worldSize,
-                            int64_t steps, ArrayRef<CheckpointTensor> tensors) {
-  return writeSafetensors(joinPath(dir, shardFileName(rank, worldSize)),
-                          tensors,
-                          {{"loom.steps", std::to_string(steps)},
-                           {"loom.rank", std::to_string(rank)},
-                           {"loom.world_size", std::to_string(worldSize)}});
+ShardFileDigest digestShardFile(StringRef contents) {
+  return {
+      contents.size(),
+      formatv("{0:x-16}", xxh3_64bits(arrayRefFromStringRef(contents))).str()};
+}
+
+Expected<ShardFileDigest>
+writeCheckpointShards(StringRef dir, int64_t rank, int64_t worldSize,
+                      int64_t steps, ArrayRef<CheckpointTensor> tensors,
+                      ArrayRef<SmallVector<int64_t>> offsets) {
+  json::Object boxes;
+  for (auto [tensor, at] : llvm::zip_equal(tensors, offsets))
+    boxes[tensor.name] = toJSON(at);
+  std::string path = joinPath(dir, shardFileName(rank, worldSize));
+  if (Error error = writeSafetensors(
+          path, tensors,
+          {{"loom.steps", std::to_string(steps)},
+           {"loom.rank", std::to_string(rank)},
+           {"loom.world_size", std::to_string(worldSize)},
+           {"loom.offsets", formatv("{0}", json::Value(std::move(boxes)))}}))
+    return std::move(error);
+  // Read back: the digest is of what reached the file.
+  Expected<std::unique_ptr<MemoryBuffer>> written =
+      readInputFile(path, kMaxCheckpointFileBytes);
+  if (!written)
+    return written.takeError();
+  return digestShardFile((*written)->getBuffer());
 }
 
 Error checkCheckpointTarget(StringRef path) {
@@ -384,39 +445,7 @@ Error commitCheckpoint(StringRef tempDir, StringRef path,
   // Checked again: the directory may have changed since the job started.
   if (Error error = checkCheckpointTarget(dir))
     return error;
-  std::string temp = tempDir.str(), target = dir.str();
-  if (!sys::fs::exists(target)) {
-    if (std::rename(temp.c_str(), target.c_str()))
-      return fileError(dir, "cannot rename " + tempDir +
-                                " to it: " + std::strerror(errno));
-    return Error::success();
-  }
-  // Swap the new checkpoint in with one rename; the old one then sits at
-  // the temporary name and goes. A file system without RENAME_EXCHANGE
-  // moves the old one aside first: for a moment `dir` is missing, but no
-  // checkpoint is ever half there.
-  if (::renameat2(AT_FDCWD, temp.c_str(), AT_FDCWD, target.c_str(),
-                  RENAME_EXCHANGE) == 0) {
-    // The new checkpoint is in place; an old one that cannot be removed
-    // stays behind under the temporary name.
-    (void)sys::fs::remove_directories(temp);
-    return Error::success();
-  }
-  if (errno != EINVAL && errno != ENOSYS)
-    return fileError(dir, "cannot replace it with " + tempDir + ": " +
-                              std::strerror(errno));
-  std::string aside = target + ".old";
-  (void)sys::fs::remove_directories(aside);
-  if (std::rename(target.c_str(), aside.c_str()))
-    return fileError(dir, "cannot move it aside to " + aside + ": " +
-                              std::strerror(errno));
-  if (std::rename(temp.c_str(), target.c_str())) {
-    std::string message = std::strerror(errno);
-    std::rename(aside.c_str(), target.c_str());
-    return fileError(dir, "cannot rename " + tempDir + " to it: " + message);
-  }
-  (void)sys::fs::remove_directories(aside);
-  return Error::success();
+  return replaceDirectory(tempDir, dir);
 }
 
 Expected<ShardedCheckpointReader> ShardedCheckpointReader::open(StringRef dir) {
@@ -425,9 +454,10 @@ Expected<ShardedCheckpointReader> ShardedCheckpointReader::open(StringRef dir) {
   std::string path = reader.indexPath();
   if (!sys::fs::is_directory(reader.dir))
     return fileError(reader.dir, "no such checkpoint directory");
-  ErrorOr<std::unique_ptr<MemoryBuffer>> buffer = MemoryBuffer::getFile(path);
+  Expected<std::unique_ptr<MemoryBuffer>> buffer =
+      readInputFile(path, kMaxJsonFileBytes);
   if (!buffer)
-    return fileError(path, buffer.getError().message());
+    return buffer.takeError();
   Expected<CheckpointIndex> index =
       parseCheckpointIndex((*buffer)->getBuffer(), path);
   if (!index)
@@ -442,12 +472,17 @@ std::string ShardedCheckpointReader::indexPath() const {
   return joinPath(dir, kIndexName);
 }
 
-Expected<const Checkpoint *> ShardedCheckpointReader::file(StringRef name) {
+Expected<const ShardedCheckpointReader::ShardFile *>
+ShardedCheckpointReader::file(StringRef name) {
   auto it = files.find(name.str());
   if (it != files.end())
     return &it->second;
   std::string path = joinPath(dir, name);
-  Expected<Checkpoint> ckpt = readSafetensors(path);
+  Expected<std::unique_ptr<MemoryBuffer>> buffer =
+      readInputFile(path, kMaxCheckpointFileBytes);
+  if (!buffer)
+    return buffer.takeError();
+  Expected<Checkpoint> ckpt = parseSafetensors((*buffer)->getBuffer(), path);
   if (!ckpt)
     return ckpt.takeError();
   auto steps = ckpt->metadata.find("loom.steps");
@@ -460,7 +495,54 @@ Expected<const Checkpoint *> ShardedCheckpointReader::file(StringRef name) {
                                     ? std::string("missing")
                                     : "\"" + steps->second + "\"") +
                                "): the directory mixes two checkpoints");
-  return &files.emplace(name.str(), std::move(*ckpt)).first->second;
+  // The rank and world size its metadata names must be the file's own.
+  auto meta = [&](StringRef key) -> std::string {
+    auto found = ckpt->metadata.find(key.str());
+    return found == ckpt->metadata.end() ? "" : found->second;
+  };
+  std::string rank = meta("loom.rank"), world = meta("loom.world_size");
+  int64_t rankNumber = -1, worldNumber = -1;
+  if (StringRef(rank).getAsInteger(10, rankNumber) ||
+      StringRef(world).getAsInteger(10, worldNumber) ||
+      worldNumber != idx.worldSize ||
+      shardFileName(rankNumber, worldNumber) != name)
+    return fileError(
+        path, formatv("its metadata (\"loom.rank\" {0}, \"loom.world_size\" "
+                      "{1}) does not make it {2} of a {3}-rank checkpoint: "
+                      "the shard files are mixed up (swapped, copied or "
+                      "renamed)",
+                      rank.empty() ? "missing" : rank,
+                      world.empty() ? "missing" : world, name, idx.worldSize));
+  std::string boxText = meta("loom.offsets");
+  ShardFile shard{std::move(*ckpt), std::nullopt};
+  if (idx.version >= 2) {
+    ShardFileDigest digest = digestShardFile((*buffer)->getBuffer());
+    const ShardFileDigest &expected = idx.files.at(name.str());
+    if (!(digest == expected))
+      return fileError(path, formatv("holds {0} bytes of XXH3 {1}, not the "
+                                     "{2} bytes of XXH3 {3} that {4} "
+                                     "recorded: the file was changed or "
+                                     "replaced after the save",
+                                     digest.bytes, digest.xxh3, expected.bytes,
+                                     expected.xxh3, indexPath()));
+    Expected<json::Value> boxes = parseJson(boxText);
+    const json::Object *object = boxes ? boxes->getAsObject() : nullptr;
+    if (!object) {
+      if (!boxes)
+        consumeError(boxes.takeError());
+      return fileError(path, "\"loom.offsets\" in its metadata is missing "
+                             "or not a JSON object");
+    }
+    shard.offsets.emplace();
+    for (const auto &[key, value] : *object) {
+      Expected<SmallVector<int64_t>> at =
+          intArray(*object, key, 0, path + ": \"loom.offsets\"");
+      if (!at)
+        return at.takeError();
+      (*shard.offsets)[key.str()] = std::move(*at);
+    }
+  }
+  return &files.emplace(name.str(), std::move(shard)).first->second;
 }
 
 Error ShardedCheckpointReader::read(StringRef key,
@@ -490,14 +572,26 @@ Error ShardedCheckpointReader::read(StringRef key,
   for (const ShardLocation &shard : tensor.shards) {
     if (!*volume(shard.shape) || !*volume(box.shape) || !overlaps(shard, box))
       continue;
-    Expected<const Checkpoint *> ckpt = file(shard.file);
+    Expected<const ShardFile *> ckpt = file(shard.file);
     if (!ckpt)
       return ckpt.takeError();
     std::string path = joinPath(dir, shard.file);
-    const CheckpointTensor *values = (*ckpt)->find(key);
+    const CheckpointTensor *values = (*ckpt)->contents.find(key);
     if (!values)
       return fileError(path, "no " + tensorWhere(key) + ", which " +
                                  indexPath() + " puts there");
+    if (const auto &boxes = (*ckpt)->offsets) {
+      auto at = boxes->find(key.str());
+      if (at == boxes->end() ||
+          ArrayRef<int64_t>(at->second) != ArrayRef<int64_t>(shard.offsets))
+        return fileError(path,
+                         tensorWhere(key) + " holds the box at " +
+                             (at == boxes->end() ? std::string("?")
+                                                 : formatShape(at->second)) +
+                             ", " + indexPath() + " says " +
+                             formatShape(shard.offsets) +
+                             ": the index names the wrong file");
+    }
     if (values->dtype != "F32" ||
         ArrayRef<int64_t>(values->shape) != ArrayRef<int64_t>(shard.shape))
       return fileError(path, tensorWhere(key) + " is " + values->dtype + " " +

@@ -7,6 +7,8 @@
 //===----------------------------------------------------------------------===//
 
 #include "loom/CostModel/ClusterSpec.h"
+#include "loom/Support/InputFile.h"
+#include "loom/Support/Json.h"
 
 #include "llvm/ADT/STLExtras.h"
 #include "llvm/ADT/StringExtras.h"
@@ -56,6 +58,14 @@ LinkSpec ClusterSpec::interNodePerDevice() const {
 
 namespace {
 
+/// The range of hardware the cost model takes: from a slow CPU core to
+/// far past today's accelerators and links (FLOP/s, bytes/s, seconds).
+constexpr double kMinFlops = 1e6, kMaxFlops = 1e18;
+constexpr double kMinBandwidth = 1e3, kMaxBandwidth = 1e15;
+constexpr double kMaxSeconds = 10;
+
+std::string formatNumber(double value);
+
 /// Reads the keys of one JSON object at `path` (e.g. `device.peak_flops`),
 /// remembering the first error in `error`. Keys not in `known` are errors,
 /// reported before anything else: a misspelled key then reads as such, not
@@ -85,8 +95,8 @@ public:
     return text.value_or("").str();
   }
 
-  /// A positive integer.
-  int64_t count(StringRef key) {
+  /// A positive integer of at most `max`.
+  int64_t count(StringRef key, int64_t max) {
     const json::Value *value = get(key);
     if (!value)
       return 1;
@@ -95,11 +105,18 @@ public:
       fail(key, "must be a positive integer");
       return 1;
     }
+    if (*number > max) {
+      fail(key, Twine(*number) + " is more than the " + Twine(max) +
+                    " Loom plans for");
+      return 1;
+    }
     return *number;
   }
 
-  /// A number > 0, or >= 0 with `zeroAllowed`.
-  double number(StringRef key, bool zeroAllowed = false) {
+  /// A number > 0, or >= 0 with `zeroAllowed`, within [low, high]: the
+  /// range of real hardware, past which the cost model's arithmetic would
+  /// overflow to infinities and NaNs.
+  double number(StringRef key, bool zeroAllowed, double low, double high) {
     const json::Value *value = get(key);
     if (!value)
       return 1;
@@ -108,6 +125,12 @@ public:
         (*number == 0 && !zeroAllowed)) {
       fail(key, zeroAllowed ? "must be a non-negative number"
                             : "must be a positive number");
+      return 1;
+    }
+    if ((*number != 0 && *number < low) || *number > high) {
+      fail(key, formatNumber(*number) + " is outside [" + formatNumber(low) +
+                    ", " + formatNumber(high) +
+                    "], the range of hardware Loom plans for");
       return 1;
     }
     return *number;
@@ -170,17 +193,20 @@ void readDevice(ObjectReader &parent, const json::Object &object,
   if (const json::Object *peaks = reader.nested("peak_flops")) {
     ObjectReader peak(*peaks, reader.pathOf("peak_flops"),
                       {"fp32", "tf32", "bf16", "fp16"}, error);
-    device.peakFlopsFP32 = peak.number("fp32");
-    device.peakFlopsTF32 = peak.number("tf32");
-    device.peakFlopsBF16 = peak.number("bf16");
-    device.peakFlopsFP16 = peak.number("fp16");
+    device.peakFlopsFP32 = peak.number("fp32", false, kMinFlops, kMaxFlops);
+    device.peakFlopsTF32 = peak.number("tf32", false, kMinFlops, kMaxFlops);
+    device.peakFlopsBF16 = peak.number("bf16", false, kMinFlops, kMaxFlops);
+    device.peakFlopsFP16 = peak.number("fp16", false, kMinFlops, kMaxFlops);
   }
-  device.memoryBytes = reader.number("memory_bytes");
-  device.memoryBandwidth = reader.number("memory_bandwidth");
+  device.memoryBytes = reader.number("memory_bytes", false, 1e6, 1e15);
+  device.memoryBandwidth =
+      reader.number("memory_bandwidth", false, kMinBandwidth, kMaxBandwidth);
   device.memoryEfficiency = reader.efficiency("memory_efficiency");
-  device.launchOverhead = reader.number("launch_overhead_s", true);
+  device.launchOverhead =
+      reader.number("launch_overhead_s", true, 0, kMaxSeconds);
   device.gemmEfficiency = reader.efficiency("gemm_efficiency");
-  device.gemmHalfWork = reader.number("gemm_half_work_flops", true);
+  device.gemmHalfWork =
+      reader.number("gemm_half_work_flops", true, 0, kMaxFlops);
 }
 
 Error specError(StringRef fileName, const Twine &message) {
@@ -190,7 +216,7 @@ Error specError(StringRef fileName, const Twine &message) {
 } // namespace
 
 Expected<ClusterSpec> parseClusterSpec(StringRef text, StringRef fileName) {
-  Expected<json::Value> parsed = json::parse(text);
+  Expected<json::Value> parsed = parseJson(text);
   if (!parsed)
     return specError(fileName,
                      "not valid JSON: " + toString(parsed.takeError()));
@@ -205,16 +231,17 @@ Expected<ClusterSpec> parseClusterSpec(StringRef text, StringRef fileName) {
                        "intra_node", "inter_node"},
                       error);
   spec.name = reader.string("name");
-  spec.nodes = reader.count("nodes");
-  spec.devicesPerNode = reader.count("devices_per_node");
+  spec.nodes = reader.count("nodes", 1 << 16);
+  spec.devicesPerNode = reader.count("devices_per_node", 1 << 10);
   if (const json::Object *device = reader.nested("device"))
     readDevice(reader, *device, spec.device, error);
   if (const json::Object *intra = reader.nested("intra_node")) {
     ObjectReader link(*intra, "intra_node", {"name", "bandwidth", "latency_s"},
                       error);
     spec.intraNode.name = link.string("name");
-    spec.intraNode.bandwidth = link.number("bandwidth");
-    spec.intraNode.latency = link.number("latency_s", true);
+    spec.intraNode.bandwidth =
+        link.number("bandwidth", false, kMinBandwidth, kMaxBandwidth);
+    spec.intraNode.latency = link.number("latency_s", true, 0, kMaxSeconds);
   }
   // A single node needs no NICs; inter_node is then optional.
   if (!object->get("inter_node")) {
@@ -225,9 +252,10 @@ Expected<ClusterSpec> parseClusterSpec(StringRef text, StringRef fileName) {
                       {"name", "nics_per_node", "nic_bandwidth", "latency_s"},
                       error);
     spec.interNodeName = link.string("name");
-    spec.nicsPerNode = link.count("nics_per_node");
-    spec.nicBandwidth = link.number("nic_bandwidth");
-    spec.interNodeLatency = link.number("latency_s", true);
+    spec.nicsPerNode = link.count("nics_per_node", 1 << 10);
+    spec.nicBandwidth =
+        link.number("nic_bandwidth", false, kMinBandwidth, kMaxBandwidth);
+    spec.interNodeLatency = link.number("latency_s", true, 0, kMaxSeconds);
   }
   if (error)
     return specError(fileName, *error);
@@ -507,10 +535,10 @@ Expected<ClusterSpec> resolveClusterSpec(StringRef argument) {
   Expected<ClusterSpec> spec = [&]() -> Expected<ClusterSpec> {
     if (!base.ends_with(".json") && !base.contains('/'))
       return getPreset(base);
-    ErrorOr<std::unique_ptr<MemoryBuffer>> buffer =
-        MemoryBuffer::getFile(base, /*IsText=*/true);
+    Expected<std::unique_ptr<MemoryBuffer>> buffer =
+        readInputFile(base, kMaxJsonFileBytes);
     if (!buffer)
-      return specError(base, buffer.getError().message());
+      return buffer.takeError();
     return parseClusterSpec((*buffer)->getBuffer(), base);
   }();
   if (!spec || !nodes)

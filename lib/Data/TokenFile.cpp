@@ -7,6 +7,7 @@
 
 #include "loom/Data/TokenFile.h"
 #include "loom/Support/AtomicFile.h"
+#include "loom/Support/InputFile.h"
 
 #include "llvm/Support/Endian.h"
 #include "llvm/Support/FileSystem.h"
@@ -67,10 +68,10 @@ Expected<TokenFile> parseTokenFile(StringRef contents, StringRef fileName) {
 }
 
 Expected<std::vector<uint32_t>> readTokenFile(StringRef path) {
-  ErrorOr<std::unique_ptr<MemoryBuffer>> buffer = MemoryBuffer::getFile(
-      path, /*IsText=*/false, /*RequiresNullTerminator=*/false);
+  Expected<std::unique_ptr<MemoryBuffer>> buffer =
+      readInputFile(path, kMaxTokenFileBytes);
   if (!buffer)
-    return fileError(path, buffer.getError().message());
+    return buffer.takeError();
   Expected<TokenFile> file = parseTokenFile((*buffer)->getBuffer(), path);
   if (!file)
     return file.takeError();

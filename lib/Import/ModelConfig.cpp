@@ -7,6 +7,7 @@
 #include "loom/Import/ModelConfig.h"
 
 #include "dialects/Loom/ShapeInference.h"
+#include "loom/Support/Json.h"
 
 #include "llvm/ADT/StringExtras.h"
 #include "llvm/Support/JSON.h"
@@ -22,9 +23,10 @@ public:
   ConfigReader(const json::Object &object, StringRef fileName)
       : object(object), fileName(fileName) {}
 
-  /// A positive integer; `fallback` when the key is absent (or null) and a
-  /// fallback is given.
-  int64_t positive(StringRef key, std::optional<int64_t> fallback = {}) {
+  /// A positive integer of at most `max`; `fallback` when the key is absent
+  /// (or null) and a fallback is given.
+  int64_t positive(StringRef key, int64_t max,
+                   std::optional<int64_t> fallback = {}) {
     const json::Value *value = object.get(key);
     if (!value || value->kind() == json::Value::Null) {
       if (!fallback)
@@ -34,6 +36,11 @@ public:
     std::optional<int64_t> number = value->getAsInteger();
     if (!number || *number <= 0) {
       fail(Twine("key \"") + key + "\" must be a positive integer");
+      return 1;
+    }
+    if (*number > max) {
+      fail(Twine("key \"") + key + "\" = " + Twine(*number) +
+           " is beyond what Loom handles (at most " + Twine(max) + ")");
       return 1;
     }
     return *number;
@@ -94,15 +101,26 @@ private:
   std::optional<std::string> error;
 };
 
+/// Bounds of each size, far past any model trained today (GPT-3: 96
+/// layers, width 12288; vocabularies of 256K), that keep every count
+/// derived from them (parameters, FLOPs, bytes, searches over layers)
+/// inside 64-bit integers and the planner's searches short.
+constexpr int64_t kMaxLayers = 1024;
+constexpr int64_t kMaxWidth = int64_t(1) << 20;
+constexpr int64_t kMaxHeads = int64_t(1) << 16;
+constexpr int64_t kMaxVocab = int64_t(1) << 24;
+constexpr int64_t kMaxPositions = int64_t(1) << 24;
+
 void readGPT2(ConfigReader &reader, ModelConfig &config) {
   config.type = ModelType::GPT2;
-  config.numLayers = reader.positive("n_layer");
-  config.hidden = reader.positive("n_embd");
-  config.numHeads = reader.positive("n_head");
+  config.numLayers = reader.positive("n_layer", kMaxLayers);
+  config.hidden = reader.positive("n_embd", kMaxWidth);
+  config.numHeads = reader.positive("n_head", kMaxHeads);
   config.numKVHeads = config.numHeads;
-  config.intermediate = reader.positive("n_inner", 4 * config.hidden);
-  config.vocab = reader.positive("vocab_size");
-  config.maxPositions = reader.positive("n_positions");
+  config.intermediate =
+      reader.positive("n_inner", kMaxWidth, 4 * config.hidden);
+  config.vocab = reader.positive("vocab_size", kMaxVocab);
+  config.maxPositions = reader.positive("n_positions", kMaxPositions);
   config.normEpsilon = reader.number("layer_norm_epsilon", 1e-5, 0, 1);
   config.ropeTheta = 0;
   config.tieEmbeddings = true;
@@ -115,13 +133,15 @@ void readGPT2(ConfigReader &reader, ModelConfig &config) {
 
 void readLlama(ConfigReader &reader, ModelConfig &config) {
   config.type = ModelType::Llama;
-  config.numLayers = reader.positive("num_hidden_layers");
-  config.hidden = reader.positive("hidden_size");
-  config.numHeads = reader.positive("num_attention_heads");
-  config.numKVHeads = reader.positive("num_key_value_heads", config.numHeads);
-  config.intermediate = reader.positive("intermediate_size");
-  config.vocab = reader.positive("vocab_size");
-  config.maxPositions = reader.positive("max_position_embeddings");
+  config.numLayers = reader.positive("num_hidden_layers", kMaxLayers);
+  config.hidden = reader.positive("hidden_size", kMaxWidth);
+  config.numHeads = reader.positive("num_attention_heads", kMaxHeads);
+  config.numKVHeads =
+      reader.positive("num_key_value_heads", kMaxHeads, config.numHeads);
+  config.intermediate = reader.positive("intermediate_size", kMaxWidth);
+  config.vocab = reader.positive("vocab_size", kMaxVocab);
+  config.maxPositions =
+      reader.positive("max_position_embeddings", kMaxPositions);
   config.normEpsilon = reader.number("rms_norm_eps", 1e-6, 0, 1);
   config.ropeTheta = reader.number("rope_theta", 10000.0, 1, 1e12);
   config.tieEmbeddings = reader.boolean("tie_word_embeddings", false);
@@ -129,7 +149,7 @@ void readLlama(ConfigReader &reader, ModelConfig &config) {
   config.attnDropout = reader.number("attention_dropout", 0.0, 0, 1);
   reader.expectOneOf("hidden_act", {"silu"});
   // transformers' LlamaAttention: getattr(config, "head_dim", hidden // heads).
-  config.headDimension = reader.positive("head_dim", 0);
+  config.headDimension = reader.positive("head_dim", kMaxWidth, 0);
   if (const json::Value *scaling = reader.object.get("rope_scaling"))
     if (scaling->kind() != json::Value::Null)
       reader.fail("key \"rope_scaling\" is not supported (only plain RoPE)");
@@ -141,7 +161,7 @@ void readLlama(ConfigReader &reader, ModelConfig &config) {
 } // namespace
 
 Expected<ModelConfig> parseModelConfig(StringRef text, StringRef fileName) {
-  Expected<json::Value> parsed = json::parse(text);
+  Expected<json::Value> parsed = parseJson(text);
   if (!parsed)
     return createStringError(inconvertibleErrorCode(), "%s: not valid JSON: %s",
                              fileName.str().c_str(),
@@ -180,6 +200,13 @@ Expected<ModelConfig> parseModelConfig(StringRef text, StringRef fileName) {
         (long long)config.numHeads, (long long)config.hidden);
   if (config.headDimension == 0)
     config.headDimension = config.hidden / config.numHeads;
+  if (config.attentionWidth() > kMaxWidth)
+    return createStringError(
+        inconvertibleErrorCode(),
+        "%s: key \"head_dim\" = %lld times %lld heads is beyond what Loom "
+        "handles (an attention width of at most %lld)",
+        fileName.str().c_str(), (long long)config.headDimension,
+        (long long)config.numHeads, (long long)kMaxWidth);
   if (config.numHeads % config.numKVHeads != 0)
     return createStringError(
         inconvertibleErrorCode(),

@@ -14,7 +14,10 @@
 #include "mlir/IR/Builders.h"
 #include "mlir/IR/Verifier.h"
 #include "llvm/ADT/StringMap.h"
+#include "llvm/Support/CheckedArithmetic.h"
+#include "llvm/Support/MathExtras.h"
 
+#include <algorithm>
 #include <cmath>
 
 using namespace mlir;
@@ -248,6 +251,9 @@ Value ForwardBuilder::buildLlama(Value tokens, Value labels) {
                                    : "lm_head.weight");
 }
 
+/// The most elements one activation may hold.
+constexpr int64_t kMaxTensorElements = int64_t(1) << 40;
+
 llvm::Error importError(const Twine &message) {
   return llvm::createStringError(llvm::inconvertibleErrorCode(), message.str());
 }
@@ -264,6 +270,21 @@ importModel(MLIRContext &context, const ModelConfig &config,
     return importError("sequence length " + Twine(seq) +
                        " exceeds the model's " + Twine(config.maxPositions) +
                        " positions");
+  // The largest activations are [B, S, vocabulary] logits and
+  // [B, S, intermediate] MLP values: each must stay a tensor Loom can
+  // address (and every byte count derived from it inside int64).
+  int64_t widest = std::max({config.vocab, config.intermediate,
+                             config.attentionWidth(), config.hidden});
+  std::optional<int64_t> batchTokens =
+      llvm::checkedMul(options.microBatch, seq);
+  std::optional<int64_t> elements =
+      batchTokens ? llvm::checkedMul(*batchTokens, widest) : std::nullopt;
+  if (!elements || *elements > kMaxTensorElements)
+    return importError("micro-batch " + Twine(options.microBatch) + " x " +
+                       Twine(seq) + " tokens x width " + Twine(widest) +
+                       " is beyond what Loom handles (at most 2^" +
+                       Twine(llvm::Log2_64(kMaxTensorElements)) +
+                       " elements in one tensor)");
   for (std::optional<double> rate :
        {options.embdDropout, options.residDropout, options.attnDropout})
     if (rate && !(*rate >= 0.0 && *rate < 1.0))

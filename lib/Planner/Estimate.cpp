@@ -451,9 +451,13 @@ struct Stage {
   double params = 0, activations = 0;
 };
 
+/// `dpStride` is the plan's data-parallel stride on the devices: an
+/// interleaved plan's stages are costed as a plan of P x V stages, whose
+/// own stride (tp-pp-dp: T x P x V) would place data-parallel groups on
+/// devices that do not exist.
 Stage buildStage(int64_t i, int64_t layers, const ClusterSpec &cluster,
                  const ParallelPlan &plan, int64_t numMicroBatches,
-                 const PlanCosts &costs) {
+                 const PlanCosts &costs, int64_t dpStride) {
   const bool first = i == 0, last = i == plan.pp - 1;
   Stage stage;
   double kept = 0;
@@ -476,8 +480,8 @@ Stage buildStage(int64_t i, int64_t layers, const ClusterSpec &cluster,
   if (plan.zero == ZeroStage::Parameters && plan.dp > 1) {
     // [Z20 §7]: every micro-batch gathers the parameters for its forward
     // and again for its backward, prefetched behind the compute.
-    auto dpGroup = GroupPlacement::strided(plan.dp, dataStride(plan),
-                                           cluster.devicesPerNode);
+    auto dpGroup =
+        GroupPlacement::strided(plan.dp, dpStride, cluster.devicesPerNode);
     double gather =
         collectiveCost(Collective::AllGather,
                        stage.params * costs.perParam.params, dpGroup, cluster)
@@ -697,8 +701,8 @@ llvm::Expected<Estimate> PlanEvaluator::estimate(const ParallelPlan &plan,
   estimate.stageLayers = stageLayers(config, plan);
   llvm::SmallVector<Stage> stages;
   for (int64_t i = 0; i < p; ++i)
-    stages.push_back(
-        buildStage(i, estimate.stageLayers[i], cluster, plan, m, costs));
+    stages.push_back(buildStage(i, estimate.stageLayers[i], cluster, plan, m,
+                                costs, dataStride(plan)));
 
   // The slowest stage sets the pace of the pipeline [N21 §2.2].
   const Stage *bottleneck = &stages.front();
@@ -753,7 +757,8 @@ llvm::Expected<Estimate> PlanEvaluator::estimate(const ParallelPlan &plan,
       for (int64_t s = 0; s < p * v; ++s) {
         int64_t rankLayers = estimate.stageLayers[s % p], chunk = s / p;
         int64_t layers = rankLayers / v + (chunk < rankLayers % v ? 1 : 0);
-        chunks.push_back(buildStage(s, layers, cluster, chunked, m, costs));
+        chunks.push_back(buildStage(s, layers, cluster, chunked, m, costs,
+                                    dataStride(plan)));
       }
     }
     auto pipeline =

@@ -21,6 +21,8 @@
 #include "llvm/Support/FormatVariadic.h"
 
 #include <algorithm>
+#include <chrono>
+#include <cmath>
 #include <queue>
 
 using namespace loom::cost;
@@ -35,11 +37,19 @@ std::vector<T> orDefault(const std::vector<T> &pinned,
   return pinned.empty() ? defaults : pinned;
 }
 
+/// The divisors of `n` up to `max`, ascending: O(sqrt(n)), so that a global
+/// batch of millions of sequences enumerates its micro-batches at once.
 std::vector<int64_t> divisors(int64_t n, int64_t max) {
   std::vector<int64_t> result;
-  for (int64_t d = 1; d <= std::min(n, max); ++d)
-    if (n % d == 0)
+  for (int64_t d = 1; d <= n / d; ++d) {
+    if (n % d != 0)
+      continue;
+    if (d <= max)
       result.push_back(d);
+    if (n / d != d && n / d <= max)
+      result.push_back(n / d);
+  }
+  std::sort(result.begin(), result.end());
   return result;
 }
 
@@ -123,6 +133,19 @@ schedulesFor(const SearchSpace &space, const ModelConfig &config, int64_t p,
   return result;
 }
 
+/// A cost the model cannot give is a defect to report, never a winner.
+llvm::Error nonFinite(const ParallelPlan &plan, const Estimate &estimate) {
+  return llvm::createStringError(llvm::formatv(
+      "internal error: the cost model gives a step time of {0} s and a peak "
+      "of {1} bytes for D={2} T={3} P={4}, micro-batch {5}, {6} (V={7}), "
+      "ZeRO-{8}, recompute {9}, ranks {10}; this is a bug in Loom, please "
+      "report it with the command line",
+      estimate.stepTime, estimate.memory.peak(), plan.dp, plan.tp, plan.pp,
+      plan.microBatch, stringifySchedule(plan.schedule), plan.virtualStages,
+      int(plan.zero), stringifyRecompute(plan.recompute),
+      stringifyRankOrder(plan.rankOrder)));
+}
+
 } // namespace
 
 std::vector<ParallelPlan> enumeratePlans(const ModelConfig &config,
@@ -192,6 +215,17 @@ llvm::Expected<SearchResult> searchPlans(PlanEvaluator &evaluator,
                                          const ClusterSpec &cluster,
                                          const TrainingSetup &setup,
                                          const SearchOptions &options) {
+  for (const std::vector<int64_t> *pinned :
+       {&options.space.dp, &options.space.tp, &options.space.pp,
+        &options.space.microBatch, &options.space.virtualStages})
+    for (int64_t value : *pinned)
+      if (value < 1)
+        return llvm::createStringError(llvm::formatv(
+            "a pinned degree, micro-batch or virtual stage count of {0}: each "
+            "must be positive",
+            value));
+  if (setup.globalBatch < 1)
+    return llvm::createStringError("the global batch must be positive");
   std::vector<ParallelPlan> plans =
       enumeratePlans(config, cluster, setup, options.space);
   if (plans.empty())
@@ -227,9 +261,19 @@ llvm::Expected<SearchResult> searchPlans(PlanEvaluator &evaluator,
   // (a max-heap): a plan whose lower bound exceeds the largest cannot rank.
   const size_t keep = 2 * size_t(std::max(options.simulated, options.topK));
   std::priority_queue<double> bestTimes;
+  auto start = std::chrono::steady_clock::now();
+  result.numEstimated = result.numPlans;
   for (size_t i = 0; i < plans.size(); ++i) {
     if (options.progress && i % 256 == 0)
       options.progress(int64_t(i), result.numPlans);
+    // Deep models on many devices have 10^5 plans whose stage DPs take
+    // long: past the limit the plans estimated so far are ranked.
+    if (options.timeLimitSeconds > 0 &&
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - start)
+                .count() > options.timeLimitSeconds) {
+      result.numEstimated = int64_t(i);
+      break;
+    }
     ParallelPlan plan = plans[i];
     // Interleaved plans keep the even split (P · V divides the layers).
     if (plan.pp > 1 && plan.schedule != Schedule::Interleaved1F1B) {
@@ -287,6 +331,10 @@ llvm::Expected<SearchResult> searchPlans(PlanEvaluator &evaluator,
     auto estimate = evaluator.estimate(plan, /*simulate=*/false);
     if (!estimate)
       return estimate.takeError();
+    // A NaN compares false with everything: it would rank first.
+    if (!std::isfinite(estimate->stepTime) ||
+        !std::isfinite(estimate->memory.peak()))
+      return nonFinite(plan, *estimate);
     if (!estimate->fits) {
       reject(plan, *estimate);
       continue;
@@ -297,13 +345,20 @@ llvm::Expected<SearchResult> searchPlans(PlanEvaluator &evaluator,
     fitting.push_back({plan, std::move(*estimate)});
   }
   if (options.progress)
-    options.progress(result.numPlans, result.numPlans);
+    options.progress(result.numEstimated, result.numEstimated);
+  if (fitting.empty() && !result.closestRejected)
+    return llvm::createStringError(llvm::formatv(
+        "the search estimated none of the {0} plans within its {1} s time "
+        "limit; pin some of the degrees or give it more time",
+        result.numPlans, options.timeLimitSeconds));
   // The best screened plans, ranked again by their simulated pipelines.
   rank(fitting, std::max(options.simulated, options.topK));
   for (RankedPlan &ranked : fitting) {
     auto estimate = evaluator.estimate(ranked.plan);
     if (!estimate)
       return estimate.takeError();
+    if (!std::isfinite(estimate->stepTime))
+      return nonFinite(ranked.plan, *estimate);
     ranked.estimate = std::move(*estimate);
   }
   rank(fitting, options.topK);

@@ -1,6 +1,7 @@
 //===- Serialize.cpp - A schedule as JSON ---------------------------------===//
 
 #include "loom/Schedule/Serialize.h"
+#include "loom/Support/Json.h"
 
 #include "llvm/Support/FormatVariadic.h"
 #include "llvm/Support/JSON.h"
@@ -88,7 +89,7 @@ Expected<Instr> parseInstr(const json::Value &value, const Twine &path) {
 } // namespace
 
 Expected<Schedule> parseSchedule(StringRef text) {
-  Expected<json::Value> root = json::parse(text);
+  Expected<json::Value> root = parseJson(text);
   if (!root)
     return createStringError("invalid JSON: " + toString(root.takeError()));
   const json::Object *object = root->getAsObject();

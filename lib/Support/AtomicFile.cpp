@@ -4,6 +4,11 @@
 
 #include "llvm/Support/FileSystem.h"
 
+#include <cerrno>
+#include <cstdio>
+#include <cstring>
+#include <fcntl.h>
+
 using namespace llvm;
 
 namespace loom {
@@ -12,8 +17,29 @@ static Error pathError(StringRef path, const Twine &message) {
   return createStringError(inconvertibleErrorCode(), path + ": " + message);
 }
 
+bool isStreamOutput(StringRef path) {
+  sys::fs::file_status status;
+  if (sys::fs::status(path, status))
+    return false;
+  return status.type() != sys::fs::file_type::regular_file &&
+         status.type() != sys::fs::file_type::directory_file;
+}
+
 Error writeFileAtomically(StringRef path,
                           function_ref<void(raw_ostream &)> write) {
+  if (isStreamOutput(path)) {
+    std::error_code error;
+    raw_fd_ostream os(path, error);
+    if (!error) {
+      write(os);
+      os.flush();
+      error = os.error();
+      os.clear_error();
+    }
+    if (error)
+      return pathError(path, error.message());
+    return Error::success();
+  }
   Expected<sys::fs::TempFile> temp =
       sys::fs::TempFile::create(path + ".tmp-%%%%%%");
   if (!temp)
@@ -30,6 +56,39 @@ Error writeFileAtomically(StringRef path,
   }
   if (Error error = temp->keep(path))
     return pathError(path, toString(std::move(error)));
+  return Error::success();
+}
+
+Error replaceDirectory(StringRef tempDir, StringRef target) {
+  std::string temp = tempDir.str(), path = target.str();
+  if (!sys::fs::exists(path)) {
+    if (std::rename(temp.c_str(), path.c_str()))
+      return pathError(target, "cannot rename " + tempDir +
+                                   " to it: " + std::strerror(errno));
+    return Error::success();
+  }
+  if (::renameat2(AT_FDCWD, temp.c_str(), AT_FDCWD, path.c_str(),
+                  RENAME_EXCHANGE) == 0) {
+    // The new directory is in place; an old one that cannot be removed
+    // stays behind under the temporary name.
+    (void)sys::fs::remove_directories(temp);
+    return Error::success();
+  }
+  if (errno != EINVAL && errno != ENOSYS)
+    return pathError(target, "cannot replace it with " + tempDir + ": " +
+                                 std::strerror(errno));
+  // For a moment `target` is missing, but never half there.
+  std::string aside = path + ".old";
+  (void)sys::fs::remove_directories(aside);
+  if (std::rename(path.c_str(), aside.c_str()))
+    return pathError(target, "cannot move it aside to " + aside + ": " +
+                                 std::strerror(errno));
+  if (std::rename(temp.c_str(), path.c_str())) {
+    std::string message = std::strerror(errno);
+    std::rename(aside.c_str(), path.c_str());
+    return pathError(target, "cannot rename " + tempDir + " to it: " + message);
+  }
+  (void)sys::fs::remove_directories(aside);
   return Error::success();
 }
 

@@ -25,6 +25,9 @@
 #include "mlir/IR/Builders.h"
 #include "llvm/ADT/StringExtras.h"
 
+#include <cmath>
+#include <cstdio>
+
 #define DEBUG_TYPE "loom-pipeline"
 
 namespace loom {
@@ -124,6 +127,13 @@ struct PipelinePass : impl::LoomPipelineBase<PipelinePass> {
 
   LogicalResult run() {
     ModuleOp module = getOperation();
+    if (!std::isfinite(memoryBudget) || memoryBudget < 0) {
+      char text[32];
+      std::snprintf(text, sizeof(text), "%g", double(memoryBudget));
+      return module.emitError("--loom-pipeline: memory-budget=")
+             << text
+             << " must be a number of bytes >= 0 (0: the device's memory)";
+    }
     auto kind = sched::parseScheduleKind(schedule);
     if (!kind)
       return module.emitError("--loom-pipeline: unknown schedule '")
@@ -132,9 +142,9 @@ struct PipelinePass : impl::LoomPipelineBase<PipelinePass> {
                                                     virtualStages))
       return module.emitError("--loom-pipeline: ")
              << llvm::toString(std::move(err));
-    if (module->hasAttr(kPipelineAttr))
-      return module.emitError("--loom-pipeline: the module is already "
-                              "pipelined");
+    if (ModuleState state = getModuleState(module); state != ModuleState::Whole)
+      return module.emitError("--loom-pipeline: the module is already ")
+             << stringifyModuleState(state) << " (loom.state)";
     auto forward = module.lookupSymbol<func::FuncOp>("forward");
     auto oldGrad = module.lookupSymbol<func::FuncOp>("forward_backward");
     auto step = module.lookupSymbol<func::FuncOp>("train_step");
@@ -235,6 +245,7 @@ struct PipelinePass : impl::LoomPipelineBase<PipelinePass> {
             b.getNamedAttr("recompute", b.getArrayAttr(*recomputeModes)),
             b.getNamedAttr("stage_items", b.getArrayAttr(itemBounds)),
         }));
+    setModuleState(module, ModuleState::Pipelined);
     return success();
   }
 

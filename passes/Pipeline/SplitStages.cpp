@@ -200,31 +200,17 @@ Splitter::ordered(const llvm::SetVector<Value> &values) const {
 }
 
 LogicalResult Splitter::readPipeline() {
+  // The pass runs on a "pipelined" module only, whose `loom.pipeline` the
+  // dialect verified whole (LoomAttributes.cpp): every key is there, with
+  // its type and range.
   auto attr = module->getAttrOfType<DictionaryAttr>(kPipelineAttr);
-  if (!attr)
-    return module.emitError("--loom-split-stages: the module has no `")
-           << kPipelineAttr << "` (run --loom-pipeline first)";
-  auto integer = [&](StringRef name) -> int64_t {
-    auto value = attr.getAs<IntegerAttr>(name);
-    return value ? value.getInt() : -1;
-  };
-  auto schedule = attr.getAs<StringAttr>("schedule");
-  auto modes = attr.getAs<ArrayAttr>("recompute");
-  numRanks = integer("ranks");
-  virtualStages = integer("virtual_stages");
-  microBatches = integer("micro_batches");
-  std::optional<sched::ScheduleKind> parsed =
-      schedule ? sched::parseScheduleKind(schedule.getValue()) : std::nullopt;
-  if (!parsed || numRanks < 1 || virtualStages < 1 || microBatches < 1 ||
-      !modes)
-    return module.emitError("--loom-split-stages: malformed `")
-           << kPipelineAttr << "`";
-  kind = *parsed;
+  kind =
+      *sched::parseScheduleKind(attr.getAs<StringAttr>("schedule").getValue());
+  numRanks = attr.getAs<IntegerAttr>("ranks").getInt();
+  virtualStages = attr.getAs<IntegerAttr>("virtual_stages").getInt();
+  microBatches = attr.getAs<IntegerAttr>("micro_batches").getInt();
   numStages = numRanks * virtualStages;
-  if (int64_t(modes.size()) != numStages)
-    return module.emitError("--loom-split-stages: `recompute` has ")
-           << modes.size() << " entries for " << numStages << " stages";
-  for (Attribute mode : modes)
+  for (Attribute mode : attr.getAs<ArrayAttr>("recompute"))
     recompute.push_back(cast<StringAttr>(mode).getValue().str());
   return success();
 }
@@ -662,6 +648,7 @@ LogicalResult Splitter::run() {
            << llvm::toString(std::move(err));
   module->setAttr(kScheduleAttr,
                   sched::scheduleToAttr(module.getContext(), *schedule));
+  setModuleState(module, ModuleState::Split);
   step.erase();
   return success();
 }
@@ -671,6 +658,13 @@ struct SplitStagesPass : impl::LoomSplitStagesBase<SplitStagesPass> {
 
   void runOnOperation() override {
     ModuleOp module = getOperation();
+    if (ModuleState state = getModuleState(module);
+        state != ModuleState::Pipelined) {
+      module.emitError("--loom-split-stages: the module is ")
+          << stringifyModuleState(state) << ", not pipelined (loom.state)"
+          << (state == ModuleState::Split ? "" : ": run --loom-pipeline first");
+      return signalPassFailure();
+    }
     auto step = module.lookupSymbol<func::FuncOp>("train_step");
     if (!step || step.isExternal()) {
       module.emitError("--loom-split-stages: no @train_step to split");

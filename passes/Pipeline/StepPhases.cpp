@@ -91,6 +91,62 @@ LogicalResult StepPhases::classify(int64_t numStages) {
     OpInfo inherited = info.lookup(last);
     info[&op] = std::move(inherited);
   }
+  return checkDataflow();
+}
+
+LogicalResult StepPhases::checkDataflow() {
+  // What --loom-pipeline's tags promise, which cutting the step relies on:
+  // a forward op reads no backward value and no later stage's forward
+  // value, and a tied sum adds gradient contributions of the backward. A
+  // hand-edited step may break it (a backward op without `loom.backward`).
+  auto stageName = [](const OpInfo &opInfo) {
+    return (opInfo.phase == Phase::Backward ? "the backward of stage "
+                                            : "the forward of stage ") +
+           std::to_string(opInfo.stage);
+  };
+  for (Operation &op : body.without_terminator()) {
+    auto it = info.find(&op);
+    if (it == info.end())
+      continue;
+    const OpInfo &mine = it->second;
+    bool tied = op.hasAttr(kTiedGradientAttr);
+    for (Value operand : op.getOperands()) {
+      Operation *def = operand.getDefiningOp();
+      auto from = def ? info.find(def) : info.end();
+      if (from == info.end()) {
+        if (tied)
+          return op.emitError("--loom-split-stages: `")
+                 << kTiedGradientAttr << "` sums gradients, but its operand "
+                 << "is not computed by the backward pass";
+        continue;
+      }
+      const OpInfo &source = from->second;
+      if (tied && source.phase != Phase::Backward) {
+        InFlightDiagnostic diag =
+            op.emitError("--loom-split-stages: `")
+            << kTiedGradientAttr << "` sums gradients, but its operand comes "
+            << "from "
+            << (source.phase == Phase::Optimizer ? "the optimizer"
+                                                 : stageName(source));
+        diag.attachNote(def->getLoc()) << "the operand's op";
+        return diag;
+      }
+      if (mine.phase != Phase::Forward || source.phase == Phase::Optimizer)
+        continue;
+      if (source.phase == Phase::Backward ||
+          (source.phase == Phase::Forward && source.stage > mine.stage)) {
+        InFlightDiagnostic diag =
+            op.emitError("--loom-split-stages: this op of ")
+            << stageName(mine) << " reads a value of " << stageName(source)
+            << ", which runs after it"
+            << (source.phase == Phase::Backward
+                    ? " (is its `loom.backward` missing?)"
+                    : "");
+        diag.attachNote(def->getLoc()) << "the value's op";
+        return diag;
+      }
+    }
+  }
   return success();
 }
 

@@ -60,6 +60,9 @@ public:
 
 private:
   mlir::LogicalResult classify(int64_t numStages);
+  /// Checks the dataflow the tags promise (a forward op reads no backward
+  /// value, ...), so that a hand-edited step is an error, not a crash.
+  mlir::LogicalResult checkDataflow();
   void assignOptimizerStages();
 
   mlir::func::FuncOp step;

@@ -20,6 +20,8 @@
 #include "llvm/Support/FormatVariadic.h"
 
 #include <chrono>
+#include <cmath>
+#include <cstdio>
 
 #define DEBUG_TYPE "loom-auto-shard"
 
@@ -175,6 +177,14 @@ struct AutoShardPass : impl::LoomAutoShardBase<AutoShardPass> {
     auto fn = module.lookupSymbol<func::FuncOp>(funcName);
     if (!fn) {
       module.emitError() << "--loom-auto-shard: no function @" << funcName;
+      return signalPassFailure();
+    }
+    if (!std::isfinite(memoryBudget) || memoryBudget < 0) {
+      char text[32];
+      std::snprintf(text, sizeof(text), "%g", double(memoryBudget));
+      fn.emitError() << "--loom-auto-shard: memory-budget=" << text
+                     << " must be a number of bytes >= 0 (0: the device's "
+                        "memory)";
       return signalPassFailure();
     }
     DeviceMesh mesh{parseMeshShape(meshShape)};

@@ -26,6 +26,9 @@
 #include "mlir/IR/IRMapping.h"
 #include "llvm/ADT/DenseMap.h"
 
+#include <cmath>
+#include <cstdio>
+
 #define DEBUG_TYPE "loom-partition"
 
 namespace loom {
@@ -466,6 +469,20 @@ struct PartitionPass : impl::LoomPartitionBase<PartitionPass> {
 
   void runOnOperation() override {
     ModuleOp module = getOperation();
+    if (!std::isfinite(bucketBytes) || bucketBytes < 0) {
+      char text[32];
+      std::snprintf(text, sizeof(text), "%g", double(bucketBytes));
+      module.emitError() << "--loom-partition: bucket-bytes=" << text
+                         << " must be a number of bytes >= 0 (0: no buckets)";
+      return signalPassFailure();
+    }
+    ModuleState state = getModuleState(module);
+    if (state == ModuleState::Partitioned || state == ModuleState::Split) {
+      module.emitError() << "--loom-partition: the module is "
+                         << stringifyModuleState(state)
+                         << " already (loom.state)";
+      return signalPassFailure();
+    }
     auto fn = module.lookupSymbol<func::FuncOp>(funcName);
     if (!fn) {
       module.emitError() << "--loom-partition: no function @" << funcName;
@@ -495,6 +512,9 @@ struct PartitionPass : impl::LoomPartitionBase<PartitionPass> {
       return signalPassFailure();
     if (bucketBytes > 0)
       bucketGradientAllReduces(fn.getBody().front(), bucketBytes);
+    // A pipelined step stays pipelined: --loom-split-stages cuts it next.
+    if (getModuleState(module) == ModuleState::Whole)
+      setModuleState(module, ModuleState::Partitioned);
   }
 };
 

@@ -73,8 +73,26 @@ struct Artifact {
   /// (loom-compile --target); returns "" or an error message. program.so's
   /// kernel calls must resolve against a kernel library loaded already.
   std::string load(const std::string &dir, const std::string &backend = "cpu");
+  /// Reads plan.json's text alone (what load does first): "" or an error
+  /// message. Never throws.
+  std::string parsePlanText(const std::string &planPath,
+                            const std::string &planText,
+                            const std::string &backend);
   ~Artifact();
+
+private:
+  /// Read and check plan.json / schedule.json: every field's type and range,
+  /// shapes against the grid; throw or return a message.
+  std::string parsePlan(const std::string &planPath,
+                        const std::string &planText,
+                        const std::string &backend);
+  std::string parseSchedule(const std::string &schedulePath,
+                            const std::string &scheduleText);
 };
+
+/// "" when `path` is an ELF shared object for this machine whose headers
+/// and segments lie inside the file; else what is wrong (SharedObject.cpp).
+std::string checkSharedObject(const std::string &path);
 
 } // namespace loom::rt
 

@@ -284,6 +284,13 @@ std::vector<MalformedCase> malformedCases() {
       {"fractional dim",
        assemble("{" + entry("w", "F32", "[1.5]", "[0, 4]") + "}", data4),
        "tensor \"w\": \"shape\" must hold non-negative integers"},
+      // Hugging Face's reader (serde, usize) refuses an integral float too.
+      {"float dim",
+       assemble("{" + entry("w", "F32", "[1.0]", "[0, 4]") + "}", data4),
+       "tensor \"w\": \"shape\" must hold non-negative integers"},
+      {"deep header",
+       assemble(std::string(100000, '[') + std::string(100000, ']'), ""),
+       "header is not valid JSON: nests deeper than 64 arrays and objects"},
       {"huge shape",
        assemble("{" +
                     entry("w", "F32", "[4294967296, 4294967296, 4294967296]",

@@ -27,12 +27,18 @@
 //   model.loom/schedule.json  the pipeline schedule (pipelined steps only)
 //
 // It is built in a temporary directory next to the output and renamed into
-// place, so an interrupted compile never leaves a partial artifact.
+// place, so an interrupted compile never leaves a partial artifact. The
+// output must be absent (its parent directory must exist), an empty
+// directory, or an artifact, which is replaced whole; anything else is
+// never touched. --emit-llvm's file appears only when the artifact does.
 //
 //===----------------------------------------------------------------------===//
 
 #include "passes/Lowering/LowerToKernels.h"
 #include "passes/Pipelines/Pipelines.h"
+
+#include "loom/Support/AtomicFile.h"
+#include "loom/loom_program.h"
 
 #include "loom/Schedule/ScheduleAttr.h"
 #include "loom/Schedule/Serialize.h"
@@ -67,7 +73,7 @@
 #include "llvm/Target/TargetOptions.h"
 #include "llvm/TargetParser/Host.h"
 
-#include <unistd.h>
+#include <optional>
 
 using namespace llvm;
 
@@ -130,8 +136,9 @@ json::Value dtypeName(mlir::Type type) {
 }
 
 /// One argument or result of a lowered function, as plan.json lists it.
-json::Object describeTensor(mlir::DictionaryAttr entry,
-                            ArrayRef<int64_t> gridShape) {
+Expected<json::Object> describeTensor(mlir::DictionaryAttr entry,
+                                      ArrayRef<int64_t> gridShape,
+                                      StringRef function) {
   auto type = cast<mlir::RankedTensorType>(
       cast<mlir::TypeAttr>(entry.get("type")).getValue());
   auto attrs = entry.getAs<mlir::DictionaryAttr>("attrs");
@@ -151,9 +158,17 @@ json::Object describeTensor(mlir::DictionaryAttr entry,
       json::Array axes;
       for (mlir::Attribute axis : cast<mlir::ArrayAttr>(axesAttr)) {
         int64_t a = cast<mlir::IntegerAttr>(axis).getInt();
+        // The runtime places shards by these axes: one the grid lacks
+        // would index past its coordinates.
+        if (dim >= global.size() || a < 0 ||
+            a >= static_cast<int64_t>(gridShape.size()))
+          return createStringError(
+              formatv("@{0}: loom.split_axes names grid axis {1} for "
+                      "dimension {2}, but the tensor has rank {3} and the "
+                      "grid {4} axes",
+                      function, a, dim, global.size(), gridShape.size()));
         axes.push_back(a);
-        if (dim < global.size() && a < static_cast<int64_t>(gridShape.size()))
-          global[dim] *= gridShape[a];
+        global[dim] *= gridShape[a];
       }
       splitAxes.push_back(std::move(axes));
     }
@@ -214,9 +229,13 @@ Expected<json::Object> takePlan(mlir::ModuleOp module) {
     for (StringRef list : {"args", "results"}) {
       json::Array entries;
       for (mlir::Attribute entry :
-           fn->getAttrOfType<mlir::ArrayAttr>(("loom." + list).str()))
-        entries.push_back(
-            describeTensor(cast<mlir::DictionaryAttr>(entry), gridShape));
+           fn->getAttrOfType<mlir::ArrayAttr>(("loom." + list).str())) {
+        Expected<json::Object> tensor = describeTensor(
+            cast<mlir::DictionaryAttr>(entry), gridShape, symbol);
+        if (!tensor)
+          return tensor.takeError();
+        entries.push_back(std::move(*tensor));
+      }
       object[list] = std::move(entries);
     }
     for (StringRef bytes : {"workspace_bytes", "peak_live_bytes"})
@@ -305,8 +324,25 @@ Error writeText(StringRef path, StringRef text) {
   return Error::success();
 }
 
-/// Builds the artifact in `dir`.
-Error build(mlir::ModuleOp module, StringRef dir) {
+/// Adds `uint64_t loom_program_plan_digest(void)` returning `digest`
+/// (loom_program.h), so that the runtime can tell the plan.json written
+/// with program.so from any other.
+void addPlanDigest(mlir::ModuleOp module, uint64_t digest) {
+  mlir::OpBuilder b(module.getBodyRegion());
+  b.setInsertionPointToEnd(module.getBody());
+  mlir::Location loc = module.getLoc();
+  auto fn = mlir::LLVM::LLVMFuncOp::create(
+      b, loc, "loom_program_plan_digest",
+      mlir::LLVM::LLVMFunctionType::get(b.getI64Type(), {}));
+  b.setInsertionPointToStart(fn.addEntryBlock(b));
+  mlir::Value value = mlir::LLVM::ConstantOp::create(
+      b, loc, b.getI64Type(), b.getI64IntegerAttr(int64_t(digest)));
+  mlir::LLVM::ReturnOp::create(b, loc, value);
+}
+
+/// Builds the artifact in `dir`; `llvmText` gets the LLVM IR when
+/// --emit-llvm asks for it.
+Error build(mlir::ModuleOp module, StringRef dir, std::string &llvmText) {
   auto plan = takePlan(module);
   if (!plan)
     return plan.takeError();
@@ -317,17 +353,21 @@ Error build(mlir::ModuleOp module, StringRef dir) {
   for (mlir::NamedAttribute attr : module->getAttrs())
     if (attr.getName().getValue().starts_with("loom."))
       module->removeAttr(attr.getName());
+  std::string planText;
+  raw_string_ostream os(planText);
+  os << formatv("{0:2}", json::Value(std::move(*plan))) << "\n";
+  uint64_t digest = loom_plan_digest_update(LOOM_PLAN_DIGEST_SEED,
+                                            planText.data(), planText.size());
+  digest = loom_plan_digest_update(digest, schedule->data(), schedule->size());
+  addPlanDigest(module, digest);
 
   llvm::LLVMContext llvmContext;
   auto llvmModule = mlir::translateModuleToLLVMIR(module, llvmContext, "loom");
   if (!llvmModule)
     return createStringError("LLVM translation failed");
   if (!emitLLVM.empty()) {
-    std::string text;
-    raw_string_ostream os(text);
+    raw_string_ostream os(llvmText);
     llvmModule->print(os, nullptr);
-    if (Error err = writeText(emitLLVM, text))
-      return err;
   }
   SmallString<256> object(dir), library(dir), planPath(dir), schedulePath(dir);
   sys::path::append(object, "program.o");
@@ -339,14 +379,57 @@ Error build(mlir::ModuleOp module, StringRef dir) {
   if (Error err = linkShared(object, library))
     return err;
   sys::fs::remove(object);
-  std::string planText;
-  raw_string_ostream os(planText);
-  os << formatv("{0:2}", json::Value(std::move(*plan))) << "\n";
   if (Error err = writeText(planPath, planText))
     return err;
   if (!schedule->empty())
     if (Error err = writeText(schedulePath, *schedule))
       return err;
+  return Error::success();
+}
+
+/// The files an artifact directory holds (program.o only while it is built).
+bool isArtifactFile(StringRef name) {
+  return name == "program.so" || name == "plan.json" ||
+         name == "schedule.json" || name == "program.o";
+}
+
+/// Checks that `output` is Loom's to write: absent with an existing parent
+/// directory, an empty directory, or an artifact (plan.json and nothing but
+/// artifact files), which the new one replaces.
+Error checkOutputTarget(StringRef output) {
+  StringRef parent = sys::path::parent_path(output);
+  if (parent.empty())
+    parent = ".";
+  if (!sys::fs::is_directory(parent))
+    return createStringError(output + ": the directory '" + parent +
+                             "' does not exist");
+  sys::fs::file_status status;
+  if (std::error_code ec = sys::fs::status(output, status, /*follow=*/false)) {
+    if (ec == std::errc::no_such_file_or_directory)
+      return Error::success();
+    return createStringError(output + ": " + ec.message());
+  }
+  if (status.type() != sys::fs::file_type::directory_file)
+    return createStringError(output + ": exists and is not a Loom artifact "
+                                      "directory; not replacing it");
+  std::error_code ec;
+  bool hasPlan = false, empty = true;
+  for (sys::fs::directory_iterator it(output, ec), end; it != end && !ec;
+       it.increment(ec)) {
+    StringRef name = sys::path::filename(it->path());
+    empty = false;
+    hasPlan |= name == "plan.json";
+    if (!isArtifactFile(name) || it->type() != sys::fs::file_type::regular_file)
+      return createStringError(output +
+                               ": exists and is not a Loom artifact "
+                               "(it holds '" +
+                               name + "'); not replacing it");
+  }
+  if (ec)
+    return createStringError(output + ": " + ec.message());
+  if (!empty && !hasPlan)
+    return createStringError(output + ": exists and is not a Loom artifact "
+                                      "(no plan.json); not replacing it");
   return Error::success();
 }
 
@@ -380,6 +463,21 @@ int main(int argc, char **argv) {
   if (!module)
     return 1;
 
+  // Refused before any work, and checked again before the rename.
+  SmallString<256> output(outputPath);
+  sys::path::remove_dots(output, /*remove_dot_dot=*/true);
+  while (output.size() > 1 && sys::path::is_separator(output.back()))
+    output.pop_back();
+  if (Error err = checkOutputTarget(output))
+    return fail(toString(std::move(err)));
+
+  if (Error err = loom::checkExecutable(*module,
+                                        {loom::ModuleState::Whole,
+                                         loom::ModuleState::Partitioned,
+                                         loom::ModuleState::Split},
+                                        "loom-compile"))
+    return fail(inputPath + ": " + toString(std::move(err)));
+
   bool lowered = false;
   for (auto fn : module->getOps<mlir::LLVM::LLVMFuncOp>()) {
     if (!fn.getSymName().starts_with("loom_fn_"))
@@ -408,22 +506,56 @@ int main(int argc, char **argv) {
   }
 
   // Build next to the output, then rename into place.
-  SmallString<256> output(outputPath);
-  sys::path::remove_dots(output, /*remove_dot_dot=*/true);
-  SmallString<256> temp(output);
-  temp += formatv(".tmp-{0}", ::getpid()).str();
-  sys::fs::remove_directories(temp);
-  if (std::error_code ec = sys::fs::create_directories(temp))
-    return fail("cannot create " + temp + ": " + ec.message());
-  if (Error err = build(*module, temp)) {
+  SmallString<256> temp;
+  if (std::error_code ec =
+          sys::fs::createUniqueDirectory(output + ".tmp", temp))
+    return fail(output +
+                ": cannot create a temporary directory: " + ec.message());
+  std::string llvmText;
+  if (Error err = build(*module, temp, llvmText)) {
     sys::fs::remove_directories(temp);
     return fail(toString(std::move(err)));
   }
-  sys::fs::remove_directories(output);
-  if (std::error_code ec = sys::fs::rename(temp, output)) {
-    sys::fs::remove_directories(temp);
-    return fail("cannot rename " + temp + " to " + output + ": " +
-                ec.message());
+  // The LLVM IR waits in a temporary file until the artifact is in place.
+  std::optional<sys::fs::TempFile> llvmFile;
+  bool llvmStream = !emitLLVM.empty() && loom::isStreamOutput(emitLLVM);
+  if (!emitLLVM.empty() && !llvmStream) {
+    Expected<sys::fs::TempFile> file =
+        sys::fs::TempFile::create(emitLLVM + ".tmp-%%%%%%");
+    Error err = file ? Error::success() : file.takeError();
+    if (!err) {
+      raw_fd_ostream os(file->FD, /*shouldClose=*/false);
+      os << llvmText;
+      os.flush();
+      if (os.has_error()) {
+        err = createStringError(os.error().message());
+        os.clear_error();
+        consumeError(file->discard());
+      } else {
+        llvmFile = std::move(*file);
+      }
+    }
+    if (err) {
+      sys::fs::remove_directories(temp);
+      return fail(emitLLVM + ": " + toString(std::move(err)));
+    }
   }
+  Error err = checkOutputTarget(output);
+  if (!err)
+    err = loom::replaceDirectory(temp, output);
+  if (err) {
+    sys::fs::remove_directories(temp);
+    if (llvmFile)
+      consumeError(llvmFile->discard());
+    return fail(toString(std::move(err)));
+  }
+  if (llvmFile)
+    if (Error err = llvmFile->keep(emitLLVM))
+      return fail(emitLLVM + ": " + toString(std::move(err)));
+  // /dev/null, a FIFO: written in place, never renamed over.
+  if (llvmStream)
+    if (Error err = loom::writeFileAtomically(
+            emitLLVM, [&](raw_ostream &os) { os << llvmText; }))
+      return fail(toString(std::move(err)));
   return 0;
 }

@@ -17,12 +17,19 @@
 
 #include "loom/Import/ModelSummary.h"
 #include "loom/Import/ParamInit.h"
+#include "loom/Support/AtomicFile.h"
+#include "loom/Support/InputFile.h"
 
 #include "mlir/IR/MLIRContext.h"
 #include "llvm/Support/CommandLine.h"
+#include "llvm/Support/FileSystem.h"
+#include "llvm/Support/FormatVariadic.h"
 #include "llvm/Support/InitLLVM.h"
 #include "llvm/Support/MemoryBuffer.h"
 #include "llvm/Support/WithColor.h"
+
+#include <optional>
+#include <unistd.h>
 
 using namespace llvm;
 
@@ -73,6 +80,25 @@ int fail(const Twine &message) {
   return 1;
 }
 
+/// --init-weights holds every parameter in memory as f32 while it writes
+/// them: a model that cannot fit is an error, not an out-of-memory abort.
+Error checkWeightsFit(const loom::ModelConfig &config) {
+  uint64_t bytes = 0;
+  for (const loom::ParamSpec &spec : loom::listParameters(config))
+    bytes += 4 * uint64_t(spec.numElements());
+  long pages = ::sysconf(_SC_PHYS_PAGES), pageSize = ::sysconf(_SC_PAGE_SIZE);
+  uint64_t memory = pages > 0 && pageSize > 0 ? uint64_t(pages) * pageSize : 0;
+  if (memory == 0 || bytes <= memory / 2)
+    return Error::success();
+  return createStringError(
+      inconvertibleErrorCode(),
+      formatv("{0}: {1:f1} GiB of f32 parameters is more than half of this "
+              "machine's {2:f1} GiB of memory; initialize the weights where "
+              "they fit",
+              initWeights, double(bytes) / (1ull << 30),
+              double(memory) / (1ull << 30)));
+}
+
 std::optional<double> ifGiven(const cl::opt<double> &option) {
   if (option.getNumOccurrences() == 0)
     return std::nullopt;
@@ -90,10 +116,10 @@ int main(int argc, char **argv) {
   if (json && !summary)
     return fail("--json needs --summary");
 
-  ErrorOr<std::unique_ptr<MemoryBuffer>> buffer =
-      MemoryBuffer::getFileOrSTDIN(configPath);
+  Expected<std::unique_ptr<MemoryBuffer>> buffer =
+      loom::readInputFile(configPath, loom::kMaxJsonFileBytes);
   if (!buffer)
-    return fail(configPath + ": " + buffer.getError().message());
+    return fail(toString(buffer.takeError()));
   Expected<loom::ModelConfig> config =
       loom::parseModelConfig((*buffer)->getBuffer(), configPath);
   if (!config)
@@ -113,26 +139,65 @@ int main(int argc, char **argv) {
   if (!module)
     return fail(configPath + ": " + toString(module.takeError()));
 
-  // The weights first: if they cannot be written, no module is either.
   if (!initWeights.empty())
-    if (Error error = loom::writeSafetensors(
-            initWeights, loom::initParameters(*config, initSeed),
-            {{"format", "pt"}}))
+    if (Error error = checkWeightsFit(*config))
       return fail(toString(std::move(error)));
-  Error written = writeToOutput(outputPath, [&](raw_ostream &os) -> Error {
-    if (!summary) {
-      (*module)->print(os);
-      return Error::success();
-    }
+
+  std::string text;
+  raw_string_ostream os(text);
+  if (!summary) {
+    (*module)->print(os);
+  } else {
     auto forward = (*module)->lookupSymbol<mlir::func::FuncOp>("forward");
     loom::ModelSummary stats = loom::summarizeModel(*config, forward);
     if (json)
       loom::printSummaryJSON(os, *config, options, stats);
     else
       loom::printSummary(os, *config, options, stats);
-    return Error::success();
-  });
-  if (written)
-    return fail(toString(std::move(written)));
+  }
+  // Both outputs or neither: the module waits in a temporary file while
+  // the weights are written, and appears only once they are.
+  std::optional<sys::fs::TempFile> pending;
+  bool stream = outputPath == "-" || loom::isStreamOutput(outputPath);
+  if (!stream) {
+    Expected<sys::fs::TempFile> temp =
+        sys::fs::TempFile::create(outputPath + ".tmp-%%%%%%");
+    if (!temp)
+      return fail(outputPath + ": " + toString(temp.takeError()));
+    raw_fd_ostream out(temp->FD, /*shouldClose=*/false);
+    out << text;
+    out.flush();
+    if (out.has_error()) {
+      std::string message = out.error().message();
+      out.clear_error();
+      consumeError(temp->discard());
+      return fail(outputPath + ": " + message);
+    }
+    pending = std::move(*temp);
+  }
+  if (!initWeights.empty())
+    if (Error error = loom::writeSafetensors(
+            initWeights, loom::initParameters(*config, initSeed),
+            {{"format", "pt"}})) {
+      if (pending)
+        consumeError(pending->discard());
+      return fail(toString(std::move(error)));
+    }
+  if (stream && outputPath == "-") {
+    outs() << text;
+    return 0;
+  }
+  // /dev/null, a FIFO: written in place, never renamed over.
+  if (stream) {
+    if (Error error = loom::writeFileAtomically(
+            outputPath, [&](raw_ostream &os) { os << text; }))
+      return fail(toString(std::move(error)));
+    return 0;
+  }
+  if (Error error = pending->keep(outputPath)) {
+    if (!initWeights.empty())
+      sys::fs::remove(initWeights);
+    return fail(outputPath + ": " + toString(std::move(error)));
+  }
   return 0;
 }

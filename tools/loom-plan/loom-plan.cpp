@@ -28,6 +28,7 @@
 #include "loom/Planner/Estimate.h"
 #include "loom/Planner/Search.h"
 #include "loom/Schedule/Timeline.h"
+#include "loom/Support/InputFile.h"
 
 #include "dialects/Loom/LoomDialect.h"
 
@@ -43,6 +44,7 @@
 #include "llvm/Support/WithColor.h"
 
 #include <chrono>
+#include <cmath>
 #include <memory>
 
 using namespace llvm;
@@ -138,6 +140,10 @@ cl::opt<bool> estimateFlag("estimate", cl::cat(category),
                                     "--pp and --micro-batch"));
 cl::opt<bool> jsonOutput("json", cl::cat(category),
                          cl::desc("Print the estimate as JSON"));
+cl::opt<double> searchSeconds(
+    "search-seconds", cl::init(60), cl::cat(category), cl::value_desc("S"),
+    cl::desc("Search: rank the plans estimated within S seconds (default 60; "
+             "0: no limit)"));
 cl::opt<int64_t> topK("top", cl::init(5), cl::cat(category),
                       cl::desc("Search: print the best plan and the next "
                                "K - 1 (default 5)"));
@@ -146,6 +152,10 @@ int fail(const Twine &message) {
   WithColor::error(errs(), "loom-plan") << message << "\n";
   return 1;
 }
+
+/// Bounds of the command line's sizes.
+constexpr int64_t kMaxGlobalBatch = int64_t(1) << 24;
+constexpr int64_t kMaxDegree = int64_t(1) << 20;
 
 /// Bytes in the largest binary unit that keeps at least 1 in front.
 std::string formatBytes(double bytes) {
@@ -175,6 +185,39 @@ std::string describePlan(const plan::ParallelPlan &p, const plan::Estimate &e) {
                      ? ""
                      : ", ranks tp-pp-dp")
       .str();
+}
+
+/// The numbers an estimate prints must be finite: a NaN or infinity is a
+/// defect of the cost model (or an absurd cluster spec that passed its
+/// checks), which must be reported, never printed as a result (and NaN is
+/// not JSON).
+Error checkFinite(const plan::Estimate &e, const plan::ParallelPlan &p) {
+  const plan::MemoryBreakdown &m = e.memory;
+  std::pair<const char *, double> fields[] = {
+      {"step time", e.stepTime},
+      {"compute", e.compute},
+      {"exposed communication", e.exposedComm},
+      {"pipeline bubble", e.bubble},
+      {"optimizer", e.optimizer},
+      {"tokens/s", e.tokensPerSecond},
+      {"MFU", e.mfu},
+      {"model FLOPs", e.modelFlopsPerStep},
+      {"parameters", e.numParams},
+      {"parameter memory", m.params},
+      {"gradient memory", m.grads},
+      {"optimizer state memory", m.optimizerStates},
+      {"activation memory", m.activations},
+      {"temporary memory", m.temporaries},
+      {"activations per layer", e.activationsPerLayer}};
+  for (auto [name, value] : fields)
+    if (!std::isfinite(value) || value < 0)
+      return createStringError(
+          inconvertibleErrorCode(),
+          formatv("internal error: the cost model gives {0} = {1} for plan "
+                  "{2}; this is a bug in Loom, please report it with the "
+                  "command line",
+                  name, value, describePlan(p, e)));
+  return Error::success();
 }
 
 /// Transformer layers of each of the plan's P · V stages, in pipeline
@@ -401,6 +444,11 @@ void printSearch(const plan::SearchResult &result, double seconds,
                 result.numPlans, cluster.numDevices(), seconds,
                 result.numCostedModels, result.numPruned,
                 result.numRejectedForMemory);
+  if (result.stoppedEarly())
+    os << formatv("note:        the search stopped after {0} s with {1} of "
+                  "{2} plans estimated (--search-seconds)\n",
+                  searchSeconds.getValue(), result.numEstimated,
+                  result.numPlans);
   printText(best.estimate, best.plan, cluster, os, /*withStages=*/true);
   if (result.best.size() > 1)
     os << "alternatives:\n";
@@ -429,6 +477,7 @@ json::Value searchToJSON(const plan::SearchResult &result, double seconds) {
   json::Object &object = *value.getAsObject();
   object["planning_time_s"] = seconds;
   object["plans_considered"] = result.numPlans;
+  object["plans_estimated"] = result.numEstimated;
   object["plans_pruned"] = result.numPruned;
   object["rejected_for_memory"] = result.numRejectedForMemory;
   if (const auto &closest = result.closestRejected) {
@@ -453,11 +502,15 @@ int search(mlir::MLIRContext &context, const ModelConfig &config,
            const cost::ClusterSpec &cluster, const plan::TrainingSetup &setup) {
   if (topK < 1)
     return fail("--top must be at least 1");
+  if (!std::isfinite(searchSeconds) || searchSeconds < 0)
+    return fail("--search-seconds must be a number of seconds >= 0 (0: no "
+                "limit)");
   plan::PlanEvaluator evaluator(context, config, cluster, setup);
   plan::SearchOptions options;
   options.space = pinnedSpace();
   options.topK = topK;
   options.progress = progressReporter();
+  options.timeLimitSeconds = searchSeconds;
   auto start = std::chrono::steady_clock::now();
   auto result = plan::searchPlans(evaluator, config, cluster, setup, options);
   if (!result)
@@ -474,6 +527,13 @@ int search(mlir::MLIRContext &context, const ModelConfig &config,
                         formatGiB(closest.estimate.deviceMemory),
                         describePlan(closest.plan, closest.estimate)));
   }
+  for (const plan::RankedPlan &ranked : result->best)
+    if (Error error = checkFinite(ranked.estimate, ranked.plan))
+      return fail(toString(std::move(error)));
+  if (result->closestRejected)
+    if (Error error = checkFinite(result->closestRejected->estimate,
+                                  result->closestRejected->plan))
+      return fail(toString(std::move(error)));
   if (!timelinePath.empty())
     if (int rc = writeTimeline(result->best.front().estimate,
                                result->best.front().plan, timelinePath))
@@ -499,15 +559,26 @@ int main(int argc, char **argv) {
                         zero.getValue()));
   if (globalBatch < 1 || seqLen < 0)
     return fail("--global-batch must be positive and --seq non-negative");
+  // A step of more sequences than this is beyond what Loom plans (and its
+  // micro-batch divisors would take long to enumerate).
+  if (globalBatch > kMaxGlobalBatch)
+    return fail(formatv("--global-batch {0} is beyond what Loom plans (at "
+                        "most {1} sequences per step)",
+                        globalBatch.getValue(), kMaxGlobalBatch));
+  for (const cl::opt<int64_t> *degree :
+       {&dp, &tp, &pp, &microBatch, &virtualStages})
+    if (*degree < 1 || *degree > kMaxDegree)
+      return fail(formatv("--{0} {1}: must be an integer in [1, {2}]",
+                          degree->ArgStr, degree->getValue(), kMaxDegree));
   StringRef timeline = timelinePath;
   if (!timeline.empty() && !timeline.ends_with(".json") &&
       !timeline.ends_with(".svg"))
     return fail("--timeline=" + timeline +
                 ": the file must end in .json (Chrome trace) or .svg");
 
-  auto buffer = MemoryBuffer::getFile(configPath);
+  auto buffer = readInputFile(configPath, kMaxJsonFileBytes);
   if (!buffer)
-    return fail(configPath + ": " + buffer.getError().message());
+    return fail(toString(buffer.takeError()));
   auto config = parseModelConfig((*buffer)->getBuffer(), configPath);
   if (!config)
     return fail(toString(config.takeError()));
@@ -543,6 +614,8 @@ int main(int argc, char **argv) {
       plan::estimatePlan(context, *config, *cluster, parallel, setup);
   if (!estimate)
     return fail("impossible plan: " + toString(estimate.takeError()));
+  if (Error error = checkFinite(*estimate, parallel))
+    return fail(toString(std::move(error)));
   if (!timeline.empty())
     if (int rc = writeTimeline(*estimate, parallel, timeline))
       return rc;

@@ -36,6 +36,7 @@
 
 #include <atomic>
 #include <chrono>
+#include <cmath>
 #include <cstdlib>
 #include <thread>
 #include <unistd.h>
@@ -104,6 +105,18 @@ private:
   std::atomic<Clock::rep> since{0};
   std::thread thread;
 };
+
+} // namespace
+
+std::string nonFiniteLossMessage(int64_t step, double loss) {
+  return formatv("step {0}: the loss is {1}; stopping (the parameters or "
+                 "the data hold a NaN or an infinity, or training diverged; "
+                 "--allow-non-finite-loss trains on)",
+                 step, loss)
+      .str();
+}
+
+namespace {
 
 /// A message of this rank; rank 0 prints errors of every rank it sees.
 int failRank(int rank, const Twine &message) {
@@ -264,6 +277,12 @@ int runCompiled(const CompiledOptions &options) {
     if (std::string error = session.step(step, loss); !error.empty())
       return abortJob(failRank(rank, error));
     watchdog.mark(false);
+    // Every rank holds the step's loss (the pipeline sends it to all).
+    if (!std::isfinite(loss) && !options.allowNonFiniteLoss) {
+      if (rank == 0)
+        printError(nonFiniteLossMessage(step, loss));
+      return abortJob(1);
+    }
     double seconds =
         std::chrono::duration<double>(Clock::now() - start).count();
     if (rank == 0) {

@@ -19,9 +19,15 @@ struct CompiledOptions {
   int64_t saveEvery = 0; ///< also save after every step divisible by it
   int64_t steps = 1;     ///< steps to run (after the resumed ones)
   double timeoutSeconds = 300; ///< 0: no watchdog
+  /// Train on after a NaN or infinite loss instead of stopping there.
+  bool allowNonFiniteLoss = false;
   std::string backend = "cpu"; ///< "cpu" or "cuda"
   CudaRankOptions cuda;        ///< the cuda backend's device and comm
 };
+
+/// "step S: the loss is nan; stopping (...)": both backends stop at the
+/// first step whose loss is not finite, unless told to train on.
+std::string nonFiniteLossMessage(int64_t step, double loss);
 
 /// Trains `options.artifactPath` on this MPI rank (MPI_Init included);
 /// returns the process's exit status.

@@ -70,8 +70,13 @@ SmallVector<int64_t> dims(const int64_t *data, int32_t rank) {
 /// merges: 'K' and the index fragment, or 'E' and the error.
 std::string writeOwnShards(RankSession &session, const JobShape &job,
                            StringRef tempDir, int64_t steps) {
-  CheckpointIndex part{steps, job.worldSize, job.batchRows, job.seqLen, {}};
+  CheckpointIndex part;
+  part.steps = steps;
+  part.worldSize = job.worldSize;
+  part.batchRows = job.batchRows;
+  part.seqLen = job.seqLen;
   std::vector<CheckpointTensor> tensors;
+  std::vector<SmallVector<int64_t>> offsets;
   std::string file = shardFileName(job.rank, job.worldSize);
   for (int32_t i = 0, e = session.stateCount(); i < e; ++i) {
     loom_state_info info = session.stateInfo(i);
@@ -96,10 +101,13 @@ std::string writeOwnShards(RankSession &session, const JobShape &job,
     sharded.globalShape = dims(info.global_shape, info.rank);
     sharded.shards.push_back(
         {file, dims(info.offsets, info.rank), tensor.shape});
+    offsets.push_back(dims(info.offsets, info.rank));
   }
-  if (Error error = writeCheckpointShards(tempDir, job.rank, job.worldSize,
-                                          steps, tensors))
-    return formatv("Erank {0}: {1}", job.rank, toString(std::move(error)));
+  Expected<ShardFileDigest> digest = writeCheckpointShards(
+      tempDir, job.rank, job.worldSize, steps, tensors, offsets);
+  if (!digest)
+    return formatv("Erank {0}: {1}", job.rank, toString(digest.takeError()));
+  part.files[file] = *digest;
   return "K" + printCheckpointIndex(part);
 }
 
@@ -108,7 +116,11 @@ std::string writeOwnShards(RankSession &session, const JobShape &job,
 Expected<CheckpointIndex> mergeFragments(ArrayRef<std::string> replies,
                                          const JobShape &job, StringRef dir,
                                          int64_t steps) {
-  CheckpointIndex index{steps, job.worldSize, job.batchRows, job.seqLen, {}};
+  CheckpointIndex index;
+  index.steps = steps;
+  index.worldSize = job.worldSize;
+  index.batchRows = job.batchRows;
+  index.seqLen = job.seqLen;
   for (auto [rank, reply] : llvm::enumerate(replies)) {
     StringRef text(reply);
     if (text.consume_front("E"))

@@ -30,6 +30,8 @@
 #include "loom/Interpreter/Pipeline.h"
 #include "loom/Schedule/ScheduleAttr.h"
 #include "loom/Support/AtomicFile.h"
+#include "loom/Support/InputFile.h"
+#include "loom/Support/Json.h"
 #include "loom/Training/TrainStep.h"
 
 #include "dialects/Loom/LoomDialect.h"
@@ -48,6 +50,8 @@
 #include "llvm/Support/MemoryBuffer.h"
 #include "llvm/Support/SourceMgr.h"
 #include "llvm/Support/WithColor.h"
+
+#include <cmath>
 
 using namespace llvm;
 using loom::interp::Tensor;
@@ -128,9 +132,23 @@ cl::opt<loom::interp::Precision>
                          clEnumValN(loom::interp::Precision::F64, "f64",
                                     "compute everything in double")));
 
+cl::opt<bool> allowNonFiniteLoss(
+    "allow-non-finite-loss", cl::cat(category),
+    cl::desc("Train on after a step whose loss is NaN or infinite (default: "
+             "stop there with an error naming the step)"));
+
 int fail(const Twine &message) {
   WithColor::error(errs(), "loom-run") << message << "\n";
   return 1;
+}
+
+/// Stops a reference run at the first non-finite loss (a NaN in the
+/// weights or the data, or a diverged run), unless asked to go on.
+bool stopsAt(int64_t step, double loss) {
+  if (std::isfinite(loss) || allowNonFiniteLoss)
+    return false;
+  fail(loom::run::nonFiniteLossMessage(step, loss));
+  return true;
 }
 
 /// The state carried from step to step: parameters, then m and v.
@@ -320,6 +338,8 @@ int runPipelined(mlir::ModuleOp module) {
       return fail(
           formatv("step {0}: {1}", step, toString(results.takeError())));
     log.record(step, results->at("loss").f()[0]);
+    if (stopsAt(step, results->at("loss").f()[0]))
+      return 1;
     for (auto &[key, tensor] : *results)
       if (state.count(key))
         state[key] = std::move(tensor);
@@ -342,11 +362,14 @@ int runPipelined(mlir::ModuleOp module) {
 /// "backend"; "cpu" when it does not say, or cannot be read: the runtime
 /// then reports why).
 std::string compiledBackend(llvm::StringRef dir) {
-  auto text = llvm::MemoryBuffer::getFile(dir + "/plan.json");
-  if (!text)
+  auto text =
+      loom::readInputFile((dir + "/plan.json").str(), loom::kMaxJsonFileBytes);
+  if (!text) {
+    llvm::consumeError(text.takeError());
     return "cpu";
+  }
   llvm::Expected<llvm::json::Value> plan =
-      llvm::json::parse((*text)->getBuffer());
+      loom::parseJson((*text)->getBuffer());
   if (!plan) {
     llvm::consumeError(plan.takeError());
     return "cpu";
@@ -364,6 +387,10 @@ int main(int argc, char **argv) {
                               "Run training steps of a Loom module\n");
   if (steps < 1)
     return fail("--steps must be at least 1");
+  if (numRanks < 0)
+    return fail("--np must be positive");
+  if (!std::isfinite(timeoutSeconds) || timeoutSeconds < 0)
+    return fail("--timeout must be a number of seconds >= 0 (0: never)");
   if (backend == Backend::Auto)
     backend = !llvm::sys::fs::is_directory(modulePath) ? Backend::Reference
               : compiledBackend(modulePath) == "cuda"  ? Backend::CUDA
@@ -374,8 +401,10 @@ int main(int argc, char **argv) {
                   "'");
     if (backend == Backend::CPU && (commKind != "auto" || cudaDevice >= 0))
       return fail("--comm and --device choose how the cuda backend runs");
-    if (numRanks < 0)
-      return fail("--np must be positive");
+    if (precision.getNumOccurrences())
+      return fail("--precision sets the reference backend's arithmetic; a "
+                  "compiled artifact computes in the types it was compiled "
+                  "for");
     if (initPath.empty() == resumePath.empty())
       return fail("give either --init (parameters to start from) or --resume "
                   "(a checkpoint directory to continue)");
@@ -392,6 +421,7 @@ int main(int argc, char **argv) {
                                    saveEvery,
                                    steps,
                                    timeoutSeconds,
+                                   allowNonFiniteLoss,
                                    backend == Backend::CUDA ? "cuda" : "cpu",
                                    {cudaDevice, commKind, timeoutSeconds}});
   }
@@ -399,6 +429,10 @@ int main(int argc, char **argv) {
     return fail(
         "--np runs the compiled backends; the reference backend runs in "
         "one process");
+  if (commKind.getNumOccurrences() || cudaDevice.getNumOccurrences() ||
+      timeoutSeconds.getNumOccurrences())
+    return fail("--comm, --device and --timeout apply to the compiled "
+                "backends, not the reference interpreter");
   if (!resumePath.empty() || saveEvery != 0)
     return fail("--resume and --save-every need a compiled backend (a "
                 "loom-compile artifact)");
@@ -415,7 +449,11 @@ int main(int argc, char **argv) {
                                             mlir::ParserConfig(&context));
   if (!module)
     return 1; // The parser reported the error with its location.
-  if ((*module)->hasAttr(loom::kScheduleAttr))
+  if (Error error = loom::checkExecutable(
+          *module, {loom::ModuleState::Whole, loom::ModuleState::Split},
+          "loom-run --backend=reference"))
+    return fail(modulePath + ": " + toString(std::move(error)));
+  if (loom::getModuleState(*module) == loom::ModuleState::Split)
     return runPipelined(*module);
   auto fn = module->lookupSymbol<mlir::func::FuncOp>("train_step");
   if (!fn)
@@ -468,6 +506,8 @@ int main(int argc, char **argv) {
       return fail(
           formatv("step {0}: {1}", step, toString(results.takeError())));
     log.record(step, (*results)[layout->lossResult].f()[0]);
+    if (stopsAt(step, (*results)[layout->lossResult].f()[0]))
+      return 1;
     results->resize(layout->numStateArgs());
     state = std::move(*results);
   }

@@ -13,6 +13,7 @@
 
 #include "loom/Data/ByteTokenizer.h"
 #include "loom/Data/TokenFile.h"
+#include "loom/Support/InputFile.h"
 
 #include "llvm/Support/CommandLine.h"
 #include "llvm/Support/InitLLVM.h"
@@ -51,21 +52,22 @@ int fail(const Twine &message) {
 
 /// Reads a token file with its width, the error naming the file.
 Expected<loom::TokenFile> loadTokenFile(StringRef path) {
-  ErrorOr<std::unique_ptr<MemoryBuffer>> buffer = MemoryBuffer::getFile(
-      path, /*IsText=*/false, /*RequiresNullTerminator=*/false);
+  Expected<std::unique_ptr<MemoryBuffer>> buffer =
+      loom::readInputFile(path, loom::kMaxTokenFileBytes);
   if (!buffer)
-    return createStringError(buffer.getError(),
-                             path + ": " + buffer.getError().message());
+    return buffer.takeError();
   return loom::parseTokenFile((*buffer)->getBuffer(), path);
 }
 
 int encode() {
   if (outputPath.empty())
     return fail("encoding needs an output file: -o OUT.tokens");
-  ErrorOr<std::unique_ptr<MemoryBuffer>> buffer = MemoryBuffer::getFileOrSTDIN(
-      inputPath, /*IsText=*/false, /*RequiresNullTerminator=*/false);
+  // Each byte becomes one token id of up to 4 bytes: a text of at most
+  // 1 GiB keeps the token file within what readTokenFile takes.
+  Expected<std::unique_ptr<MemoryBuffer>> buffer =
+      loom::readInputFile(inputPath, loom::kMaxStreamBytes);
   if (!buffer)
-    return fail(inputPath + ": " + buffer.getError().message());
+    return fail(toString(buffer.takeError()));
   std::vector<uint32_t> ids = loom::encodeBytes((*buffer)->getBuffer());
   if (Error error = loom::writeTokenFile(outputPath, ids, width))
     return fail(toString(std::move(error)));

@@ -13,8 +13,10 @@
 // F32 tensor named by its key in the file of the rank that owns it; the
 // index says where each box sits:
 //
-//   {"format": "loom-checkpoint", "version": 1, "steps": 5,
+//   {"format": "loom-checkpoint", "version": 2, "steps": 5,
 //    "world_size": 2, "batch": [8, 32],
+//    "files": {"rank-00000-of-00002.safetensors":
+//                {"bytes": 1234, "xxh3": "0123456789abcdef"}, ...},
 //    "tensors": {"param:transformer.wte.weight":
 //                  {"dtype": "F32", "global_shape": [256, 64],
 //                   "shards": [{"file": "rank-00000-of-00002.safetensors",
@@ -23,7 +25,13 @@
 //                ...}}
 //
 // A reader finds the values of any box through the offsets, so a checkpoint
-// written under one plan loads under any other (resharding on load). A
+// written under one plan loads under any other (resharding on load). Every
+// shard file says in its metadata which rank of how many wrote it
+// ("loom.rank", "loom.world_size") and where its boxes sit ("loom.offsets":
+// {key: offsets}), and the index records each file's size and XXH3 hash:
+// files swapped, copied over each other, edited, or named by the wrong
+// index entry are errors, never silently wrong state (version 1
+// checkpoints, without hashes and offsets, get the rank checks only). A
 // checkpoint is assembled in a temporary sibling directory and renamed into
 // place whole: DIR is always either the old checkpoint or the new one.
 //
@@ -41,6 +49,7 @@
 
 #include <cstdint>
 #include <map>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -58,14 +67,29 @@ struct ShardedTensor {
   std::vector<ShardLocation> shards;
 };
 
+/// What the index records of one shard file, to recognize it.
+struct ShardFileDigest {
+  uint64_t bytes = 0;
+  std::string xxh3; ///< 16 hex digits of the XXH3-64 of the whole file
+  bool operator==(const ShardFileDigest &other) const {
+    return bytes == other.bytes && xxh3 == other.xxh3;
+  }
+};
+
+/// The digest of a file's contents.
+ShardFileDigest digestShardFile(llvm::StringRef contents);
+
 /// The contents of index.json.
 struct CheckpointIndex {
+  int64_t version = 2;
   /// Training steps done: the next step is steps + 1, which trains on batch
   /// `steps` of the token file and corrects the optimizer's bias for it.
   int64_t steps = 0;
   int64_t worldSize = 1;             ///< ranks of the job that wrote it
   int64_t batchRows = 0, seqLen = 0; ///< the batch of every step
   std::map<std::string, ShardedTensor> tensors; ///< by state key
+  /// By file name; every file a shard names (version 2).
+  std::map<std::string, ShardFileDigest> files;
 };
 
 /// "rank-00001-of-00004.safetensors".
@@ -89,11 +113,13 @@ llvm::Error checkCheckpointIndex(const CheckpointIndex &index,
 llvm::Error mergeCheckpointIndex(CheckpointIndex &index,
                                  const CheckpointIndex &part);
 
-/// Writes one rank's shards, `tensors` named by key, as file
-/// shardFileName(rank, worldSize) of `dir`.
-llvm::Error writeCheckpointShards(llvm::StringRef dir, int64_t rank,
-                                  int64_t worldSize, int64_t steps,
-                                  llvm::ArrayRef<CheckpointTensor> tensors);
+/// Writes one rank's shards, `tensors` named by key with their boxes at
+/// `offsets` (one list per tensor), as file shardFileName(rank, worldSize)
+/// of `dir`; returns the file's digest for the index.
+llvm::Expected<ShardFileDigest>
+writeCheckpointShards(llvm::StringRef dir, int64_t rank, int64_t worldSize,
+                      int64_t steps, llvm::ArrayRef<CheckpointTensor> tensors,
+                      llvm::ArrayRef<llvm::SmallVector<int64_t>> offsets);
 
 /// Checks that `dir` can become a checkpoint: its parent is a directory,
 /// and `dir` is absent, empty, or a checkpoint (which saving replaces).
@@ -126,11 +152,17 @@ public:
                    llvm::ArrayRef<int64_t> shape, float *out);
 
 private:
-  llvm::Expected<const Checkpoint *> file(llvm::StringRef name);
+  /// A shard file, checked against the index and its own metadata.
+  struct ShardFile {
+    Checkpoint contents;
+    /// "loom.offsets" of its metadata (absent in version 1 files).
+    std::optional<std::map<std::string, llvm::SmallVector<int64_t>>> offsets;
+  };
+  llvm::Expected<const ShardFile *> file(llvm::StringRef name);
 
   std::string dir;
   CheckpointIndex idx;
-  std::map<std::string, Checkpoint> files;
+  std::map<std::string, ShardFile> files;
 };
 
 /// Writes the parameters of checkpoint `dir` ("param:<name>") whole, under

@@ -44,6 +44,10 @@ struct SearchOptions {
   int64_t simulated = 32;
   /// Called now and then with (plans estimated, plans in all).
   std::function<void(int64_t, int64_t)> progress;
+  /// Seconds after which the search stops estimating more plans and ranks
+  /// those it has (0: no limit); SearchResult::numEstimated says how far it
+  /// got.
+  double timeLimitSeconds = 0;
 };
 
 struct RankedPlan {
@@ -64,6 +68,9 @@ struct SearchResult {
   std::optional<RankedPlan> closestRejected;
   /// (tensor degree, micro-batch) pairs whose programs were costed.
   int64_t numCostedModels = 0;
+  /// Plans looked at before the time limit (numPlans without one).
+  int64_t numEstimated = 0;
+  bool stoppedEarly() const { return numEstimated < numPlans; }
 };
 
 /// Every plan of `space` that can run (checkPlan accepts it), in the order

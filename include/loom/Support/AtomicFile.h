@@ -17,12 +17,25 @@
 
 namespace loom {
 
-/// Writes what `write` produces to `path` atomically. Errors start with
-/// `path`. Unlike llvm::writeToOutput, a failed write is reported, not
-/// fatal.
+/// True when `path` exists and is neither a regular file nor a directory
+/// (/dev/null, a FIFO, a terminal): such an output is written in place,
+/// never replaced by a rename.
+bool isStreamOutput(llvm::StringRef path);
+
+/// Writes what `write` produces to `path` atomically (a stream output in
+/// place). Errors start with `path`. Unlike llvm::writeToOutput, a failed
+/// write is reported, not fatal.
 llvm::Error
 writeFileAtomically(llvm::StringRef path,
                     llvm::function_ref<void(llvm::raw_ostream &)> write);
+
+/// Puts the directory `tempDir` (a sibling of `target`) at `target`: with
+/// one rename when `target` does not exist; else swapped in with one
+/// rename (RENAME_EXCHANGE; on a file system without it, the old one is
+/// moved aside first) and the old directory, now at `tempDir`'s name,
+/// removed. The caller checks first that `target` is its to replace.
+/// Errors start with `target`.
+llvm::Error replaceDirectory(llvm::StringRef tempDir, llvm::StringRef target);
 
 } // namespace loom
 

@@ -142,8 +142,26 @@ typedef struct loom_call_frame {
 
 /* The version of this contract a program.so was compiled against; the
  * loader refuses any other. */
-#define LOOM_PROGRAM_ABI_VERSION 2
+#define LOOM_PROGRAM_ABI_VERSION 3
 int32_t loom_program_abi_version(void);
+
+/* (ABI 3) The digest of the plan.json, followed by the schedule.json when
+ * there is one, that were written with this program.so: the loader refuses
+ * a plan edited, truncated or taken from another compile, whose shapes the
+ * compiled code would not match. */
+uint64_t loom_program_plan_digest(void);
+
+/* The digest: 64-bit FNV-1a, continued over each file's bytes in turn
+ * (start from LOOM_PLAN_DIGEST_SEED). */
+#define LOOM_PLAN_DIGEST_SEED 0xcbf29ce484222325ull
+static inline uint64_t
+loom_plan_digest_update(uint64_t digest, const char *bytes, uint64_t size) {
+  for (uint64_t i = 0; i < size; ++i) {
+    digest ^= (uint8_t)bytes[i];
+    digest *= 0x100000001b3ull;
+  }
+  return digest;
+}
 
 #ifdef __cplusplus
 }

@@ -5,7 +5,7 @@
 // the whole batch's 12 tokens, every forward op carries its stage (the
 // embedding and layer 0 on stage 0, layer 1 and the head on stage 1), and
 // the tied embedding gets a second argument for stage 1.
-// CHECK: module attributes {loom.pipeline = {micro_batches = 2 : i64, ranks = 2 : i64, recompute = ["none", "none"], schedule = "1f1b", stage_items = [0, 2, 4], virtual_stages = 1 : i64}}
+// CHECK: module attributes {loom.pipeline = {micro_batches = 2 : i64, ranks = 2 : i64, recompute = ["none", "none"], schedule = "1f1b", stage_items = [0, 2, 4], virtual_stages = 1 : i64}, loom.state = "pipelined"}
 // CHECK-LABEL: func.func @forward(
 // CHECK-SAME: %[[WTE:arg[0-9]+]]: tensor<16x8xf32> {loom.name = "wte"}
 // CHECK-SAME: tensor<2x3xi32> {loom.name = "tokens"}, %[[LABELS:arg[0-9]+]]: tensor<2x3xi32> {loom.name = "labels"}, %[[WTE1:arg[0-9]+]]: tensor<16x8xf32> {loom.name = "wte"}
@@ -34,5 +34,5 @@
 
 // Without `layers` the stage DP balances the items' roofline times; modes
 // and micro-batches are recorded for --loom-split-stages.
-// BALANCED: module attributes {loom.pipeline = {micro_batches = 4 : i64, ranks = 2 : i64, recompute = ["full", "none"], schedule = "gpipe", stage_items = [0, {{[0-9]}}, 4], virtual_stages = 1 : i64}}
+// BALANCED: module attributes {loom.pipeline = {micro_batches = 4 : i64, ranks = 2 : i64, recompute = ["full", "none"], schedule = "gpipe", stage_items = [0, {{[0-9]}}, 4], virtual_stages = 1 : i64}, loom.state = "pipelined"}
 // BALANCED: loom.embedding {{.*}} -> tensor<1x3x8xf32>

@@ -8,8 +8,9 @@ func.func @f(%x: tensor<8x8xf32> {loom.split_axes = [[2]]}) -> tensor<8x8xf32> {
 
 // -----
 
-// A mesh axis splits one dimension at most once.
-// expected-error @+1 {{--loom-auto-shard: bad pin loom.split_axes = [[0], [0]] on argument 0: mesh axis 0 splits more than once}}
+// A mesh axis splits one dimension at most once (the dialect checks the
+// attribute's form before the pass reads it).
+// expected-error @+1 {{'func.func' op argument 0: `loom.split_axes` mesh axis 0 splits more than once}}
 func.func @f(%x: tensor<8x8xf32> {loom.split_axes = [[0], [0]]}) -> tensor<8x8xf32> {
   return %x : tensor<8x8xf32>
 }
@@ -17,7 +18,7 @@ func.func @f(%x: tensor<8x8xf32> {loom.split_axes = [[0], [0]]}) -> tensor<8x8xf
 // -----
 
 // One list per dimension, not more.
-// expected-error @+1 {{--loom-auto-shard: bad pin loom.split_axes = [[], [], [1]] on argument 0: 3 lists of split axes for a tensor of rank 2}}
+// expected-error @+1 {{'func.func' op argument 0: `loom.split_axes` 3 lists of split axes for a tensor of rank 2}}
 func.func @f(%x: tensor<8x8xf32> {loom.split_axes = [[], [], [1]]}) -> tensor<8x8xf32> {
   return %x : tensor<8x8xf32>
 }
@@ -25,7 +26,7 @@ func.func @f(%x: tensor<8x8xf32> {loom.split_axes = [[], [], [1]]}) -> tensor<8x
 // -----
 
 // A list of lists of axes, not a flat list.
-// expected-error @+1 {{--loom-auto-shard: bad pin loom.split_axes = [0] on argument 0: expected an array of arrays of mesh axes, e.g. [[0], [], [1]]}}
+// expected-error @+1 {{'func.func' op argument 0: `loom.split_axes` must be an array of arrays of mesh axes, e.g. [[0], [], [1]]}}
 func.func @f(%x: tensor<8x8xf32> {loom.split_axes = [0]}) -> tensor<8x8xf32> {
   return %x : tensor<8x8xf32>
 }
@@ -33,7 +34,7 @@ func.func @f(%x: tensor<8x8xf32> {loom.split_axes = [0]}) -> tensor<8x8xf32> {
 // -----
 
 // Only tensors have a layout.
-// expected-error @+1 {{--loom-auto-shard: 'loom.split_axes' on argument 1, which is not a ranked tensor}}
+// expected-error @+1 {{'func.func' op argument 1: `loom.split_axes` is on a value that is not a ranked tensor}}
 func.func @f(%x: tensor<8x8xf32>, %n: i64 {loom.split_axes = [[0]]}) -> tensor<8x8xf32> {
   return %x : tensor<8x8xf32>
 }

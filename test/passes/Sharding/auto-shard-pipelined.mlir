@@ -8,7 +8,7 @@
 // CHECK: shard.grid @mesh(shape = 4)
 // EIGHT: shard.grid @mesh(shape = 8)
 // DEVICES: error: --loom-auto-shard: the mesh 2 has 2 devices, the cluster 'a100-80g' 8 (a pipelined step's mesh has them all, or one of its 2 pipeline ranks' share)
-module attributes {loom.pipeline = {ranks = 2 : i64}} {
+module attributes {loom.state = "pipelined", loom.pipeline = {schedule = "1f1b", ranks = 2 : i64, virtual_stages = 1 : i64, micro_batches = 1 : i64, recompute = ["none", "none"]}} {
   func.func @f(%x: tensor<8x16xf32>, %w: tensor<16x16xf32>) -> tensor<8x16xf32> {
     %y = loom.matmul %x, %w : (tensor<8x16xf32>, tensor<16x16xf32>) -> tensor<8x16xf32>
     return %y : tensor<8x16xf32>

@@ -1,0 +1,25 @@
+//===- Json.h - Parsing JSON with bounded nesting ---------------*- C++ -*-===//
+//
+// Every JSON reader of the tools parses through parseJson, so that a file
+// nesting a hundred thousand arrays is an error, not a stack overflow in
+// llvm::json's recursive parser (loom/Support/JsonDepth.h).
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef LOOM_SUPPORT_JSON_H
+#define LOOM_SUPPORT_JSON_H
+
+#include "llvm/ADT/StringRef.h"
+#include "llvm/Support/Error.h"
+#include "llvm/Support/JSON.h"
+
+namespace loom {
+
+/// llvm::json::parse, after checking that `text` nests at most
+/// kMaxJsonDepth levels. The error does not name the file: callers say
+/// which file it was.
+llvm::Expected<llvm::json::Value> parseJson(llvm::StringRef text);
+
+} // namespace loom
+
+#endif // LOOM_SUPPORT_JSON_H

@@ -1,0 +1,91 @@
+//===- InputFile.cpp - Reading input files within bounds ------------------===//
+
+#include "loom/Support/InputFile.h"
+#include "loom/Support/Json.h"
+#include "loom/Support/JsonDepth.h"
+
+#include "llvm/ADT/ScopeExit.h"
+#include "llvm/ADT/SmallString.h"
+#include "llvm/Support/FileSystem.h"
+#include "llvm/Support/Process.h"
+
+using namespace llvm;
+
+namespace loom {
+
+static Error pathError(StringRef path, const Twine &message) {
+  return createStringError(inconvertibleErrorCode(), path + ": " + message);
+}
+
+static std::string formatBytes(uint64_t bytes) {
+  if (bytes >= (uint64_t(1) << 30) && bytes % (uint64_t(1) << 30) == 0)
+    return std::to_string(bytes >> 30) + " GiB";
+  if (bytes >= (uint64_t(1) << 20) && bytes % (uint64_t(1) << 20) == 0)
+    return std::to_string(bytes >> 20) + " MiB";
+  return std::to_string(bytes) + " bytes";
+}
+
+Expected<std::unique_ptr<MemoryBuffer>>
+readInputFile(StringRef path, uint64_t maxBytes, bool requiresNullTerminator) {
+  StringRef shown = path == "-" ? StringRef("<stdin>") : path;
+  int fd = 0;
+  if (path != "-") {
+    if (std::error_code error =
+            sys::fs::openFileForRead(path, fd, sys::fs::OF_None))
+      return pathError(shown, error.message());
+  }
+  scope_exit closeFd([&] {
+    if (path != "-")
+      sys::Process::SafelyCloseFileDescriptor(fd);
+  });
+  sys::fs::file_status status;
+  if (std::error_code error = sys::fs::status(fd, status))
+    return pathError(shown, error.message());
+  if (status.type() == sys::fs::file_type::directory_file)
+    return pathError(shown, "is a directory, not a file");
+  if (status.type() == sys::fs::file_type::regular_file) {
+    if (status.getSize() > maxBytes)
+      return pathError(
+          shown, "is " + Twine(status.getSize()) + " bytes, more than the " +
+                     formatBytes(maxBytes) + " Loom reads from such a file");
+    ErrorOr<std::unique_ptr<MemoryBuffer>> buffer =
+        MemoryBuffer::getOpenFile(sys::fs::convertFDToNativeFile(fd), path,
+                                  status.getSize(), requiresNullTerminator);
+    if (!buffer)
+      return pathError(shown, buffer.getError().message());
+    return std::move(*buffer);
+  }
+  // A pipe or a device: read until its end, or until it is too long.
+  uint64_t limit = std::min(maxBytes, kMaxStreamBytes);
+  SmallString<0> contents;
+  while (true) {
+    uint64_t chunk = 1 << 20;
+    size_t size = contents.size();
+    if (size > limit)
+      return pathError(shown, "holds more than the " + formatBytes(limit) +
+                                  " Loom reads from such a file (it is not "
+                                  "a regular file)");
+    contents.resize_for_overwrite(size + chunk);
+    Expected<size_t> read = sys::fs::readNativeFile(
+        sys::fs::convertFDToNativeFile(fd),
+        MutableArrayRef<char>(contents.data() + size, chunk));
+    if (!read)
+      return pathError(shown, toString(read.takeError()));
+    contents.truncate(size + *read);
+    if (*read == 0)
+      break;
+  }
+  return MemoryBuffer::getMemBufferCopy(contents, shown);
+}
+
+Expected<json::Value> parseJson(StringRef text) {
+  if (std::optional<size_t> at =
+          findJsonTooDeep(std::string_view(text.data(), text.size())))
+    return createStringError(inconvertibleErrorCode(),
+                             "nests deeper than " + Twine(kMaxJsonDepth) +
+                                 " arrays and objects (at byte " + Twine(*at) +
+                                 ")");
+  return json::parse(text);
+}
+
+} // namespace loom
