@@ -18,7 +18,8 @@ namespace {
 
 struct LowerCUDAPass : impl::LoomLowerCUDABase<LowerCUDAPass> {
   void runOnOperation() override {
-    if (failed(lowering::lowerToKernels(getOperation(), lowering::cudaTarget())))
+    if (failed(
+            lowering::lowerToKernels(getOperation(), lowering::cudaTarget())))
       signalPassFailure();
   }
 };

@@ -59,11 +59,9 @@ int64_t bytesOf(Type type) {
 /// Lowers one function: plans its buffers, then emits the LLVM function.
 class FunctionLowering {
 public:
-  FunctionLowering(func::FuncOp fn, const Target &target,
-                   GroupTable &groups,
+  FunctionLowering(func::FuncOp fn, const Target &target, GroupTable &groups,
                    llvm::StringMap<LLVM::LLVMFuncOp> &kernels)
-      : fn(fn), target(target), groups(groups),
-        kernels(kernels) {}
+      : fn(fn), target(target), groups(groups), kernels(kernels) {}
 
   LogicalResult run();
 

@@ -22,8 +22,7 @@ enum class CompileTarget { CPU, CUDA };
 struct CompilePipelineOptions
     : public mlir::PassPipelineOptions<CompilePipelineOptions> {
   Option<CompileTarget> target{
-      *this, "target",
-      llvm::cl::desc("The kernel library the program calls"),
+      *this, "target", llvm::cl::desc("The kernel library the program calls"),
       llvm::cl::init(CompileTarget::CPU),
       llvm::cl::values(
           clEnumValN(CompileTarget::CPU, "cpu", "loom_cpu_kernels.h"),
