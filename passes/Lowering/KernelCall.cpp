@@ -331,8 +331,9 @@ LogicalResult writeLoomAttributes(Operation *op, MetaWriter &w) {
         return success();
       })
       .Case<AddOp, SubOp, MulOp, DivOp, NegOp, ExpOp, LogOp, SqrtOp, RsqrtOp,
-            TanhOp, CastOp, ReshapeOp, BroadcastOp, GeluOp, GeluGradOp, SiluOp,
-            SiluGradOp, SoftmaxGradOp, EmbeddingOp, EmbeddingGradOp>(
+            TanhOp, CastOp, ReshapeOp, BroadcastOp, GeluOp, GeluGradOp,
+            GeluErfOp, GeluErfGradOp, SiluOp, SiluGradOp, SoftmaxGradOp,
+            EmbeddingOp, EmbeddingGradOp>(
           [&](Operation *) { return success(); })
       .Default([&](Operation *) { return noKernel(op, w.getTarget()); });
 }
@@ -353,6 +354,8 @@ int64_t fusedOpcode(Operation *op) {
       .Case([](CastOp) { return LOOM_FUSED_CAST; })
       .Case([](GeluOp) { return LOOM_FUSED_GELU; })
       .Case([](GeluGradOp) { return LOOM_FUSED_GELU_GRAD; })
+      .Case([](GeluErfOp) { return LOOM_FUSED_GELU_ERF; })
+      .Case([](GeluErfGradOp) { return LOOM_FUSED_GELU_ERF_GRAD; })
       .Case([](SiluOp) { return LOOM_FUSED_SILU; })
       .Case([](SiluGradOp) { return LOOM_FUSED_SILU_GRAD; })
       .Default([](Operation *) { return -1; });
