@@ -2,7 +2,9 @@
 """Compares one training step of Loom with the PyTorch reference.
 
 Inputs: the initial weights, the weights each side wrote after the step,
-Loom's --log-json line and the reference's JSON. Relative errors are
+Loom's --log-json line and the reference's JSON (or, for several steps,
+the reference's log of one {"loss", "step"} line per step, --torch-log:
+every step's loss is compared, and the weights after the last). Relative errors are
 |a - b| / |b| for the loss and ||a - b|| / ||b|| (Frobenius norm) per
 parameter tensor, with b from PyTorch:
 
@@ -19,7 +21,8 @@ any two implementations. The maximum absolute difference is printed.
 Prints one line per parameter and exits 1 if any check fails.
 
 Usage:
-  compare_step.py --init W0 --loom W1 --loom-log LOG.jsonl --torch W1' --torch-json OUT.json
+  compare_step.py --init W0 --loom W1 --loom-log LOG.jsonl --torch W1'
+                  (--torch-json OUT.json | --torch-log LOG'.jsonl)
                   [--rtol 1e-5] [--update-rtol 1e-4]
 """
 
@@ -41,7 +44,9 @@ def main():
     parser.add_argument("--loom", required=True)
     parser.add_argument("--loom-log", required=True)
     parser.add_argument("--torch", required=True)
-    parser.add_argument("--torch-json", required=True)
+    losses = parser.add_mutually_exclusive_group(required=True)
+    losses.add_argument("--torch-json")
+    losses.add_argument("--torch-log")
     parser.add_argument("--rtol", type=float, default=1e-5)
     parser.add_argument("--update-rtol", type=float, default=1e-4)
     args = parser.parse_args()
@@ -50,14 +55,23 @@ def main():
     loom, _ = read_safetensors(args.loom)
     ref, _ = read_safetensors(args.torch)
     with open(args.loom_log) as f:
-        loom_loss = json.loads(f.readline())["loss"]
-    with open(args.torch_json) as f:
-        torch_loss = json.load(f)["loss"]
+        loom_losses = [json.loads(line)["loss"] for line in f if line.strip()]
+    if args.torch_json:
+        with open(args.torch_json) as f:
+            torch_losses = [json.load(f)["loss"]]
+        loom_losses = loom_losses[:1]
+    else:
+        with open(args.torch_log) as f:
+            torch_losses = [json.loads(line)["loss"] for line in f if line.strip()]
 
-    ok = True
-    loss_err = abs(loom_loss - torch_loss) / abs(torch_loss)
-    print(f"loss: loom {loom_loss:.8f} torch {torch_loss:.8f} rel err {loss_err:.2e}")
-    ok &= loss_err <= args.rtol
+    ok = len(loom_losses) == len(torch_losses) and bool(torch_losses)
+    if not ok:
+        print(f"FAIL: {len(loom_losses)} logged steps vs {len(torch_losses)}")
+    for step, (loom_loss, torch_loss) in enumerate(zip(loom_losses, torch_losses), 1):
+        loss_err = abs(loom_loss - torch_loss) / abs(torch_loss)
+        label = "loss" if len(torch_losses) == 1 else f"loss step {step}"
+        print(f"{label}: loom {loom_loss:.8f} torch {torch_loss:.8f} rel err {loss_err:.2e}")
+        ok &= loss_err <= args.rtol
 
     if set(loom) != set(ref):
         print(f"FAIL parameter names differ: {sorted(set(loom) ^ set(ref))}")
