@@ -27,12 +27,14 @@ Commands:
   train   --config C.json (--weights W.safetensors | --seed N --out-init W)
           --tokens T.tokens --micro-batch B --seq-len S --steps K
           [AdamW settings] --out-json L.jsonl --out-weights W2.safetensors
-          [--export M.onnx [--dynamic] [--no-fold] [--loss]]
+          [--export M.onnx] [--export-dynamic MD.onnx] [--dynamic]
+          [--no-fold] [--loss]
       K AdamW steps (torch.optim.AdamW, one optimizer across the steps) on
       Loom's batches of the token file, from the weights W (or random ones
       drawn from --seed and written to --out-init); writes one {"loss",
       "step"} line per step and the final parameters. --export also exports
-      the initial model as `export` does (one Python start for the lot).
+      the initial model as `export` does, --export-dynamic with dynamic axes
+      (one Python start for the lot).
 """
 
 import argparse
@@ -535,19 +537,24 @@ def init(args):
         (name, param.detach()) for name, param in parameters(model).items()))
 
 
-def export(args, model=None):
-    cfg = json.load(open(args.config))
-    model = model or build(cfg, load_weights(args.weights))
-    out = args.out if args.command == "export" else args.export
-    ids = torch.zeros(args.micro_batch, args.seq_len, dtype=torch.long)
+def export_model(model, out, micro_batch, seq_len, dynamic=False, no_fold=False, loss=False,
+                 opset=17):
+    """torch.onnx.export of `model` for [micro_batch, seq_len] token ids."""
+    ids = torch.zeros(micro_batch, seq_len, dtype=torch.long)
     names, inputs = ["input_ids"], (ids,)
-    if args.loss:
+    if loss:
         model, names, inputs = WithLoss(model), ["input_ids", "labels"], (ids, ids)
-    axes = {name: {0: "batch", 1: "sequence"} for name in names} if args.dynamic else None
+    axes = {name: {0: "batch", 1: "sequence"} for name in names} if dynamic else None
     with torch.no_grad():
-        torch.onnx.export(model, inputs, out, opset_version=args.opset, input_names=names,
-                          output_names=["loss" if args.loss else "logits"], dynamic_axes=axes,
-                          do_constant_folding=not args.no_fold)
+        torch.onnx.export(model, inputs, out, opset_version=opset, input_names=names,
+                          output_names=["loss" if loss else "logits"], dynamic_axes=axes,
+                          do_constant_folding=not no_fold)
+
+
+def export(args):
+    model = build(json.load(open(args.config)), load_weights(args.weights))
+    export_model(model, args.out, args.micro_batch, args.seq_len, args.dynamic, args.no_fold,
+                 args.loss, args.opset)
 
 
 def train(args):
@@ -557,7 +564,11 @@ def train(args):
     if args.out_init:
         write_safetensors(args.out_init, OrderedDict((n, p.detach().clone()) for n, p in params.items()))
     if args.export:
-        export(args, model)
+        export_model(model, args.export, args.micro_batch, args.seq_len, args.dynamic,
+                     args.no_fold, args.loss, args.opset)
+    if args.export_dynamic:
+        export_model(model, args.export_dynamic, args.micro_batch, args.seq_len, True,
+                     args.no_fold, args.loss, args.opset)
     optimizer = torch.optim.AdamW(list(params.values()), lr=args.lr, betas=(args.beta1, args.beta2),
                                   eps=args.eps, weight_decay=args.weight_decay, foreach=False)
     ids = read_tokens(args.tokens)
@@ -593,6 +604,7 @@ def main(argv=None):
     tr.add_argument("--seed", type=int, default=0)
     tr.add_argument("--out-init")
     tr.add_argument("--export")
+    tr.add_argument("--export-dynamic")
     tr.add_argument("--tokens", required=True)
     tr.add_argument("--micro-batch", type=int, required=True)
     tr.add_argument("--seq-len", type=int, required=True)
