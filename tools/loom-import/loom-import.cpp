@@ -97,6 +97,7 @@ int importGraph() {
   options.seqLen = seqLen;
   options.precision = precision;
   options.weightsPath = weightsPath;
+  options.parameterValues = !initWeights.empty();
   if (microBatch.getNumOccurrences() && microBatch <= 0)
     return fail("--micro-batch must be positive");
   if (seqLen < 0)

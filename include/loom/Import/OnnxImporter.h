@@ -46,6 +46,9 @@ struct OnnxImportOptions {
   /// exporter renamed takes the name of the tensor it equals (as is or
   /// transposed). Initializers named in it are never folded.
   std::string weightsPath;
+  /// Whether OnnxImport::parameters carries the values (for
+  /// --init-weights), or names and shapes only.
+  bool parameterValues = true;
 };
 
 /// What the import found, for `loom-import --summary`.
@@ -72,8 +75,9 @@ struct OnnxImportReport {
 
 struct OnnxImport {
   mlir::OwningOpRef<mlir::ModuleOp> module;
-  /// The parameters' initial values (from the initializers or the weights
-  /// file), in @forward's order, under their names and with their shapes.
+  /// The parameters in @forward's order, under their names and with their
+  /// shapes, and (OnnxImportOptions::parameterValues) their initial values
+  /// from the initializers or the weights file.
   std::vector<CheckpointTensor> parameters;
   OnnxImportReport report;
 };

@@ -584,7 +584,7 @@ Expected<OnnxImport> GraphImporter::run() {
       if (p.argument && p.name == name.getValue())
         result.parameters.push_back(
             {p.name, SmallVector<int64_t>(p.shape.begin(), p.shape.end()),
-             p.values()});
+             options.parameterValues ? p.values() : std::vector<float>()});
   }
   result.report = std::move(report);
   return result;

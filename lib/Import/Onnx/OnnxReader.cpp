@@ -60,8 +60,8 @@ int64_t elementBytes(DType type) {
 
 /// A TensorProto's bytes in raw_data layout, from whichever field holds
 /// them (raw_data, the typed repeated fields, or an external file).
-Error tensorBytes(const onnx::TensorProto &proto, DType type,
-                  StringRef modelPath, std::string &bytes) {
+Error tensorBytes(onnx::TensorProto &proto, DType type, StringRef modelPath,
+                  std::string &bytes) {
   if (proto.data_location() == onnx::TensorProto_DataLocation_EXTERNAL) {
     std::string location;
     int64_t offset = 0, length = -1;
@@ -93,7 +93,7 @@ Error tensorBytes(const onnx::TensorProto &proto, DType type,
     return Error::success();
   }
   if (proto.has_raw_data()) {
-    bytes = proto.raw_data();
+    bytes.swap(*proto.mutable_raw_data()); // weights are big: no copy
     return Error::success();
   }
   switch (type) {
@@ -131,8 +131,7 @@ Error tensorBytes(const onnx::TensorProto &proto, DType type,
   return Error::success();
 }
 
-Expected<RawTensor> readTensor(const onnx::TensorProto &proto,
-                               StringRef modelPath) {
+Expected<RawTensor> readTensor(onnx::TensorProto &proto, StringRef modelPath) {
   RawTensor tensor;
   tensor.name = proto.name();
   tensor.onnxType = proto.data_type();
@@ -177,7 +176,7 @@ TensorInfo readInfo(const onnx::ValueInfoProto &proto) {
   return info;
 }
 
-Expected<OnnxAttribute> readAttribute(const onnx::AttributeProto &proto,
+Expected<OnnxAttribute> readAttribute(onnx::AttributeProto &proto,
                                       StringRef modelPath) {
   OnnxAttribute attribute;
   switch (proto.type()) {
@@ -202,7 +201,7 @@ Expected<OnnxAttribute> readAttribute(const onnx::AttributeProto &proto,
     attribute.floats.assign(proto.floats().begin(), proto.floats().end());
     break;
   case onnx::AttributeProto_AttributeType_TENSOR: {
-    auto tensor = readTensor(proto.t(), modelPath);
+    auto tensor = readTensor(*proto.mutable_t(), modelPath);
     if (!tensor)
       return tensor.takeError();
     attribute.kind = OnnxAttribute::Tensor;
@@ -228,6 +227,7 @@ Expected<OnnxGraph> readOnnxModel(StringRef path) {
       !model.ParseFromArray(bytes.data(), static_cast<int>(bytes.size())))
     return readError(path, "not an ONNX model (the file does not parse as an "
                            "ONNX ModelProto; truncated or another format)");
+  buffer->reset(); // the parsed model holds what it needs
   if (model.ir_version() <= 0 || !model.has_graph())
     return readError(path, "not an ONNX model (no IR version or no graph)");
 
@@ -240,20 +240,20 @@ Expected<OnnxGraph> readOnnxModel(StringRef path) {
     return readError(path, "the model imports no opset of the default "
                            "(ai.onnx) domain");
 
-  const onnx::GraphProto &proto = model.graph();
+  onnx::GraphProto &proto = *model.mutable_graph();
   if (proto.node_size() == 0 || proto.output_size() == 0)
     return readError(path, "the graph has no nodes or no outputs");
   for (const onnx::ValueInfoProto &input : proto.input())
     graph.inputs.push_back(readInfo(input));
   for (const onnx::ValueInfoProto &output : proto.output())
     graph.outputs.push_back(readInfo(output));
-  for (const onnx::TensorProto &initializer : proto.initializer()) {
+  for (onnx::TensorProto &initializer : *proto.mutable_initializer()) {
     auto tensor = readTensor(initializer, path);
     if (!tensor)
       return tensor.takeError();
     graph.initializers.push_back(std::move(*tensor));
   }
-  for (const onnx::NodeProto &nodeProto : proto.node()) {
+  for (onnx::NodeProto &nodeProto : *proto.mutable_node()) {
     OnnxNode node;
     node.name = nodeProto.name();
     node.opType = nodeProto.op_type();
@@ -262,7 +262,7 @@ Expected<OnnxGraph> readOnnxModel(StringRef path) {
     node.outputs.assign(nodeProto.output().begin(), nodeProto.output().end());
     if (node.name.empty())
       node.name = node.outputs.empty() ? node.opType : node.outputs.front();
-    for (const onnx::AttributeProto &attr : nodeProto.attribute()) {
+    for (onnx::AttributeProto &attr : *nodeProto.mutable_attribute()) {
       auto attribute = readAttribute(attr, path);
       if (!attribute)
         return attribute.takeError();

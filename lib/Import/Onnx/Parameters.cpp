@@ -19,7 +19,9 @@
 #include "llvm/ADT/StringSet.h"
 
 #include <cstring>
+#include <deque>
 #include <map>
+#include <set>
 
 using namespace llvm;
 
@@ -56,7 +58,7 @@ bool allEqual(ArrayRef<float> values) {
 struct Reference {
   std::string name;
   SmallVector<int64_t, 4> shape;
-  std::vector<float> values;
+  const std::vector<float> *values;
   int parameter = -1;        ///< an initializer's parameter
   int64_t weightsIndex = -1; ///< a weights-file tensor
 };
@@ -159,24 +161,40 @@ Error GraphImporter::setUpParameters() {
     addParameter(input.name, std::move(p), /*known=*/false);
   }
 
-  // Renames and ties, by content.
+  // Renames and ties, by content. Only tensors shaped like a candidate (as
+  // is or transposed) are hashed: a model's weights are big.
+  StringRef generated = "onnx::";
+  auto isCandidate = [&](const Parameter &p) {
+    return weights || StringRef(p.name).starts_with(generated);
+  };
+  std::set<SmallVector<int64_t, 4>> shapes;
+  for (int index : renameable) {
+    const Parameter &p = parameters[index];
+    if (!isCandidate(p))
+      continue;
+    shapes.insert(p.shape);
+    if (p.shape.size() == 2)
+      shapes.insert({p.shape[1], p.shape[0]});
+  }
+  std::deque<std::vector<float>> decoded; // the initializers' values
   std::map<ContentKey, std::vector<Reference>> references;
   auto addReference = [&](Reference r) {
-    ContentKey key{r.shape, hashFloats(r.values)};
+    if (r.values->empty() || allEqual(*r.values))
+      return;
+    ContentKey key{r.shape, hashFloats(*r.values)};
     references[key].push_back(std::move(r));
   };
   if (weights)
-    for (auto [i, t] : llvm::enumerate(weights->tensors))
-      if (t.isFloat() && !t.values.empty() && !allEqual(t.values))
-        addReference({t.name,
-                      SmallVector<int64_t, 4>(t.shape.begin(), t.shape.end()),
-                      t.values, -1, int64_t(i)});
-  StringRef generated = "onnx::";
+    for (auto [i, t] : llvm::enumerate(weights->tensors)) {
+      SmallVector<int64_t, 4> shape(t.shape.begin(), t.shape.end());
+      if (t.isFloat() && shapes.count(shape))
+        addReference({t.name, shape, &t.values, -1, int64_t(i)});
+    }
   for (auto [i, p] : llvm::enumerate(parameters))
-    if (!StringRef(p.name).starts_with(generated)) {
-      std::vector<float> v = p.values();
-      if (!v.empty() && !allEqual(v))
-        addReference({p.name, p.shape, std::move(v), int(i), -1});
+    if (!StringRef(p.name).starts_with(generated) && shapes.count(p.shape) &&
+        p.initializer) {
+      decoded.push_back(p.values());
+      addReference({p.name, p.shape, &decoded.back(), int(i), -1});
     }
 
   for (int index : renameable) {
@@ -184,6 +202,8 @@ Error GraphImporter::setUpParameters() {
     // Only generated names are taken for copies of other initializers;
     // any initializer the weights file does not name may be a renamed one.
     bool isGenerated = StringRef(p.name).starts_with(generated);
+    if (!isCandidate(p))
+      continue;
     std::vector<float> v = p.values();
     if (v.empty() || allEqual(v))
       continue;
@@ -195,7 +215,7 @@ Error GraphImporter::setUpParameters() {
       if (it == references.end())
         return;
       for (const Reference &r : it->second) {
-        if (r.parameter == index || ArrayRef<float>(r.values) != data)
+        if (r.parameter == index || ArrayRef<float>(*r.values) != data)
           continue;
         if (r.weightsIndex < 0 && !isGenerated)
           continue;

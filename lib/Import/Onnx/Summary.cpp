@@ -15,8 +15,12 @@ namespace {
 
 int64_t parameterCount(const OnnxImport &import) {
   int64_t n = 0;
-  for (const CheckpointTensor &t : import.parameters)
-    n += t.values.size();
+  for (const CheckpointTensor &t : import.parameters) {
+    int64_t elements = 1;
+    for (int64_t d : t.shape)
+      elements *= d;
+    n += elements;
+  }
   return n;
 }
 
