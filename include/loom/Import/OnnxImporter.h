@@ -103,6 +103,12 @@ void printOnnxSummary(llvm::raw_ostream &os, llvm::StringRef path,
 void printOnnxSummaryJSON(llvm::raw_ostream &os, llvm::StringRef path,
                           const OnnxImport &import);
 
+/// The configuration of the family an imported graph is (GPT-2, Llama,
+/// Qwen2, GPT-NeoX; Mistral is a Llama), read from its fused ops and
+/// checked against its parameters' shapes: what loom-plan's cost model
+/// plans for a graph. An error says why the graph is no family.
+llvm::Expected<ModelConfig> recognizeModel(const OnnxImport &import);
+
 /// Whether `path` names an ONNX model (by its extension).
 bool isOnnxPath(llvm::StringRef path);
 

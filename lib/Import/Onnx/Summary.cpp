@@ -52,6 +52,14 @@ void printOnnxSummary(raw_ostream &os, StringRef path,
      << import.parameters.size() << " tensors\n";
   os << llvm::formatv("FLOPs/token:  {0:e4} (forward + backward)\n",
                       flopsPerToken(import));
+  if (auto family = recognizeModel(import))
+    os << "family:       " << family->typeName() << ", " << family->numLayers
+       << " layers, hidden " << family->hidden << ", " << family->numHeads
+       << " heads (" << family->numKVHeads << " key/value), MLP "
+       << family->intermediate << ", vocabulary " << family->vocab
+       << " (what loom-plan plans)\n";
+  else
+    os << "family:       none: " << toString(family.takeError()) << "\n";
   os << "loss:         "
      << (r.returnsLoss ? "the graph's own"
                        : "mean cross-entropy of the graph's logits")
@@ -91,8 +99,20 @@ void printOnnxSummaryJSON(raw_ostream &os, StringRef path,
     shapes[t.name] = llvm::json::Array(t.shape);
   for (const auto &[kind, count] : r.fused)
     fused[kind] = count;
+  llvm::json::Value family = nullptr;
+  if (auto config = recognizeModel(import))
+    family = llvm::json::Object{{"model_type", config->typeName()},
+                                {"layers", config->numLayers},
+                                {"hidden", config->hidden},
+                                {"heads", config->numHeads},
+                                {"kv_heads", config->numKVHeads},
+                                {"intermediate", config->intermediate},
+                                {"vocab", config->vocab}};
+  else
+    llvm::consumeError(config.takeError());
   llvm::json::Object root{
       {"source", "onnx"},
+      {"family", std::move(family)},
       {"model", path},
       {"producer", r.producer},
       {"opset", r.opset},
