@@ -272,6 +272,13 @@ Error GraphImporter::setUpParameters() {
       addConstant(*p.initializer);
       p.initializer = nullptr;
     }
+  // A weights file none of whose tensors is the graph's is another model's.
+  if (weights && llvm::none_of(parameters, [](const Parameter &p) {
+        return p.weights != nullptr;
+      }))
+    return fail("no tensor of the weights file " + options.weightsPath +
+                " is a parameter of the graph (by name, or by value as the "
+                "graph's initializers hold them)");
   return Error::success();
 }
 

@@ -11,8 +11,13 @@ variants Loom must refuse with one clear error each:
   opset11.onnx        the model at opset 11
   extra-input.onnx    an attention_mask input besides the ids
   dropout.onnx        a Dropout in training mode
+and weights files for valid.onnx that do not fit it:
+  other.safetensors   another model's tensors (no name or value matches)
+  narrow.safetensors  E of the wrong shape
 """
+import json
 import os
+import struct
 import sys
 
 import numpy as np
@@ -29,6 +34,20 @@ def model(nodes, inputs=None, initializers=(), opset=17):
                               weights + list(initializers))
     return helper.make_model(graph, opset_imports=[helper.make_opsetid("", opset)],
                              producer_name="bad_graphs")
+
+
+def write_safetensors(path, tensors):
+    """A minimal safetensors writer (F32 only): header length, JSON, data."""
+    header, data = {}, b""
+    for name, array in tensors.items():
+        raw = np.ascontiguousarray(array, dtype="<f4").tobytes()
+        header[name] = {"dtype": "F32", "shape": list(array.shape),
+                        "data_offsets": [len(data), len(data) + len(raw)]}
+        data += raw
+    text = json.dumps(header).encode()
+    text += b" " * (-len(text) % 8)
+    with open(path, "wb") as f:
+        f.write(struct.pack("<Q", len(text)) + text + data)
 
 
 def main():
@@ -70,6 +89,12 @@ def main():
     head_d = helper.make_node("MatMul", ["d", "W"], ["logits"], name="head")
     save(model([embed, dropout, head_d], initializers=[ratio, training]),
          os.path.join(out, "dropout.onnx"))
+
+    rng = np.random.default_rng(1)
+    write_safetensors(os.path.join(out, "other.safetensors"),
+                      {"foo": rng.standard_normal((3, 3))})
+    write_safetensors(os.path.join(out, "narrow.safetensors"),
+                      {"E": rng.standard_normal((4, 4)), "W": rng.standard_normal((4, 8))})
 
 
 if __name__ == "__main__":
