@@ -3,7 +3,8 @@
 # Features: `mpi` when mpirun is on PATH, `cuda-gpu` when Loom was built
 # with CUDA and loom-cuda-probe finds a device, `torch` when Debian's
 # /usr/bin/python3 imports torch (python3-torch; utils/run-tests.sh
-# installs it). Substitutions: %examples, %reference (the PyTorch reference
+# installs it), `onnx` when it imports onnx (python3-onnx, which builds the
+# ONNX importer's small test graphs). Substitutions: %examples, %reference (the PyTorch reference
 # scripts in test/reference) and %python (/usr/bin/python3: Debian's Python
 # packages install for it, whatever python3 comes first on PATH) and
 # %mpirun (mpirun allowed to oversubscribe the cores, and to run as root).
@@ -53,8 +54,9 @@ if config.loom_enable_cuda:
     ) == 0:
         config.available_features.add("cuda-gpu")
 
-if os.path.exists("/usr/bin/python3") and subprocess.call(
-    ["/usr/bin/python3", "-c", "import torch"],
-    stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
-) == 0:
-    config.available_features.add("torch")
+for module in ("torch", "onnx"):
+    if os.path.exists("/usr/bin/python3") and subprocess.call(
+        ["/usr/bin/python3", "-c", "import " + module],
+        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
+    ) == 0:
+        config.available_features.add(module)

@@ -30,7 +30,9 @@ packages=(cmake ninja-build ccache python3 g++-12
           clang-format-22 libgtest-dev pkg-config coinor-libcbc-dev
           libopenmpi-dev openmpi-bin libopenblas-dev  # loom-calibrate, MPI tests, runtime
           nlohmann-json3-dev  # the runtime reads plan.json
-          python3-numpy python3-torch)  # the PyTorch reference (test/reference)
+          libonnx-dev libprotobuf-dev  # loom-import MODEL.onnx
+          python3-numpy python3-torch  # the PyTorch reference (test/reference)
+          python3-onnx)  # the ONNX importer's small test graphs
 missing=()
 for package in "${packages[@]}"; do
   dpkg-query -W -f='${Status}' "$package" 2>/dev/null | grep -q "install ok installed" \

@@ -32,8 +32,8 @@ def Loom_FusedOp : Op<Loom_Dialect, "fused",
       (inputs dloss, logits, labels; results the loss and dlogits): one
       `cross_entropy_with_grad` call;
     - an elementwise chain: ops of one result shape among add, sub, mul,
-      div, neg, exp, log, sqrt, rsqrt, tanh, cast, gelu, gelu_grad, silu,
-      silu_grad, the inputs broadcasting to that shape: one
+      div, neg, exp, log, sqrt, rsqrt, tanh, cast, gelu, gelu_grad,
+      gelu_erf, gelu_erf_grad, silu, silu_grad, the inputs broadcasting to that shape: one
       `fused_elementwise` call, every element computed in f32 registers and
       rounded once, at the store;
     - AdamW updates of several parameters sharing their step and

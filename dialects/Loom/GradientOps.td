@@ -71,6 +71,7 @@ class Loom_ActivationGradOp<string mnemonic, string forward>
 }
 
 def Loom_GeluGradOp : Loom_ActivationGradOp<"gelu_grad", "gelu">;
+def Loom_GeluErfGradOp : Loom_ActivationGradOp<"gelu_erf_grad", "gelu_erf">;
 def Loom_SiluGradOp : Loom_ActivationGradOp<"silu_grad", "silu">;
 
 def Loom_SoftmaxGradOp : Loom_Op<"softmax_grad", [SameOperandsAndResultType]> {

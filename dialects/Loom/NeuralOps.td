@@ -93,6 +93,27 @@ def Loom_GeluOp : Loom_Op<"gelu", [SameOperandsAndResultType]> {
   }];
 }
 
+def Loom_GeluErfOp : Loom_Op<"gelu_erf", [SameOperandsAndResultType]> {
+  let summary = "GELU, exact (erf) form (GPT-NeoX's and BERT's `gelu`)";
+  let description = [{
+    `0.5 * x * (1 + erf(x / sqrt(2)))`, `torch.nn.functional.gelu` with
+    `approximate='none'`; `loom.gelu` is the tanh approximation.
+
+    ```mlir
+    %y = loom.gelu_erf %x : tensor<2x16x8192xf32>
+    ```
+  }];
+  let arguments = (ins Loom_FloatTensor:$x);
+  let results = (outs Loom_FloatTensor:$result);
+  let assemblyFormat = "$x attr-dict `:` type($x)";
+  let hasVerifier = 0;
+  let extraClassDefinition = [{
+    ::loom::OpShardingRule $cppClass::getShardingRule() {
+      return ::loom::getAlignedRule(*this, getType().getShape());
+    }
+  }];
+}
+
 def Loom_SiluOp : Loom_Op<"silu", [SameOperandsAndResultType]> {
   let summary = "SiLU (swish): x * sigmoid(x)";
   let description = [{

@@ -67,9 +67,10 @@ double flopsPerElement(Operation *op) {
   return llvm::TypeSwitch<Operation *, double>(op)
       .Case<LayerNormOp, RMSNormOp>([](auto) { return 8.0; })
       .Case<LayerNormGradOp, RMSNormGradOp>([](auto) { return 12.0; })
-      .Case<GeluOp, SiluOp, SoftmaxOp, CrossEntropyOp>([](auto) { return 8.0; })
-      .Case<GeluGradOp, SiluGradOp, SoftmaxGradOp, CrossEntropyGradOp>(
-          [](auto) { return 12.0; })
+      .Case<GeluOp, GeluErfOp, SiluOp, SoftmaxOp, CrossEntropyOp>(
+          [](auto) { return 8.0; })
+      .Case<GeluGradOp, GeluErfGradOp, SiluGradOp, SoftmaxGradOp,
+            CrossEntropyGradOp>([](auto) { return 12.0; })
       .Case<RopeOp, RopeGradOp>([](auto) { return 6.0; })
       .Case<AdamWUpdateOp>([](auto) { return 16.0; })
       .Case<SGDUpdateOp>([](auto) { return 3.0; })

@@ -1,6 +1,7 @@
 //===- ModelConfig.cpp - Reading Hugging Face config.json -----------------===//
 //
-// Key names and defaults follow transformers' GPT2Config and LlamaConfig.
+// Key names and defaults follow transformers' GPT2Config, LlamaConfig,
+// Qwen2Config, MistralConfig and GPTNeoXConfig.
 //
 //===----------------------------------------------------------------------===//
 
@@ -58,6 +59,37 @@ public:
       return fallback;
     }
     return *number;
+  }
+
+  /// A string key, `fallback` when absent (or null); must be one of the
+  /// keys of `allowed`, whose value it returns.
+  template <typename T>
+  T choice(StringRef key, T fallback,
+           ArrayRef<std::pair<StringRef, T>> allowed) {
+    const json::Value *value = object.get(key);
+    if (!value || value->kind() == json::Value::Null)
+      return fallback;
+    std::optional<StringRef> text = value->getAsString();
+    for (const auto &[name, result] : allowed)
+      if (text && *text == name)
+        return result;
+    SmallVector<StringRef> names;
+    for (const auto &entry : allowed)
+      names.push_back(entry.first);
+    fail(Twine("key \"") + key + "\" has an unsupported value (supported: " +
+         llvm::join(names, ", ") + ")");
+    return fallback;
+  }
+
+  /// Fails when `key` is present with a value other than null or `allowed`
+  /// (a feature Loom does not build).
+  void require(StringRef key, double allowed, StringRef what) {
+    const json::Value *value = object.get(key);
+    if (!value || value->kind() == json::Value::Null)
+      return;
+    std::optional<double> number = value->getAsNumber();
+    if (!number || *number != allowed)
+      fail(Twine("key \"") + key + "\" " + what);
   }
 
   bool boolean(StringRef key, bool fallback) {
@@ -129,15 +161,20 @@ void readGPT2(ConfigReader &reader, ModelConfig &config) {
   config.attnDropout = reader.number("attn_pdrop", 0.1, 0, 1);
   reader.expectOneOf("activation_function", {"gelu_new", "gelu_pytorch_tanh"});
   config.headDimension = 0; // n_embd / n_head, once checked to divide
+  config.activation = Activation::GeluTanh;
+  config.qkvBias = true;
 }
 
-void readLlama(ConfigReader &reader, ModelConfig &config) {
-  config.type = ModelType::Llama;
+/// The keys Llama, Qwen2 and Mistral share; `kvHeads` is the config
+/// class's default of num_key_value_heads (0: num_attention_heads).
+void readLlamaLike(ConfigReader &reader, ModelConfig &config, ModelType type,
+                   int64_t kvHeads) {
+  config.type = type;
   config.numLayers = reader.positive("num_hidden_layers", kMaxLayers);
   config.hidden = reader.positive("hidden_size", kMaxWidth);
   config.numHeads = reader.positive("num_attention_heads", kMaxHeads);
-  config.numKVHeads =
-      reader.positive("num_key_value_heads", kMaxHeads, config.numHeads);
+  config.numKVHeads = reader.positive("num_key_value_heads", kMaxHeads,
+                                      kvHeads ? kvHeads : config.numHeads);
   config.intermediate = reader.positive("intermediate_size", kMaxWidth);
   config.vocab = reader.positive("vocab_size", kMaxVocab);
   config.maxPositions =
@@ -153,9 +190,71 @@ void readLlama(ConfigReader &reader, ModelConfig &config) {
   if (const json::Value *scaling = reader.object.get("rope_scaling"))
     if (scaling->kind() != json::Value::Null)
       reader.fail("key \"rope_scaling\" is not supported (only plain RoPE)");
+  config.activation = Activation::Silu;
+}
+
+void readLlama(ConfigReader &reader, ModelConfig &config) {
+  readLlamaLike(reader, config, ModelType::Llama, 0);
   if (const json::Value *bias = reader.object.get("attention_bias"))
     if (bias->getAsBoolean().value_or(false))
       reader.fail("key \"attention_bias\" = true is not supported");
+}
+
+/// Qwen2: Llama with biases on q, k and v (Qwen2Attention); a sliding
+/// window only with use_sliding_window.
+void readQwen2(ConfigReader &reader, ModelConfig &config) {
+  readLlamaLike(reader, config, ModelType::Qwen2, 0);
+  config.qkvBias = true;
+  if (reader.boolean("use_sliding_window", false))
+    config.slidingWindow = reader.positive("sliding_window", kMaxPositions, 4096);
+}
+
+/// Mistral: Llama with grouped-query heads by default and a sliding window
+/// (MistralConfig's default 4096; null turns it off).
+void readMistral(ConfigReader &reader, ModelConfig &config) {
+  readLlamaLike(reader, config, ModelType::Mistral, 8);
+  const json::Value *window = reader.object.get("sliding_window");
+  if (!window || window->kind() != json::Value::Null)
+    config.slidingWindow = reader.positive("sliding_window", kMaxPositions, 4096);
+}
+
+/// GPT-NeoX (Pythia): LayerNorm with biases, one query_key_value
+/// projection, RoPE over the leading rotary_pct of each head, the exact
+/// GELU, a parallel residual, an untied embed_out.
+void readGPTNeoX(ConfigReader &reader, ModelConfig &config, double &rotaryPct) {
+  config.type = ModelType::GPTNeoX;
+  config.numLayers = reader.positive("num_hidden_layers", kMaxLayers);
+  config.hidden = reader.positive("hidden_size", kMaxWidth);
+  config.numHeads = reader.positive("num_attention_heads", kMaxHeads);
+  config.numKVHeads = config.numHeads;
+  config.intermediate = reader.positive("intermediate_size", kMaxWidth);
+  config.vocab = reader.positive("vocab_size", kMaxVocab);
+  config.maxPositions =
+      reader.positive("max_position_embeddings", kMaxPositions);
+  config.normEpsilon = reader.number("layer_norm_eps", 1e-5, 0, 1);
+  // Newer configs call the base rope_theta, older ones rotary_emb_base.
+  config.ropeTheta = reader.number(
+      "rope_theta", reader.number("rotary_emb_base", 10000.0, 1, 1e12), 1,
+      1e12);
+  rotaryPct = reader.number("rotary_pct", 0.25, 0, 2);
+  if (rotaryPct > 1)
+    reader.fail("key \"rotary_pct\" must be a number in [0, 1]");
+  config.parallelResidual = reader.boolean("use_parallel_residual", true);
+  config.tieEmbeddings = reader.boolean("tie_word_embeddings", false);
+  config.qkvBias = reader.boolean("attention_bias", true);
+  config.activation =
+      reader.choice<Activation>("hidden_act", Activation::GeluErf,
+                                {{"gelu", Activation::GeluErf},
+                                 {"gelu_new", Activation::GeluTanh},
+                                 {"gelu_pytorch_tanh", Activation::GeluTanh}});
+  config.embdDropout = config.residDropout = 0;
+  config.attnDropout = reader.number("attention_dropout", 0.0, 0, 1);
+  reader.require("hidden_dropout", 0.0,
+                 "is not supported (only attention_dropout)");
+  config.headDimension = 0;
+  if (const json::Value *scaling = reader.object.get("rope_scaling"))
+    if (scaling->kind() != json::Value::Null)
+      reader.fail("key \"rope_scaling\" is not supported (only plain RoPE)");
 }
 
 } // namespace
@@ -179,15 +278,22 @@ Expected<ModelConfig> parseModelConfig(StringRef text, StringRef fileName) {
 
   ModelConfig config{};
   ConfigReader reader(*object, fileName);
+  double rotaryPct = 1.0;
   if (*modelType == "gpt2")
     readGPT2(reader, config);
   else if (*modelType == "llama")
     readLlama(reader, config);
+  else if (*modelType == "qwen2")
+    readQwen2(reader, config);
+  else if (*modelType == "mistral")
+    readMistral(reader, config);
+  else if (*modelType == "gpt_neox")
+    readGPTNeoX(reader, config, rotaryPct);
   else
-    return createStringError(
-        inconvertibleErrorCode(),
-        "%s: unknown \"model_type\" \"%s\" (supported: gpt2, llama)",
-        fileName.str().c_str(), modelType->str().c_str());
+    return createStringError(inconvertibleErrorCode(),
+                             "%s: unknown \"model_type\" \"%s\" (supported: "
+                             "gpt2, llama, qwen2, mistral, gpt_neox)",
+                             fileName.str().c_str(), modelType->str().c_str());
   if (Error error = reader.takeError())
     return std::move(error);
 
@@ -214,12 +320,45 @@ Expected<ModelConfig> parseModelConfig(StringRef text, StringRef fileName) {
         "\"num_attention_heads\" = %lld",
         fileName.str().c_str(), (long long)config.numKVHeads,
         (long long)config.numHeads);
-  if (config.type == ModelType::Llama && config.headDim() % 2 != 0)
+  // GPTNeoXAttention: rotary_ndims = int(head_size * rotary_pct).
+  if (config.type != ModelType::GPT2)
+    config.rotaryDim = static_cast<int64_t>(config.headDim() * rotaryPct);
+  if (config.isLlamaLike() && config.headDim() % 2 != 0)
     return createStringError(
         inconvertibleErrorCode(),
         "%s: the head dimension %lld must be even for RoPE",
         fileName.str().c_str(), (long long)config.headDim());
+  if (config.rotaryDim % 2 != 0)
+    return createStringError(
+        inconvertibleErrorCode(),
+        "%s: key \"rotary_pct\" gives %lld rotary dimensions of the head's "
+        "%lld; RoPE needs an even number",
+        fileName.str().c_str(), (long long)config.rotaryDim,
+        (long long)config.headDim());
   return config;
+}
+
+StringRef ModelConfig::typeName() const {
+  switch (type) {
+  case ModelType::GPT2:
+    return "gpt2";
+  case ModelType::Llama:
+    return "llama";
+  case ModelType::Qwen2:
+    return "qwen2";
+  case ModelType::Mistral:
+    return "mistral";
+  case ModelType::GPTNeoX:
+    return "gpt_neox";
+  }
+  llvm_unreachable("unknown model type");
+}
+
+std::string ModelConfig::layerPrefix(int64_t l) const {
+  StringRef stem = type == ModelType::GPT2      ? "transformer.h."
+                   : type == ModelType::GPTNeoX ? "gpt_neox.layers."
+                                                : "model.layers.";
+  return (stem + Twine(l) + ".").str();
 }
 
 } // namespace loom

@@ -1,8 +1,8 @@
 //===- ModelImporter.cpp - GPT-2 and Llama forward graphs -----------------===//
 //
-// The graphs follow transformers' GPT2LMHeadModel and LlamaForCausalLM
-// op for op, so that a checkpoint written by Hugging Face computes the same
-// loss here.
+// The graphs follow transformers' GPT2LMHeadModel, LlamaForCausalLM,
+// Qwen2ForCausalLM, MistralForCausalLM and GPTNeoXForCausalLM op for op, so
+// that a checkpoint written by Hugging Face computes the same loss here.
 //
 //===----------------------------------------------------------------------===//
 
@@ -63,12 +63,45 @@ SmallVector<ParamSpec> listParameters(const ModelConfig &c) {
     add("transformer.ln_f.bias", {h}, zeros);
     return params;
   }
+  if (c.type == ModelType::GPTNeoX) {
+    // GPTNeoXLayer registers its norms before attention and MLP.
+    add("gpt_neox.embed_in.weight", {c.vocab, h});
+    for (int64_t l = 0; l < c.numLayers; ++l) {
+      std::string p = c.layerPrefix(l);
+      add(p + "input_layernorm.weight", {h}, ones);
+      add(p + "input_layernorm.bias", {h}, zeros);
+      add(p + "post_attention_layernorm.weight", {h}, ones);
+      add(p + "post_attention_layernorm.bias", {h}, zeros);
+      add(p + "attention.query_key_value.weight", {3 * aw, h});
+      if (c.qkvBias)
+        add(p + "attention.query_key_value.bias", {3 * aw}, zeros);
+      add(p + "attention.dense.weight", {h, aw});
+      if (c.qkvBias)
+        add(p + "attention.dense.bias", {h}, zeros);
+      add(p + "mlp.dense_h_to_4h.weight", {c.intermediate, h});
+      add(p + "mlp.dense_h_to_4h.bias", {c.intermediate}, zeros);
+      add(p + "mlp.dense_4h_to_h.weight", {h, c.intermediate});
+      add(p + "mlp.dense_4h_to_h.bias", {h}, zeros);
+    }
+    add("gpt_neox.final_layer_norm.weight", {h}, ones);
+    add("gpt_neox.final_layer_norm.bias", {h}, zeros);
+    if (!c.tieEmbeddings)
+      add("embed_out.weight", {c.vocab, h});
+    return params;
+  }
+  // Llama, Qwen2 and Mistral; Qwen2's q, k and v have biases.
   add("model.embed_tokens.weight", {c.vocab, h});
   for (int64_t l = 0; l < c.numLayers; ++l) {
-    std::string p = "model.layers." + std::to_string(l) + ".";
+    std::string p = c.layerPrefix(l);
     add(p + "self_attn.q_proj.weight", {aw, h});
+    if (c.qkvBias)
+      add(p + "self_attn.q_proj.bias", {aw}, zeros);
     add(p + "self_attn.k_proj.weight", {kv, h});
+    if (c.qkvBias)
+      add(p + "self_attn.k_proj.bias", {kv}, zeros);
     add(p + "self_attn.v_proj.weight", {kv, h});
+    if (c.qkvBias)
+      add(p + "self_attn.v_proj.bias", {kv}, zeros);
     add(p + "self_attn.o_proj.weight", {h, aw});
     add(p + "mlp.gate_proj.weight", {c.intermediate, h});
     add(p + "mlp.up_proj.weight", {c.intermediate, h});
@@ -103,6 +136,7 @@ public:
 
   Value buildGPT2(Value tokens, Value labels);
   Value buildLlama(Value tokens, Value labels);
+  Value buildGPTNeoX(Value tokens, Value labels);
 
 private:
   Value param(const Twine &name) {
@@ -131,6 +165,47 @@ private:
 
   Value reshape(Value x, ArrayRef<int64_t> shape) {
     return ReshapeOp::create(b, loc, x, shape);
+  }
+
+  /// The box of `x` [B, S, H, D] at `offset` along the last dimension,
+  /// `width` wide.
+  Value lastDims(Value x, int64_t offset, int64_t width) {
+    auto type = cast<RankedTensorType>(x.getType());
+    SmallVector<int64_t> shape(type.getShape());
+    shape.back() = width;
+    SmallVector<int64_t> offsets(shape.size(), 0);
+    offsets.back() = offset;
+    return SliceOp::create(b, loc, type.clone(shape), x,
+                           b.getDenseI64ArrayAttr(offsets));
+  }
+
+  /// RoPE over the first `config.rotaryDim` dims of each head of `x`
+  /// [B, S, H, D], the rest passed through (GPT-NeoX's partial rotary:
+  /// the rotated part's frequencies are those of a head of rotaryDim).
+  Value rope(Value x) {
+    int64_t d = cast<RankedTensorType>(x.getType()).getShape().back();
+    FloatAttr theta = b.getF64FloatAttr(config.ropeTheta);
+    if (config.rotaryDim == d)
+      return RopeOp::create(b, loc, x, theta);
+    if (config.rotaryDim == 0)
+      return x;
+    Value rotated =
+        RopeOp::create(b, loc, lastDims(x, 0, config.rotaryDim), theta);
+    Value passed = lastDims(x, config.rotaryDim, d - config.rotaryDim);
+    return ConcatOp::create(b, loc, ValueRange{rotated, passed}, 3);
+  }
+
+  /// The MLP's activation.
+  Value activate(Value x) {
+    switch (config.activation) {
+    case Activation::GeluTanh:
+      return GeluOp::create(b, loc, x);
+    case Activation::GeluErf:
+      return GeluErfOp::create(b, loc, x);
+    case Activation::Silu:
+      return SiluOp::create(b, loc, x);
+    }
+    llvm_unreachable("unknown activation");
   }
 
   /// Causal attention; with `dropoutRate` > 0 it drops the probabilities
@@ -201,7 +276,7 @@ Value ForwardBuilder::buildGPT2(Value tokens, Value labels) {
     // MLP.
     Value f = linear(layerNorm(x, p + "ln_2"), p + "mlp.c_fc.weight", false,
                      p + "mlp.c_fc.bias");
-    Value m = linear(GeluOp::create(b, loc, f), p + "mlp.c_proj.weight", false,
+    Value m = linear(activate(f), p + "mlp.c_proj.weight", false,
                      p + "mlp.c_proj.bias");
     x = AddOp::create(b, loc, x, dropout(m, residDrop));
   }
@@ -212,7 +287,7 @@ Value ForwardBuilder::buildGPT2(Value tokens, Value labels) {
 
 Value ForwardBuilder::buildLlama(Value tokens, Value labels) {
   int64_t aw = config.attentionWidth(), hd = config.headDim();
-  double eps = config.normEpsilon, theta = config.ropeTheta;
+  double eps = config.normEpsilon;
   double attnDrop = options.attnDropout.value_or(config.attnDropout);
   auto rmsNorm = [&](Value x, const std::string &weight) {
     return RMSNormOp::create(b, loc, x, param(weight), b.getF64FloatAttr(eps));
@@ -221,26 +296,29 @@ Value ForwardBuilder::buildLlama(Value tokens, Value labels) {
     return reshape(x, {batch, seq, n, hd});
   };
 
+  // Qwen2's q, k and v projections have biases.
+  auto projection = [&](Value x, const std::string &name) {
+    if (!config.qkvBias)
+      return linear(x, name + ".weight", true);
+    return linear(x, name + ".weight", true, name + ".bias");
+  };
+
   Value x =
       EmbeddingOp::create(b, loc, param("model.embed_tokens.weight"), tokens);
   for (int64_t l = 0; l < config.numLayers; ++l) {
-    std::string p = "model.layers." + std::to_string(l) + ".";
+    std::string p = config.layerPrefix(l);
     Value hn = rmsNorm(x, p + "input_layernorm.weight");
-    Value q =
-        heads(linear(hn, p + "self_attn.q_proj.weight", true), config.numHeads);
-    Value k = heads(linear(hn, p + "self_attn.k_proj.weight", true),
-                    config.numKVHeads);
-    Value v = heads(linear(hn, p + "self_attn.v_proj.weight", true),
-                    config.numKVHeads);
-    q = RopeOp::create(b, loc, q, b.getF64FloatAttr(theta));
-    k = RopeOp::create(b, loc, k, b.getF64FloatAttr(theta));
+    Value q = heads(projection(hn, p + "self_attn.q_proj"), config.numHeads);
+    Value k = heads(projection(hn, p + "self_attn.k_proj"), config.numKVHeads);
+    Value v = heads(projection(hn, p + "self_attn.v_proj"), config.numKVHeads);
+    q = rope(q);
+    k = rope(k);
     Value o = reshape(attention(q, k, v, attnDrop), {batch, seq, aw});
     x = AddOp::create(b, loc, x,
                       linear(o, p + "self_attn.o_proj.weight", true));
     // SwiGLU MLP: down(silu(gate(x)) * up(x)).
     Value hm = rmsNorm(x, p + "post_attention_layernorm.weight");
-    Value gate =
-        SiluOp::create(b, loc, linear(hm, p + "mlp.gate_proj.weight", true));
+    Value gate = activate(linear(hm, p + "mlp.gate_proj.weight", true));
     Value up = linear(hm, p + "mlp.up_proj.weight", true);
     Value down = linear(MulOp::create(b, loc, gate, up),
                         p + "mlp.down_proj.weight", true);
@@ -249,6 +327,53 @@ Value ForwardBuilder::buildLlama(Value tokens, Value labels) {
   return loss(rmsNorm(x, "model.norm.weight"), labels,
               config.tieEmbeddings ? "model.embed_tokens.weight"
                                    : "lm_head.weight");
+}
+
+Value ForwardBuilder::buildGPTNeoX(Value tokens, Value labels) {
+  int64_t aw = config.attentionWidth(), hd = config.headDim(),
+          heads = config.numHeads;
+  double attnDrop = options.attnDropout.value_or(config.attnDropout);
+  auto layerNorm = [&](Value x, const std::string &prefix) {
+    return LayerNormOp::create(b, loc, x, param(prefix + ".weight"),
+                               param(prefix + ".bias"),
+                               b.getF64FloatAttr(config.normEpsilon));
+  };
+  auto dense = [&](Value x, const std::string &name, bool bias) {
+    if (!bias)
+      return linear(x, name + ".weight", true);
+    return linear(x, name + ".weight", true, name + ".bias");
+  };
+
+  Value x =
+      EmbeddingOp::create(b, loc, param("gpt_neox.embed_in.weight"), tokens);
+  for (int64_t l = 0; l < config.numLayers; ++l) {
+    std::string p = config.layerPrefix(l);
+    // query_key_value's output is [B, S, heads, 3 * head_dim]: each head's
+    // q, k and v side by side.
+    Value qkv = reshape(dense(layerNorm(x, p + "input_layernorm"),
+                              p + "attention.query_key_value", config.qkvBias),
+                        {batch, seq, heads, 3 * hd});
+    Value q = rope(lastDims(qkv, 0, hd));
+    Value k = rope(lastDims(qkv, hd, hd));
+    Value v = lastDims(qkv, 2 * hd, hd);
+    Value o = reshape(attention(q, k, v, attnDrop), {batch, seq, aw});
+    Value a = dense(o, p + "attention.dense", config.qkvBias);
+    auto mlp = [&](Value in) {
+      Value up = activate(dense(layerNorm(in, p + "post_attention_layernorm"),
+                                p + "mlp.dense_h_to_4h", true));
+      return dense(up, p + "mlp.dense_4h_to_h", true);
+    };
+    // GPTNeoXLayer: mlp + attn + x in parallel, else x + attn first.
+    if (config.parallelResidual) {
+      x = AddOp::create(b, loc, AddOp::create(b, loc, mlp(x), a), x);
+    } else {
+      Value attended = AddOp::create(b, loc, a, x);
+      x = AddOp::create(b, loc, mlp(attended), attended);
+    }
+  }
+  return loss(layerNorm(x, "gpt_neox.final_layer_norm"), labels,
+              config.tieEmbeddings ? "gpt_neox.embed_in.weight"
+                                   : "embed_out.weight");
 }
 
 /// The most elements one activation may hold.
@@ -285,11 +410,19 @@ importModel(MLIRContext &context, const ModelConfig &config,
                        " is beyond what Loom handles (at most 2^" +
                        Twine(llvm::Log2_64(kMaxTensorElements)) +
                        " elements in one tensor)");
+  // Loom's attention is causal over the whole sequence: a window that
+  // cuts it would change the model.
+  if (config.slidingWindow && seq > config.slidingWindow)
+    return importError("sequence length " + Twine(seq) +
+                       " exceeds the sliding window of " +
+                       Twine(config.slidingWindow) +
+                       " tokens (key \"sliding_window\"); Loom's attention "
+                       "attends to the whole causal prefix");
   for (std::optional<double> rate :
        {options.embdDropout, options.residDropout, options.attnDropout})
     if (rate && !(*rate >= 0.0 && *rate < 1.0))
       return importError("dropout probabilities must be in [0, 1)");
-  // Llama has attention dropout only.
+  // The families other than GPT-2 have attention dropout only.
   bool usesDropout = options.attnDropout.value_or(config.attnDropout) > 0 ||
                      (config.type == ModelType::GPT2 &&
                       (options.embdDropout.value_or(config.embdDropout) > 0 ||
@@ -328,9 +461,10 @@ importModel(MLIRContext &context, const ModelConfig &config,
     builder.addParam(spec.name, entry->getArgument(i));
   Value tokens = entry->getArgument(specs.size());
   Value labels = entry->getArgument(specs.size() + 1);
-  Value loss = config.type == ModelType::GPT2
-                   ? builder.buildGPT2(tokens, labels)
-                   : builder.buildLlama(tokens, labels);
+  Value loss =
+      config.type == ModelType::GPT2      ? builder.buildGPT2(tokens, labels)
+      : config.type == ModelType::GPTNeoX ? builder.buildGPTNeoX(tokens, labels)
+                                          : builder.buildLlama(tokens, labels);
   func::ReturnOp::create(b, loc, loss);
   if (failed(verify(*module)))
     return importError("internal error: the imported module does not verify");

@@ -25,10 +25,7 @@ static double attentionFlops(AttentionOp op) {
   return 4.0 * q[0] * q[2] * q[1] * kvSeq * q[3];
 }
 
-ModelSummary summarizeModel(const ModelConfig &config, func::FuncOp forward) {
-  ModelSummary summary;
-  for (const ParamSpec &spec : listParameters(config))
-    summary.parameters += spec.numElements();
+double trainingFlopsPerToken(func::FuncOp forward) {
   double forwardFlops = 0;
   forward.walk([&](Operation *op) {
     if (auto matmul = dyn_cast<MatmulOp>(op))
@@ -40,10 +37,17 @@ ModelSummary summarizeModel(const ModelConfig &config, func::FuncOp forward) {
     auto name =
         forward.getArgAttrOfType<StringAttr>(arg.getArgNumber(), kNameAttr);
     if (name && name.getValue() == "tokens")
-      summary.flopsPerToken =
-          3.0 * forwardFlops /
-          cast<RankedTensorType>(arg.getType()).getNumElements();
+      return 3.0 * forwardFlops /
+             cast<RankedTensorType>(arg.getType()).getNumElements();
   }
+  return 0;
+}
+
+ModelSummary summarizeModel(const ModelConfig &config, func::FuncOp forward) {
+  ModelSummary summary;
+  for (const ParamSpec &spec : listParameters(config))
+    summary.parameters += spec.numElements();
+  summary.flopsPerToken = trainingFlopsPerToken(forward);
   return summary;
 }
 
@@ -55,8 +59,7 @@ static std::string shapeString(ArrayRef<int64_t> shape) {
   return text;
 }
 
-/// Thousands separators: 124439808 -> 124,439,808.
-static std::string grouped(int64_t n) {
+std::string groupThousands(int64_t n) {
   std::string digits = std::to_string(n), text;
   for (size_t i = 0; i < digits.size(); ++i) {
     if (i && (digits.size() - i) % 3 == 0)
@@ -72,14 +75,13 @@ void printSummary(llvm::raw_ostream &os, const ModelConfig &config,
      << " layers, hidden " << config.hidden << ", " << config.numHeads
      << " heads (" << config.numKVHeads << " key/value), MLP "
      << config.intermediate << ", vocabulary " << config.vocab << "\n";
-  os << "parameters:   " << grouped(summary.parameters) << "\n";
+  os << "parameters:   " << groupThousands(summary.parameters) << "\n";
   os << llvm::formatv("FLOPs/token:  {0:e4} (forward + backward, sequence "
                       "length {1})\n",
                       summary.flopsPerToken, options.seqLenFor(config));
-  std::string layer0 =
-      config.type == ModelType::GPT2 ? "transformer.h.0." : "model.layers.0.";
-  std::string layerPrefix =
-      config.type == ModelType::GPT2 ? "transformer.h." : "model.layers.";
+  std::string layer0 = config.layerPrefix(0);
+  // "transformer.h.0." -> "transformer.h.".
+  std::string layerPrefix = layer0.substr(0, layer0.size() - 2);
   SmallVector<ParamSpec> params = listParameters(config);
   os << "per layer (" << config.numLayers << " alike), layer 0:\n";
   for (const ParamSpec &spec : params)

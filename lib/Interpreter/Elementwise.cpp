@@ -69,6 +69,17 @@ static double geluDerivative(double x) {
                                (1.0 + 3.0 * kGeluCubic * x * x);
 }
 
+/// The exact GELU, x Phi(x) = 0.5 x erfc(-x / sqrt(2)): erfc keeps the
+/// relative precision of the small values at negative x, where 1 + erf
+/// cancels.
+static double geluErf(double x) { return 0.5 * x * std::erfc(-x * M_SQRT1_2); }
+
+/// Phi(x) + x phi(x), phi the standard normal density.
+static double geluErfDerivative(double x) {
+  return 0.5 * std::erfc(-x * M_SQRT1_2) +
+         x * std::exp(-0.5 * x * x) * (0.5 * M_2_SQRTPI * M_SQRT1_2);
+}
+
 static double sigmoid(double x) { return 1.0 / (1.0 + std::exp(-x)); }
 
 /// silu = x sigmoid(x); its derivative is s (1 + x (1 - s)), s = sigmoid(x).
@@ -149,6 +160,11 @@ void addElementwiseKernels(KernelTable &table) {
       [](GeluOp op, Operands in) { return unary(op, *in[0], gelu); });
   table.add<GeluGradOp>([](GeluGradOp op, Operands in) {
     return pointwiseGrad(op, *in[0], *in[1], geluDerivative);
+  });
+  table.add<GeluErfOp>(
+      [](GeluErfOp op, Operands in) { return unary(op, *in[0], geluErf); });
+  table.add<GeluErfGradOp>([](GeluErfGradOp op, Operands in) {
+    return pointwiseGrad(op, *in[0], *in[1], geluErfDerivative);
   });
   table.add<SiluOp>(
       [](SiluOp op, Operands in) { return unary(op, *in[0], silu); });

@@ -283,6 +283,10 @@ LogicalResult fusedGradients(OpBuilder &b, Operation *op,
         out[0] = GeluGradOp::create(b, loc, g.getType(), g, a.getX());
         return success();
       })
+      .Case([&](GeluErfOp a) {
+        out[0] = GeluErfGradOp::create(b, loc, g.getType(), g, a.getX());
+        return success();
+      })
       .Case([&](SiluOp a) {
         out[0] = SiluGradOp::create(b, loc, g.getType(), g, a.getX());
         return success();

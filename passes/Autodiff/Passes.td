@@ -25,7 +25,7 @@ def LoomAutodiff : Pass<"loom-autodiff", "mlir::ModuleOp"> {
       `reduce_max` to `reduce_max_grad` (ties share the gradient);
     - `matmul` gives two matmuls (a 2-D right operand shared across batch
       dimensions sums its gradient over them);
-    - each fused op (`layernorm`, `rmsnorm`, `gelu`, `silu`, `softmax`,
+    - each fused op (`layernorm`, `rmsnorm`, `gelu`, `gelu_erf`, `silu`, `softmax`,
       `rope`, `attention`, `embedding`, `cross_entropy`, `dropout`) maps to
       its fused gradient op; `attention_grad` sums key/value gradients over
       the query heads of a group (GQA) and replays attention dropout's mask

@@ -426,6 +426,8 @@ int64_t fusedOpcode(Operation *op) {
       .Case([](CastOp) { return LOOM_FUSED_CAST; })
       .Case([](GeluOp) { return LOOM_FUSED_GELU; })
       .Case([](GeluGradOp) { return LOOM_FUSED_GELU_GRAD; })
+      .Case([](GeluErfOp) { return LOOM_FUSED_GELU_ERF; })
+      .Case([](GeluErfGradOp) { return LOOM_FUSED_GELU_ERF_GRAD; })
       .Case([](SiluOp) { return LOOM_FUSED_SILU; })
       .Case([](SiluGradOp) { return LOOM_FUSED_SILU_GRAD; })
       .Default([](Operation *) { return -1; });

@@ -50,7 +50,8 @@ bool allFusibleTensors(Operation *op) {
 /// An op a fused_elementwise program has an instruction for.
 bool isChainOp(Operation *op) {
   return isa<AddOp, SubOp, MulOp, DivOp, NegOp, ExpOp, LogOp, SqrtOp, RsqrtOp,
-             TanhOp, CastOp, GeluOp, GeluGradOp, SiluOp, SiluGradOp>(op) &&
+             TanhOp, CastOp, GeluOp, GeluGradOp, GeluErfOp, GeluErfGradOp,
+             SiluOp, SiluGradOp>(op) &&
          op->getNumResults() == 1 && allFusibleTensors(op);
 }
 

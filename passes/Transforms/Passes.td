@@ -141,7 +141,8 @@ def LoomFuse : Pass<"loom-fuse", "mlir::ModuleOp"> {
       call that adds the residual as it stores dx;
     - **elementwise chains**: connected ops of one result shape among add,
       sub, mul, div, neg, exp, log, sqrt, rsqrt, tanh, cast, gelu,
-      gelu_grad, silu and silu_grad on f32 / bf16 tensors become one
+      gelu_grad, gelu_erf, gelu_erf_grad, silu and silu_grad on f32 / bf16
+      tensors become one
       `loom.fused` run by one `fused_elementwise` call; its results are the
       values used outside the chain. A chain grows while no other op reads
       its values in between (the fused op stands where its last op stood),

@@ -50,8 +50,8 @@ struct FusedProgram {
   }
 };
 
-/// Whether `opcode` reads register b (the binary ops and gelu_grad /
-/// silu_grad, whose b is x).
+/// Whether `opcode` reads register b (the binary ops and the activation
+/// gradients, whose b is x).
 inline bool fusedReadsB(int32_t opcode) {
   switch (opcode) {
   case LOOM_FUSED_ADD:
@@ -60,6 +60,7 @@ inline bool fusedReadsB(int32_t opcode) {
   case LOOM_FUSED_DIV:
   case LOOM_FUSED_GELU_GRAD:
   case LOOM_FUSED_SILU_GRAD:
+  case LOOM_FUSED_GELU_ERF_GRAD:
     return true;
   default:
     return false;
@@ -136,7 +137,7 @@ bool decodeFusedProgram(KernelArgs &args, const char *kernel,
   for (int32_t i = 0; i < program.count; ++i) {
     int64_t opcode = args.integer(), a = args.integer(), b = args.integer();
     int64_t own = program.operands + i;
-    if (opcode < LOOM_FUSED_ADD || opcode > LOOM_FUSED_SILU_GRAD)
+    if (opcode < LOOM_FUSED_ADD || opcode > LOOM_FUSED_GELU_ERF_GRAD)
       return failWith(error, errorSize, "%s: instruction %d has opcode %lld",
                       kernel, i, static_cast<long long>(opcode));
     bool castType = opcode == LOOM_FUSED_CAST;

@@ -314,7 +314,9 @@ TEST(CpuFusedKernelTest, EveryOpcodeInOneChain) {
       %8 = loom.gelu_grad %7, %y : tensor<4x33xf32>
       %9 = loom.silu %8 : tensor<4x33xf32>
       %10 = loom.silu_grad %9, %x : tensor<4x33xf32>
-      %11 = loom.mul %10, %y : (tensor<4x33xf32>, tensor<4x33xf32>) -> tensor<4x33xf32>
+      %e = loom.gelu_erf %10 : tensor<4x33xf32>
+      %f = loom.gelu_erf_grad %e, %y : tensor<4x33xf32>
+      %11 = loom.mul %f, %y : (tensor<4x33xf32>, tensor<4x33xf32>) -> tensor<4x33xf32>
       %12 = loom.sub %11, %x : (tensor<4x33xf32>, tensor<4x33xf32>) -> tensor<4x33xf32>
       %13 = loom.add %12, %5 : (tensor<4x33xf32>, tensor<4x33xf32>) -> tensor<4x33xf32>
       return %13, %5, %12 : tensor<4x33xf32>, tensor<4x33xf32>, tensor<4x33xf32>

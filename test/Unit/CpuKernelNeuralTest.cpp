@@ -191,6 +191,18 @@ TEST(CpuKernelNeuralTest, GeluGrad) {
       {randomFloats({64, 32}, 13), randomFloats({64, 32}, 14, -8.0, 8.0)});
 }
 
+// Inputs span both tails: erfc keeps the small values at negative x.
+TEST(CpuKernelNeuralTest, GeluErf) {
+  expectKernelsMatch(unarySource("gelu_erf"),
+                     {randomFloats({64, 32}, 41, -8.0, 8.0)});
+}
+
+TEST(CpuKernelNeuralTest, GeluErfGrad) {
+  expectKernelsMatch(
+      gradSource("gelu_erf_grad"),
+      {randomFloats({64, 32}, 42), randomFloats({64, 32}, 43, -8.0, 8.0)});
+}
+
 TEST(CpuKernelNeuralTest, Silu) {
   expectKernelsMatch(unarySource("silu"),
                      {randomFloats({64, 32}, 15, -20.0, 20.0)});

@@ -1076,6 +1076,12 @@ void normCases(loom_cuda_context *context) {
   run(make("gelu_grad 2003", KERNELS(gelu_grad),
            {uniform({2003}), uniform({2003}, -5, 5)}, {result({2003})}),
       context);
+  run(make("gelu_erf", KERNELS(gelu_erf), {uniform({2003}, -8, 8)},
+           {result({2003})}),
+      context);
+  run(make("gelu_erf_grad", KERNELS(gelu_erf_grad),
+           {uniform({2003}), uniform({2003}, -8, 8)}, {result({2003})}),
+      context);
   run(make("silu", KERNELS(silu), {uniform({2000}, -5, 5)}, {result({2000})}),
       context);
   run(make("silu_grad", KERNELS(silu_grad),

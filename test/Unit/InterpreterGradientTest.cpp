@@ -102,7 +102,7 @@ TEST_F(InterpreterGradientTest, RMSNormGrad) {
                  {random({3, 5}), random({5})}, {0, 1});
 }
 
-TEST_F(InterpreterGradientTest, GeluGradAndSiluGrad) {
+TEST_F(InterpreterGradientTest, ActivationGradients) {
   const char *source = R"mlir(
     func.func @forward(%x: tensor<4x5xf32>) -> tensor<4x5xf32> {
       %0 = loom.ACT %x : tensor<4x5xf32>
@@ -112,7 +112,7 @@ TEST_F(InterpreterGradientTest, GeluGradAndSiluGrad) {
       %0 = loom.ACT_grad %dy, %x : tensor<4x5xf32>
       return %0 : tensor<4x5xf32>
     })mlir";
-  for (const char *activation : {"gelu", "silu"}) {
+  for (const char *activation : {"gelu", "gelu_erf", "silu"}) {
     SCOPED_TRACE(activation);
     std::string text = source;
     for (size_t at; (at = text.find("ACT")) != std::string::npos;)

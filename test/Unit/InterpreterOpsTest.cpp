@@ -74,19 +74,24 @@ TEST_F(InterpreterTest, UnaryOpsAreTheLibmFunctions) {
 
 TEST_F(InterpreterTest, GeluAndSiluAtKnownPoints) {
   func::FuncOp fn = parse(R"mlir(
-    func.func @main(%x: tensor<3xf32>) -> (tensor<3xf32>, tensor<3xf32>) {
+    func.func @main(%x: tensor<3xf32>)
+        -> (tensor<3xf32>, tensor<3xf32>, tensor<3xf32>) {
       %0 = loom.gelu %x : tensor<3xf32>
       %1 = loom.silu %x : tensor<3xf32>
-      return %0, %1 : tensor<3xf32>, tensor<3xf32>
+      %2 = loom.gelu_erf %x : tensor<3xf32>
+      return %0, %1, %2 : tensor<3xf32>, tensor<3xf32>, tensor<3xf32>
     })mlir");
   auto r = run(fn, {floats({3}, {1.0, -0.5, 0.0})});
-  ASSERT_EQ(r.size(), 2u);
+  ASSERT_EQ(r.size(), 3u);
   // 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))), evaluated in Python.
   expectAllNear(r[0].f(), {0.8411919906082768, -0.15428599017485606, 0.0},
                 kExact);
   // x / (1 + e^-x).
   expectAllNear(r[1].f(),
                 {1.0 / (1.0 + std::exp(-1.0)), -0.5 / (1.0 + std::exp(0.5)), 0},
+                kExact);
+  // 0.5 x (1 + erf(x / sqrt(2))), evaluated in Python.
+  expectAllNear(r[2].f(), {0.8413447460685429, -0.15426876936299344, 0.0},
                 kExact);
 }
 

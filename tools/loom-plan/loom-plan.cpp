@@ -3,6 +3,10 @@
 //   loom-plan CONFIG.json --cluster SPEC --global-batch B [--seq S]
 //             [--top K] [--json] [any of the plan flags below, pinning it]
 //
+// (or MODEL.onnx instead of CONFIG.json: the graph is planned as the
+// configuration of its family, which loom-import's recognizeModel reads
+// from it; at its own sequence length unless --seq is given)
+//
 // searches every plan (loom/Planner/Search.h) and prints the fastest that
 // fits with the next K - 1 and why each lost;
 //
@@ -25,6 +29,7 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "loom/Import/OnnxImporter.h"
 #include "loom/Planner/Estimate.h"
 #include "loom/Planner/Search.h"
 #include "loom/Schedule/Timeline.h"
@@ -54,7 +59,8 @@ namespace {
 cl::OptionCategory category("loom-plan options");
 
 cl::opt<std::string> configPath(cl::Positional, cl::Required,
-                                cl::desc("<config.json>"), cl::cat(category));
+                                cl::desc("<config.json | model.onnx>"),
+                                cl::cat(category));
 cl::opt<std::string> clusterArg(
     "cluster", cl::Required, cl::cat(category), cl::value_desc("spec"),
     cl::desc("Cluster: a preset (a100-80g, h100-80g, h200, cpu-local) or a "
@@ -498,6 +504,32 @@ json::Value searchToJSON(const plan::SearchResult &result, double seconds) {
   return value;
 }
 
+/// The model's configuration: a config.json, or the family an ONNX graph
+/// is (imported at --seq for a dynamic sequence axis).
+Expected<ModelConfig> readModel(mlir::MLIRContext &context) {
+  if (isOnnxPath(configPath)) {
+    OnnxImportOptions options;
+    options.seqLen = seqLen;
+    options.parameterValues = false;
+    auto imported = importOnnx(context, configPath, options);
+    if (!imported)
+      return imported.takeError();
+    auto config = recognizeModel(*imported);
+    if (!config)
+      return createStringError(inconvertibleErrorCode(),
+                               configPath + ": " +
+                                   toString(config.takeError()));
+    // A graph is planned at the sequence length it was imported for.
+    if (!seqLen)
+      seqLen = imported->report.seqLen;
+    return config;
+  }
+  auto buffer = readInputFile(configPath, kMaxJsonFileBytes);
+  if (!buffer)
+    return buffer.takeError();
+  return parseModelConfig((*buffer)->getBuffer(), configPath);
+}
+
 int search(mlir::MLIRContext &context, const ModelConfig &config,
            const cost::ClusterSpec &cluster, const plan::TrainingSetup &setup) {
   if (topK < 1)
@@ -576,10 +608,8 @@ int main(int argc, char **argv) {
     return fail("--timeline=" + timeline +
                 ": the file must end in .json (Chrome trace) or .svg");
 
-  auto buffer = readInputFile(configPath, kMaxJsonFileBytes);
-  if (!buffer)
-    return fail(toString(buffer.takeError()));
-  auto config = parseModelConfig((*buffer)->getBuffer(), configPath);
+  mlir::MLIRContext context;
+  auto config = readModel(context);
   if (!config)
     return fail(toString(config.takeError()));
   auto cluster = cost::resolveClusterSpec(clusterArg);
@@ -605,7 +635,6 @@ int main(int argc, char **argv) {
   setup.unfusedAttention = unfusedAttention;
   setup.activations.storeDropoutMasks = storeDropoutMasks;
 
-  mlir::MLIRContext context;
   context.loadDialect<LoomDialect, mlir::func::FuncDialect,
                       mlir::arith::ArithDialect>();
   if (!estimateFlag)

@@ -1,7 +1,8 @@
 //===- ModelConfig.h - Hugging Face model configurations --------*- C++ -*-===//
 //
 // The architecture hyperparameters Loom reads from a Hugging Face
-// `config.json`, for the model types it can build: `gpt2` and `llama`.
+// `config.json`, for the model types it can build: `gpt2`, `llama`,
+// `qwen2`, `mistral` and `gpt_neox`.
 //
 //===----------------------------------------------------------------------===//
 
@@ -16,7 +17,11 @@
 
 namespace loom {
 
-enum class ModelType { GPT2, Llama };
+enum class ModelType { GPT2, Llama, Qwen2, Mistral, GPTNeoX };
+
+/// The MLP's activation: GPT-2's tanh GELU (`gelu_new`), the exact GELU
+/// (GPT-NeoX's `gelu`) or SiLU (the SwiGLU gate of Llama, Qwen2, Mistral).
+enum class Activation { GeluTanh, GeluErf, Silu };
 
 /// One decoder-only transformer, in the names of Hugging Face's configs.
 struct ModelConfig {
@@ -36,21 +41,39 @@ struct ModelConfig {
   double attnDropout;    // attn_pdrop / attention_dropout
   int64_t headDimension; // head_dim (Llama, default hidden / heads);
                          // n_embd / n_head for GPT-2
+  Activation activation; // gelu_new / hidden_act
+  bool qkvBias;          // biases on q, k, v (Qwen2; GPT-NeoX's
+                         // attention_bias); GPT-2's c_attn always has one
+  bool parallelResidual; // GPT-NeoX use_parallel_residual: x + attn(ln1 x)
+                         // + mlp(ln2 x)
+  int64_t rotaryDim;     // the leading dims of each head RoPE rotates:
+                         // head_dim, GPT-NeoX int(head_dim * rotary_pct);
+                         // 0 for GPT-2
+  int64_t slidingWindow; // Mistral / Qwen2 sliding_window when in use, else
+                         // 0: a sequence may not be longer
 
   int64_t headDim() const { return headDimension; }
   /// Width of the attention projections: all query heads side by side.
   /// Equals `hidden` unless a Llama config sets its own `head_dim`, or the
   /// cost model views one tensor-parallel rank (fewer heads, same hidden).
   int64_t attentionWidth() const { return numHeads * headDimension; }
-  llvm::StringRef typeName() const {
-    return type == ModelType::GPT2 ? "gpt2" : "llama";
+  /// Whether the model is Llama-like: RMSNorm, RoPE, SwiGLU MLP, q/k/v/o
+  /// projections (Llama, Qwen2, Mistral).
+  bool isLlamaLike() const {
+    return type == ModelType::Llama || type == ModelType::Qwen2 ||
+           type == ModelType::Mistral;
   }
+  /// The HF `model_type`.
+  llvm::StringRef typeName() const;
+  /// The prefix of layer `l`'s parameter names ("transformer.h.0.", ...).
+  std::string layerPrefix(int64_t l) const;
 };
 
 /// Parses the text of a `config.json`. Errors name `fileName` and the
 /// offending key: a missing or mistyped key, an unknown `model_type`, heads
-/// that do not divide the hidden size, an unsupported activation or RoPE
-/// scaling.
+/// that do not divide the hidden size, an unsupported activation, RoPE
+/// scaling or dropout, a rotary fraction that gives an odd number of
+/// dimensions.
 llvm::Expected<ModelConfig> parseModelConfig(llvm::StringRef text,
                                              llvm::StringRef fileName);
 

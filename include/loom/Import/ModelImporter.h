@@ -19,6 +19,7 @@
 #include "mlir/IR/OwningOpRef.h"
 #include "llvm/ADT/SmallVector.h"
 
+#include <algorithm>
 #include <optional>
 
 namespace loom {
@@ -36,14 +37,17 @@ struct ImportOptions {
   /// Seed of the dropout masks.
   int64_t seed = 0;
 
-  /// The sequence length these options give for `config`.
+  /// The sequence length these options give for `config`: by default the
+  /// model's positions, at most its sliding window.
   int64_t seqLenFor(const ModelConfig &config) const {
-    return seqLen ? seqLen : config.maxPositions;
+    if (seqLen)
+      return seqLen;
+    if (config.slidingWindow)
+      return std::min(config.maxPositions, config.slidingWindow);
+    return config.maxPositions;
   }
 };
 
-/// One parameter tensor: its Hugging Face name and shape (HF's layout:
-/// GPT-2's Conv1D weights are [in, out], Llama's Linear weights [out, in]).
 /// How Hugging Face initializes a parameter (see ParamInit.h).
 enum class InitKind {
   Normal,         ///< N(0, 0.02): embeddings and linear weights
@@ -52,6 +56,9 @@ enum class InitKind {
   Ones,           ///< LayerNorm and RMSNorm scales
 };
 
+/// One parameter tensor: its Hugging Face name and shape (HF's layout:
+/// GPT-2's Conv1D weights are [in, out], the other families' Linear
+/// weights [out, in]).
 struct ParamSpec {
   std::string name;
   llvm::SmallVector<int64_t, 2> shape;
@@ -63,10 +70,11 @@ struct ParamSpec {
 llvm::SmallVector<ParamSpec> listParameters(const ModelConfig &config);
 
 /// Builds the module. Fails with a message for options the model cannot
-/// take (a sequence longer than its positions, a dropout probability outside
-/// [0, 1)). Dropout sites (GPT-2: embeddings, then per layer attention,
-/// attention output, MLP output; Llama: attention) get keys 0, 1, ... in the
-/// order the model runs them.
+/// take (a sequence longer than its positions or its sliding window, a
+/// dropout probability outside [0, 1)). Dropout sites (GPT-2: embeddings,
+/// then per layer attention, attention output, MLP output; the other
+/// families: attention) get keys 0, 1, ... in the order the model runs
+/// them.
 llvm::Expected<mlir::OwningOpRef<mlir::ModuleOp>>
 importModel(mlir::MLIRContext &context, const ModelConfig &config,
             const ImportOptions &options);

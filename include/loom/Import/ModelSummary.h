@@ -13,12 +13,22 @@ namespace loom {
 /// What `loom-import --summary` reports.
 struct ModelSummary {
   int64_t parameters = 0;
+  /// Thousands separators: 124439808 -> "124,439,808".
+  std::string groupThousands(int64_t n);
+
   /// Matmul and attention FLOPs of forward + backward (3x the forward) per
   /// token, the convention of Narayanan et al. 2021 (SC'21, eq. 3):
   /// elementwise ops are not counted and causal attention counts the full
   /// S x S score matrix.
   double flopsPerToken = 0;
 };
+
+/// Thousands separators: 124439808 -> "124,439,808".
+std::string groupThousands(int64_t n);
+
+/// Matmul and attention FLOPs of forward + backward per token of `forward`
+/// (3x the forward's; see ModelSummary).
+double trainingFlopsPerToken(mlir::func::FuncOp forward);
 
 /// Counts the parameters of `config` and the FLOPs of `forward`.
 ModelSummary summarizeModel(const ModelConfig &config,

@@ -1,10 +1,10 @@
 //===- Activation.h - gelu and silu, shared by the CPU kernels ---*- C++
 //-*-===//
 //
-// The activations' functions and derivatives, used by the gelu / silu
-// kernels (Norm.cpp), matmul's gelu epilogue (Linear.cpp) and fused
-// elementwise chains (Fused.cpp), so that all three compute an element
-// bit for bit alike.
+// The activations' functions and derivatives, used by the gelu, gelu_erf
+// and silu kernels (Norm.cpp), matmul's gelu epilogue (Linear.cpp) and
+// fused elementwise chains (Fused.cpp), so that all three compute an
+// element bit for bit alike.
 //
 //===----------------------------------------------------------------------===//
 
@@ -75,6 +75,19 @@ inline float geluDerivative(float x) {
   sigmoidPair(2.0f * u, up, down);
   return up +
          2.0f * x * up * down * kGeluScale * (1.0f + 3.0f * kGeluCubic * x * x);
+}
+
+/// The exact GELU, x Phi(x) = 0.5 x erfc(-x / sqrt(2)): erfc keeps its
+/// relative precision at negative x, where 1 + erf(x / sqrt(2)) cancels.
+inline constexpr float kSqrtHalf = 0.7071067811865476f;      // 1 / sqrt(2)
+inline constexpr float kNormalDensity = 0.3989422804014327f; // 1 / sqrt(2 pi)
+
+inline float geluErf(float x) { return 0.5f * x * std::erfc(-x * kSqrtHalf); }
+
+/// Phi(x) + x phi(x), phi the standard normal density.
+inline float geluErfDerivative(float x) {
+  return 0.5f * std::erfc(-x * kSqrtHalf) +
+         x * kNormalDensity * std::exp(-0.5f * x * x);
 }
 
 inline float silu(float x) { return x * sigmoid(x); }

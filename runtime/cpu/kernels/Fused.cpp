@@ -93,6 +93,14 @@ void execute(const FusedInstruction &in, const float *a, const float *b,
     for (int64_t i = 0; i < n; ++i)
       y[i] = a[i] * geluDerivative(b[i]);
     return;
+  case LOOM_FUSED_GELU_ERF:
+    for (int64_t i = 0; i < n; ++i)
+      y[i] = geluErf(a[i]);
+    return;
+  case LOOM_FUSED_GELU_ERF_GRAD:
+    for (int64_t i = 0; i < n; ++i)
+      y[i] = a[i] * geluErfDerivative(b[i]);
+    return;
   case LOOM_FUSED_SILU:
     for (int64_t i = 0; i < n; ++i)
       y[i] = silu(a[i]);

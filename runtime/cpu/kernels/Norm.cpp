@@ -236,7 +236,7 @@ int32_t rmsNormGrad(KernelArgs &args) {
 }
 
 //===----------------------------------------------------------------------===//
-// gelu, silu
+// gelu, gelu_erf, silu
 //===----------------------------------------------------------------------===//
 
 template <typename Fn>
@@ -469,6 +469,18 @@ int32_t loom_cpu_gelu_grad(const loom_call_frame *, void *const *buffers,
                            const int64_t *meta) {
   KernelArgs args(buffers, meta);
   return pointwiseGrad(args, "gelu_grad", geluDerivative);
+}
+
+int32_t loom_cpu_gelu_erf(const loom_call_frame *, void *const *buffers,
+                          const int64_t *meta) {
+  KernelArgs args(buffers, meta);
+  return pointwise(args, "gelu_erf", geluErf);
+}
+
+int32_t loom_cpu_gelu_erf_grad(const loom_call_frame *, void *const *buffers,
+                               const int64_t *meta) {
+  KernelArgs args(buffers, meta);
+  return pointwiseGrad(args, "gelu_erf_grad", geluErfDerivative);
 }
 
 int32_t loom_cpu_silu(const loom_call_frame *, void *const *buffers,

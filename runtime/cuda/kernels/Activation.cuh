@@ -1,9 +1,9 @@
 //===- Activation.cuh - gelu and silu for the CUDA kernels -----*- CUDA -*-===//
 //
-// The activations' functions and derivatives, used by the gelu / silu
-// kernels (Norm.cu), matmul's gelu epilogue where cuBLASLt does not apply
-// it (Matmul.cu) and fused elementwise chains (Fused.cu), so that all three
-// compute an element alike. The formulas are the CPU kernels'
+// The activations' functions and derivatives, used by the gelu, gelu_erf
+// and silu kernels (Norm.cu), matmul's gelu epilogue where cuBLASLt does not
+// apply it (Matmul.cu) and fused elementwise chains (Fused.cu), so that all
+// three compute an element alike. The formulas are the CPU kernels'
 // (runtime/cpu/kernels/Activation.h), with the CUDA expf.
 //
 //===----------------------------------------------------------------------===//
@@ -37,6 +37,20 @@ __device__ __forceinline__ float geluDerivative(float x) {
   float up = sigmoid(2.0f * u), down = sigmoid(-2.0f * u);
   return up +
          2.0f * x * up * down * kGeluScale * (1.0f + 3.0f * kGeluCubic * x * x);
+}
+
+/// The exact GELU as the CPU kernel writes it: 0.5 x erfc(-x / sqrt(2)),
+/// and its derivative Phi(x) + x phi(x).
+constexpr float kSqrtHalf = 0.7071067811865476f;      // 1 / sqrt(2)
+constexpr float kNormalDensity = 0.3989422804014327f; // 1 / sqrt(2 pi)
+
+__device__ __forceinline__ float geluErf(float x) {
+  return 0.5f * x * erfcf(-x * kSqrtHalf);
+}
+
+__device__ __forceinline__ float geluErfDerivative(float x) {
+  return 0.5f * erfcf(-x * kSqrtHalf) +
+         x * kNormalDensity * expf(-0.5f * x * x);
 }
 
 __device__ __forceinline__ float silu(float x) { return x * sigmoid(x); }

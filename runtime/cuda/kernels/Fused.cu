@@ -61,7 +61,7 @@ struct LaunchProgram {
 static_assert(sizeof(LaunchProgram) <= 4096, "LaunchProgram outgrew 4 KiB");
 
 /// The value instruction `ins` writes. rsqrt is 1 / sqrtf as in
-/// Elementwise.cu (not the approximate rsqrtf); gelu_grad and silu_grad
+/// Elementwise.cu (not the approximate rsqrtf); the activation gradients
 /// are dy * f'(x) with dy = a, x = b, as Norm.cu's activation_backward.
 __device__ __forceinline__ float evaluate(Instruction ins, const float *reg) {
   float a = reg[ins.a];
@@ -92,6 +92,10 @@ __device__ __forceinline__ float evaluate(Instruction ins, const float *reg) {
     return gelu(a);
   case LOOM_FUSED_GELU_GRAD:
     return a * geluDerivative(reg[ins.b]);
+  case LOOM_FUSED_GELU_ERF:
+    return geluErf(a);
+  case LOOM_FUSED_GELU_ERF_GRAD:
+    return a * geluErfDerivative(reg[ins.b]);
   case LOOM_FUSED_SILU:
     return silu(a);
   case LOOM_FUSED_SILU_GRAD:

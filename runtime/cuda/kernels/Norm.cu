@@ -403,14 +403,16 @@ int32_t rmsNormGrad(KernelArgs &args, loom_cuda_context *context) {
 }
 
 //===----------------------------------------------------------------------===//
-// gelu, silu
+// gelu, gelu_erf, silu
 //===----------------------------------------------------------------------===//
 
-enum class Activation { Gelu, Silu };
+enum class Activation { Gelu, GeluErf, Silu };
 
 template <Activation kind> __device__ __forceinline__ float activate(float x) {
   if constexpr (kind == Activation::Gelu)
     return gelu(x);
+  else if constexpr (kind == Activation::GeluErf)
+    return geluErf(x);
   else
     return silu(x);
 }
@@ -419,6 +421,8 @@ template <Activation kind>
 __device__ __forceinline__ float derivative(float x) {
   if constexpr (kind == Activation::Gelu)
     return geluDerivative(x);
+  else if constexpr (kind == Activation::GeluErf)
+    return geluErfDerivative(x);
   else
     return siluDerivative(x);
 }
@@ -646,6 +650,11 @@ LOOM_ROW_KERNEL(gelu,
                 activation_forward<Activation::Gelu>(args, context, "gelu"))
 LOOM_ROW_KERNEL(gelu_grad, activation_backward<Activation::Gelu>(args, context,
                                                                  "gelu_grad"))
+LOOM_ROW_KERNEL(gelu_erf, activation_forward<Activation::GeluErf>(args, context,
+                                                                  "gelu_erf"))
+LOOM_ROW_KERNEL(gelu_erf_grad,
+                activation_backward<Activation::GeluErf>(args, context,
+                                                         "gelu_erf_grad"))
 LOOM_ROW_KERNEL(silu,
                 activation_forward<Activation::Silu>(args, context, "silu"))
 LOOM_ROW_KERNEL(silu_grad, activation_backward<Activation::Silu>(args, context,

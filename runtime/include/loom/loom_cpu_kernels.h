@@ -74,8 +74,9 @@
  * arithmetic is in float32 (the instructions of one element, with no
  * rounding between them except a cast's); result r stores register
  * `results[r]` in its element type. Opcodes (loom_fused_opcode): add sub
- * mul div (a op b), neg exp log sqrt rsqrt tanh gelu silu (of a), gelu_grad
- * silu_grad (b's derivative times a: dy = a, x = b, as the ops' operands),
+ * mul div (a op b), neg exp log sqrt rsqrt tanh gelu gelu_erf silu (of a),
+ * gelu_grad gelu_erf_grad silu_grad (b's derivative times a: dy = a, x = b,
+ * as the ops' operands),
  * cast (a rounded to the loom_dtype b: bf16 rounds to nearest even, f32
  * is a no-op). At most LOOM_FUSED_MAX_INSTRUCTIONS instructions. Both
  * libraries decode and check the program with runtime/common/FusedProgram.h
@@ -146,6 +147,8 @@ typedef enum loom_fused_opcode {
   LOOM_FUSED_GELU_GRAD = 12,
   LOOM_FUSED_SILU = 13,
   LOOM_FUSED_SILU_GRAD = 14,
+  LOOM_FUSED_GELU_ERF = 15,
+  LOOM_FUSED_GELU_ERF_GRAD = 16,
 } loom_fused_opcode;
 
 #define LOOM_FUSED_MAX_INSTRUCTIONS 64

@@ -101,6 +101,8 @@ func.func @llama_ops(%x: tensor<2x16x8x32xbf16>, %kv: tensor<2x16x2x32xbf16>, %h
   %n = loom.rmsnorm %h, %g {epsilon = 1.0e-06 : f64} : tensor<2x16x256xbf16>, tensor<256xbf16>
   // CHECK: loom.silu %{{.+}} : tensor<2x16x256xbf16>
   %s = loom.silu %h : tensor<2x16x256xbf16>
+  // CHECK: loom.gelu_erf %{{.+}} : tensor<2x16x256xbf16>
+  %ge = loom.gelu_erf %h : tensor<2x16x256xbf16>
   return %o, %lse, %n, %s : tensor<2x16x8x32xbf16>, tensor<2x8x16xf32>, tensor<2x16x256xbf16>, tensor<2x16x256xbf16>
 }
 
@@ -112,6 +114,8 @@ func.func @gradients(%dy: tensor<2x16x64xf32>, %x: tensor<2x16x64xf32>, %g: tens
   %rx, %rg = loom.rmsnorm_grad %dy, %x, %g {epsilon = 1.0e-05 : f64} : tensor<2x16x64xf32>, tensor<64xf32>
   // CHECK: loom.gelu_grad %{{.+}}, %{{.+}} : tensor<2x16x64xf32>
   %ge = loom.gelu_grad %dy, %x : tensor<2x16x64xf32>
+  // CHECK: loom.gelu_erf_grad %{{.+}}, %{{.+}} : tensor<2x16x64xf32>
+  %gx = loom.gelu_erf_grad %dy, %x : tensor<2x16x64xf32>
   // CHECK: loom.silu_grad %{{.+}}, %{{.+}} : tensor<2x16x64xf32>
   %si = loom.silu_grad %dy, %x : tensor<2x16x64xf32>
   // CHECK: loom.softmax_grad %{{.+}}, %{{.+}} : tensor<2x4x16x16xf32>

@@ -255,3 +255,18 @@ func.func @forward(%x: tensor<4x8xf32> {loom.name = "x"}) -> tensor<f32> {
 // CHECK: %[[G:.+]] = loom.broadcast %{{.+}} : tensor<1x1xf32> -> tensor<4x1xf32>
 // CHECK: %[[DX:.+]] = loom.reduce_max_grad %[[G]], %arg0 [1] {keep_dims} : tensor<4x1xf32>, tensor<4x8xf32>
 // CHECK: return %{{.+}}, %[[DX]]
+
+// -----
+
+// The exact GELU's gradient is gelu_erf_grad at the forward input.
+func.func @forward(%a: tensor<4x6xf32> {loom.name = "a"}) -> tensor<f32> {
+  %g = loom.gelu_erf %a : tensor<4x6xf32>
+  %l = loom.reduce_sum %g [0, 1] : tensor<4x6xf32> -> tensor<f32>
+  return %l : tensor<f32>
+}
+
+// CHECK-LABEL: func.func @forward_backward
+// CHECK-SAME: (%[[A:arg[0-9]+]]: tensor<4x6xf32>
+// CHECK: %[[DY:.+]] = loom.broadcast %{{.+}} : tensor<1x1xf32> -> tensor<4x6xf32>
+// CHECK: %[[DA:.+]] = loom.gelu_erf_grad %[[DY]], %[[A]] : tensor<4x6xf32>
+// CHECK: return %{{.+}}, %[[DA]]

@@ -128,3 +128,26 @@ func.func @train_step(%p0: tensor<4xf32>, %g0: tensor<4xf32>, %m0: tensor<4xf32>
   }
   return %0#0, %0#3 : tensor<4xf32>, tensor<2xf32>
 }
+
+// -----
+
+// The exact GELU and its gradient call kernels of their own, and are
+// opcodes 15 (gelu_erf of register 1) and 16 (gelu_erf_grad: register 2's
+// derivative times register 0) of a fused chain, whose result is register 3.
+// CHECK-DAG: llvm.func @loom_cpu_gelu_erf(
+// CHECK-DAG: llvm.func @loom_cpu_gelu_erf_grad(
+// CHECK-DAG: dense<[2, 1, 0, 2, 2, 4, 0, 2, 2, 4, 0, 2, 2, 4, 2, 15, 1, 0, 16, 0, 2, 3]>
+// CHECK: llvm.call @loom_cpu_gelu_erf(
+// CHECK: llvm.call @loom_cpu_gelu_erf_grad(
+// CHECK: llvm.call @loom_cpu_fused_elementwise(
+func.func @train_step(%x: tensor<2x4xf32>, %dy: tensor<2x4xf32>) -> (tensor<2x4xf32>, tensor<2x4xf32>, tensor<2x4xf32>) {
+  %g = loom.gelu_erf %x : tensor<2x4xf32>
+  %d = loom.gelu_erf_grad %dy, %x : tensor<2x4xf32>
+  %f = loom.fused(%dy, %x) : (tensor<2x4xf32>, tensor<2x4xf32>) -> tensor<2x4xf32> {
+  ^bb0(%a: tensor<2x4xf32>, %b: tensor<2x4xf32>):
+    %e = loom.gelu_erf %b : tensor<2x4xf32>
+    %de = loom.gelu_erf_grad %a, %e : tensor<2x4xf32>
+    loom.yield %de : tensor<2x4xf32>
+  }
+  return %g, %d, %f : tensor<2x4xf32>, tensor<2x4xf32>, tensor<2x4xf32>
+}
