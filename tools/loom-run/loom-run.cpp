@@ -293,12 +293,12 @@ int runPipelined(mlir::ModuleOp module) {
   if (batch == 0)
     return fail(modulePath + ": no stage reads the tokens or labels");
   outs() << formatv("loom-run: reference backend, pipelined: {0} ranks x {1} "
-                    "devices, {2} with {3} micro-batches, {4} parameter "
+                    "device{9}, {2} with {3} micro-batches, {4} parameter "
                     "tensors ({5} values), batch {6} x {7} tokens, {8} steps\n",
                     schedule->numRanks, devices,
                     loom::sched::stringifyScheduleKind(schedule->kind),
                     schedule->numMicroBatches, params.size(), numElements,
-                    batch, seqLen, steps.getValue());
+                    batch, seqLen, steps.getValue(), devices == 1 ? "" : "s");
 
   StepLog log;
   for (int64_t step = 1; step <= steps; ++step) {
