@@ -109,8 +109,9 @@ cl::opt<int64_t> steps("steps", cl::init(1), cl::cat(category),
 cl::opt<std::string>
     savePath("save", cl::cat(category), cl::value_desc("path"),
              cl::desc("Write the trained parameters here (reference: one "
-                      "safetensors file; cpu: a checkpoint directory of "
-                      "every rank's parameters and optimizer state)"));
+                      "safetensors file, F64 under --precision f64; cpu: a "
+                      "checkpoint directory of every rank's parameters and "
+                      "optimizer state)"));
 cl::opt<int64_t> saveEvery("save-every", cl::init(0), cl::cat(category),
                            cl::value_desc("S"),
                            cl::desc("Also save after every step divisible "
@@ -133,6 +134,14 @@ int fail(const Twine &message) {
   return 1;
 }
 
+/// A checkpoint tensor's values as the interpreter holds them: an F64
+/// file's unrounded.
+std::vector<double> initialValues(const loom::CheckpointTensor &tensor) {
+  if (!tensor.doubles.empty())
+    return tensor.doubles;
+  return std::vector<double>(tensor.values.begin(), tensor.values.end());
+}
+
 /// The state carried from step to step: parameters, then m and v.
 std::vector<Tensor>
 initialState(mlir::func::FuncOp fn, const loom::TrainStepLayout &layout,
@@ -143,7 +152,7 @@ initialState(mlir::func::FuncOp fn, const loom::TrainStepLayout &layout,
     size_t param = i % layout.params.size();
     std::vector<double> values(type.getNumElements(), 0.0);
     if (i < layout.params.size())
-      values.assign(init[param]->values.begin(), init[param]->values.end());
+      values = initialValues(*init[param]);
     state.push_back(Tensor::floats(type.getElementType(), type.getShape(),
                                    std::move(values)));
   }
@@ -156,14 +165,23 @@ Tensor intTensor(mlir::Type type, ArrayRef<int32_t> values) {
                       std::vector<int64_t>(values.begin(), values.end()));
 }
 
-/// Writes `values[i]` as parameter `params[i]` (extra values are ignored).
+/// Writes `values[i]` as parameter `params[i]` (extra values are ignored),
+/// in the run's precision: F64 under --precision f64, so that a double
+/// run's result can be checked beyond f32, else F32.
 Error saveParameters(StringRef path, ArrayRef<loom::TrainedParam> params,
                      ArrayRef<Tensor> values, int64_t stepsDone) {
   std::vector<loom::CheckpointTensor> tensors;
-  for (auto [param, tensor] : llvm::zip_first(params, values))
-    tensors.push_back(
-        {param.name, param.shape,
-         std::vector<float>(tensor.f().begin(), tensor.f().end())});
+  for (auto [param, tensor] : llvm::zip_first(params, values)) {
+    loom::CheckpointTensor &saved = tensors.emplace_back();
+    saved.name = param.name;
+    saved.shape = param.shape;
+    if (precision == loom::interp::Precision::F64) {
+      saved.dtype = "F64";
+      saved.doubles.assign(tensor.f().begin(), tensor.f().end());
+    } else {
+      saved.values.assign(tensor.f().begin(), tensor.f().end());
+    }
+  }
   return loom::writeSafetensors(
       path, tensors,
       {{"format", "pt"}, {"loom.steps", std::to_string(stepsDone)}});
@@ -274,9 +292,8 @@ int runPipelined(mlir::ModuleOp module) {
 
   loom::interp::NamedTensors state;
   for (auto [in, tensor] : llvm::zip_equal(paramInputs, *bound))
-    state[in->key] = Tensor::floats(
-        in->elementType, in->shape,
-        std::vector<double>(tensor->values.begin(), tensor->values.end()));
+    state[in->key] =
+        Tensor::floats(in->elementType, in->shape, initialValues(*tensor));
   int64_t batch = 0, seqLen = 0, numElements = 0;
   for (const loom::TrainedParam &param : params)
     numElements += llvm::product_of(param.shape);
