@@ -235,6 +235,36 @@ SmallVector<int64_t> wholeShape(mlir::RankedTensorType type,
   return shape;
 }
 
+/// The devices of the module's grids (1 without one).
+int64_t gridDevices(mlir::ModuleOp module) {
+  int64_t devices = 1;
+  for (auto grid : module.getOps<mlir::shard::GridOp>())
+    for (int64_t size : grid.getShape())
+      devices *= size;
+  return devices;
+}
+
+/// "2x2" when `fn` is a per-device program (--loom-partition gives its
+/// results `loom.split_axes` and puts collectives in its body; layouts
+/// pinned before planning sit on arguments only), else "".
+std::string partitionedGrid(mlir::ModuleOp module, mlir::func::FuncOp fn) {
+  bool partitioned = false;
+  for (unsigned i = 0; i < fn.getNumResults(); ++i)
+    partitioned |= static_cast<bool>(fn.getResultAttr(i, "loom.split_axes"));
+  fn.walk([&](mlir::Operation *op) {
+    if (op->getDialect() && isa<mlir::shard::ShardDialect>(op->getDialect()) &&
+        !isa<mlir::shard::ShardOp, mlir::shard::ShardingOp>(op))
+      partitioned = true;
+  });
+  if (!partitioned)
+    return "";
+  std::string shape;
+  for (auto grid : module.getOps<mlir::shard::GridOp>())
+    for (int64_t size : grid.getShape())
+      shape += (shape.empty() ? "" : "x") + std::to_string(size);
+  return shape.empty() ? "device" : shape;
+}
+
 /// Trains a module cut into pipeline stages (--loom-split-stages).
 int runPipelined(mlir::ModuleOp module) {
   Expected<loom::sched::Schedule> schedule =
@@ -439,6 +469,15 @@ int main(int argc, char **argv) {
     return fail(modulePath + ": no @train_step (run loom-opt --loom-autodiff "
                              "--loom-optimizer first) and no pipeline "
                              "schedule (--loom-split-stages)");
+  if (std::string grid = partitionedGrid(*module, fn); !grid.empty())
+    return fail(formatv(
+        "{0}: @train_step is partitioned for a grid of {2} devices ({1}; "
+        "--loom-partition ran), one device's share of the step, and the "
+        "reference backend runs the whole step; compile it (loom-compile -o "
+        "model.loom) and run it on {2} MPI ranks (loom-run model.loom --np "
+        "{2}), or give the reference backend the step from before "
+        "--loom-auto-shard",
+        modulePath, grid, gridDevices(*module)));
   Expected<loom::TrainStepLayout> layout = loom::analyzeTrainStep(fn);
   if (!layout)
     return fail(modulePath + ": " + toString(layout.takeError()));
