@@ -174,37 +174,37 @@ struct AutoShardPass : impl::LoomAutoShardBase<AutoShardPass> {
     ModuleOp module = getOperation();
     auto fn = module.lookupSymbol<func::FuncOp>(funcName);
     if (!fn) {
-      module.emitError() << "--loom-auto-shard: no function @" << funcName;
+      emitError(module.getLoc())
+          << "--loom-auto-shard: no function @" << funcName;
       return signalPassFailure();
     }
     DeviceMesh mesh{parseMeshShape(meshShape)};
     if (mesh.shape.empty()) {
-      fn.emitError() << "--loom-auto-shard: mesh=\"" << meshShape
-                     << "\" is not a list of axis sizes such as 2x4";
+      emitError(fn.getLoc()) << "--loom-auto-shard: mesh=\"" << meshShape
+                             << "\" is not a list of axis sizes such as 2x4";
       return signalPassFailure();
     }
     auto cluster = cost::resolveClusterSpec(clusterName);
     if (!cluster) {
-      fn.emitError() << "--loom-auto-shard: "
-                     << llvm::toString(cluster.takeError());
+      emitError(fn.getLoc())
+          << "--loom-auto-shard: " << llvm::toString(cluster.takeError());
       return signalPassFailure();
     }
-    // A pipelined step (--loom-pipeline) runs each stage on its pipeline
-    // rank's grid: the mesh has the cluster's devices, or for a pipelined
-    // step the share of one pipeline rank (the cluster is the whole job).
+    // One rule for every step: the mesh is one pipeline rank's grid (the
+    // whole step's when it is not pipelined), and the job's pipeline ranks
+    // times the mesh must fit in the cluster, which describes the machine.
     int64_t pipelineRanks = 1;
     if (auto pipeline = module->getAttrOfType<DictionaryAttr>(kPipelineAttr))
       if (auto ranks = pipeline.getAs<IntegerAttr>("ranks"))
         pipelineRanks = std::max<int64_t>(1, ranks.getInt());
-    if (mesh.numDevices() != cluster->numDevices() &&
-        mesh.numDevices() * pipelineRanks != cluster->numDevices()) {
-      auto diag = fn.emitError()
-                  << "--loom-auto-shard: the mesh " << meshShape << " has "
-                  << mesh.numDevices() << " devices, the cluster '"
-                  << cluster->name << "' " << cluster->numDevices();
+    if (mesh.numDevices() * pipelineRanks > cluster->numDevices()) {
+      auto diag = emitError(fn.getLoc())
+                  << "--loom-auto-shard: the step needs ";
       if (pipelineRanks > 1)
-        diag << " (a pipelined step's mesh has them all, or one of its "
-             << pipelineRanks << " pipeline ranks' share)";
+        diag << pipelineRanks << " pipeline ranks x ";
+      diag << "the mesh " << meshShape << " = "
+           << mesh.numDevices() * pipelineRanks << " devices, the cluster '"
+           << cluster->name << "' has " << cluster->numDevices();
       return signalPassFailure();
     }
     if (auto grid = module.lookupSymbol<shard::GridOp>(kGridName);
@@ -215,8 +215,8 @@ struct AutoShardPass : impl::LoomAutoShardBase<AutoShardPass> {
     }
     auto sequenceSplit = parseSequenceSplit(sequenceParallel);
     if (!sequenceSplit) {
-      fn.emitError() << "--loom-auto-shard: "
-                     << llvm::toString(sequenceSplit.takeError());
+      emitError(fn.getLoc())
+          << "--loom-auto-shard: " << llvm::toString(sequenceSplit.takeError());
       return signalPassFailure();
     }
     FailureOr<std::vector<ShardingPin>> pins = takePins(fn, mesh);
@@ -228,25 +228,38 @@ struct AutoShardPass : impl::LoomAutoShardBase<AutoShardPass> {
     auto problem = buildShardingProblem(fn, mesh, *cluster, problemOptions);
     auto built = std::chrono::steady_clock::now();
     if (!problem) {
-      fn.emitError() << "--loom-auto-shard: "
-                     << llvm::toString(problem.takeError());
+      emitError(fn.getLoc())
+          << "--loom-auto-shard: " << llvm::toString(problem.takeError());
       return signalPassFailure();
     }
     restrictSequenceSplits(*problem, *sequenceSplit, fn);
+    // A pin is the user's decision: one the plan cannot keep is an error,
+    // unless the user asked for the best the planner can do.
+    bool unmetPins = false;
     for (const UnmetPin &unmet : applyPins(*problem, *pins, mesh)) {
       const ShardingPin &pin = (*pins)[unmet.pin];
-      emitWarning(locationOf(pin.value))
+      if (bestEffortPins) {
+        emitWarning(locationOf(pin.value))
+            << "--loom-auto-shard: cannot pin " << describe(pin.value) << " to "
+            << pin.sharding.str() << ": " << unmet.reason
+            << "; planning without this pin";
+        continue;
+      }
+      emitError(locationOf(pin.value))
           << "--loom-auto-shard: cannot pin " << describe(pin.value) << " to "
           << pin.sharding.str() << ": " << unmet.reason
-          << "; planning without this pin";
+          << " (best-effort-pins=true plans without it)";
+      unmetPins = true;
     }
+    if (unmetPins)
+      return signalPassFailure();
     solver::StrategyOptions options;
     options.memoryBudget =
         memoryBudget > 0 ? double(memoryBudget) : cluster->device.memoryBytes;
     auto plan = solveShardingProblem(*problem, options);
     if (!plan) {
-      fn.emitError() << "--loom-auto-shard: "
-                     << llvm::toString(plan.takeError());
+      emitError(fn.getLoc())
+          << "--loom-auto-shard: " << llvm::toString(plan.takeError());
       return signalPassFailure();
     }
     if (report)

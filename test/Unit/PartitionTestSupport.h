@@ -284,7 +284,14 @@ protected:
     loom::LoomAutoShardOptions shardOptions;
     shardOptions.funcName = "train_step";
     shardOptions.meshShape = scheme.mesh;
-    shardOptions.clusterName = clusterFile(devices, scheme.computeBound);
+    // The cluster holds the whole job: every pipeline rank's grid.
+    int64_t pipelineRanks = 1;
+    if (auto pipeline =
+            (*module)->getAttrOfType<DictionaryAttr>("loom.pipeline"))
+      if (auto ranks = pipeline.getAs<IntegerAttr>("ranks"))
+        pipelineRanks = ranks.getInt();
+    shardOptions.clusterName =
+        clusterFile(devices * pipelineRanks, scheme.computeBound);
     pm.addPass(loom::createLoomAutoShard(shardOptions));
     EXPECT_TRUE(succeeded(pm.run(*module))) << "auto-shard failed";
     if (scheme.wholeGradients)
