@@ -139,7 +139,10 @@ def Loom_RopeOp : Loom_Op<"rope", [SameOperandsAndResultType]> {
   let description = [{
     `x` is `[B, S, H, D]` with even `D`. Position `s` (0-based, along
     dimension 1) rotates the pair `(x[i], x[i + D/2])` by the angle
-    `s * theta^(-2i/D)`, as Hugging Face's `apply_rotary_pos_emb`.
+    `s * theta^(-2i/D)`, as Hugging Face's `apply_rotary_pos_emb`. On a
+    device of a partitioned program whose `x` is split along the sequence,
+    `loom.mask_split_axes` and `loom.mask_grid` (set by `--loom-partition`)
+    give its rows' global positions.
 
     ```mlir
     %q = loom.rope %x {theta = 10000.0 : f64} : tensor<2x16x8x64xf32>
@@ -157,7 +160,10 @@ def Loom_AttentionOp : Loom_Op<"attention"> {
     dividing `Hq`: query head `h` attends with key/value head
     `h / (Hq / Hkv)` (grouped-query attention; `Hkv = Hq` is multi-head).
     `out = softmax(scale * q k^T + mask) v`, where `causal` masks keys after
-    the query's position (and needs `S = Skv`). The second result is the
+    the query's position (and needs `S = Skv`; on a device of a
+    context-parallel program `Skv` a multiple of `S`, the queries its rows
+    of the sequence at the offset `loom.mask_split_axes` gives). The second
+    result is the
     log-sum-exp of each softmax row, `[B, Hq, S]` in f32: what a fused
     kernel keeps for the backward pass instead of the probabilities.
 

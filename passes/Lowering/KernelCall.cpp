@@ -140,7 +140,9 @@ public:
 
   const Target &getTarget() const { return target; }
 
-  /// The attributes of attention / attention_grad.
+  /// The attributes of attention / attention_grad, then a flag and the
+  /// mask block when the op draws dropout or is a shard of the sequence
+  /// (its queries' global positions, which the causal mask needs).
   LogicalResult attention(Value step, Value q) {
     unit("causal");
     realAttr("scale");
@@ -148,9 +150,17 @@ public:
     realAttr("dropout_rate");
     intAttr("dropout_seed");
     intAttr("dropout_key");
-    if (!step)
+    return positions(step || op->hasAttr(kMaskSplitAxesAttr),
+                     cast<RankedTensorType>(q.getType()).getRank());
+  }
+
+  /// A flag, then the mask block when `present`: where a shard's elements
+  /// sit in the global tensor (kernels::readPositionStart).
+  LogicalResult positions(bool present, int64_t rank) {
+    integer(present ? 1 : 0);
+    if (!present)
       return success();
-    return mask(cast<RankedTensorType>(q.getType()).getRank());
+    return mask(rank);
   }
 
 private:
@@ -280,9 +290,10 @@ LogicalResult writeLoomAttributes(Operation *op, MetaWriter &w) {
         w.unit("causal");
         return success();
       })
-      .Case<RopeOp, RopeGradOp>([&](Operation *) {
+      .Case<RopeOp, RopeGradOp>([&](Operation *rope) {
         w.realAttr("theta");
-        return success();
+        // A shard along the sequence rotates by its rows' global positions.
+        return w.positions(rope->hasAttr(kMaskSplitAxesAttr), 4);
       })
       .Case([&](AttentionOp o) { return w.attention(o.getStep(), o.getQ()); })
       .Case(

@@ -172,22 +172,26 @@ struct AutoShardPass : impl::LoomAutoShardBase<AutoShardPass> {
 
   void runOnOperation() override {
     ModuleOp module = getOperation();
+    // The options' errors concern no line of the input: one line, without
+    // a source excerpt (a function's first line can be kilobytes long).
+    auto optionError = [&] {
+      return emitError(UnknownLoc::get(&getContext()));
+    };
     auto fn = module.lookupSymbol<func::FuncOp>(funcName);
     if (!fn) {
-      emitError(module.getLoc())
-          << "--loom-auto-shard: no function @" << funcName;
+      optionError() << "--loom-auto-shard: no function @" << funcName;
       return signalPassFailure();
     }
     DeviceMesh mesh{parseMeshShape(meshShape)};
     if (mesh.shape.empty()) {
-      emitError(fn.getLoc()) << "--loom-auto-shard: mesh=\"" << meshShape
-                             << "\" is not a list of axis sizes such as 2x4";
+      optionError() << "--loom-auto-shard: mesh=\"" << meshShape
+                    << "\" is not a list of axis sizes such as 2x4";
       return signalPassFailure();
     }
     auto cluster = cost::resolveClusterSpec(clusterName);
     if (!cluster) {
-      emitError(fn.getLoc())
-          << "--loom-auto-shard: " << llvm::toString(cluster.takeError());
+      optionError() << "--loom-auto-shard: "
+                    << llvm::toString(cluster.takeError());
       return signalPassFailure();
     }
     // One rule for every step: the mesh is one pipeline rank's grid (the
@@ -198,8 +202,7 @@ struct AutoShardPass : impl::LoomAutoShardBase<AutoShardPass> {
       if (auto ranks = pipeline.getAs<IntegerAttr>("ranks"))
         pipelineRanks = std::max<int64_t>(1, ranks.getInt());
     if (mesh.numDevices() * pipelineRanks > cluster->numDevices()) {
-      auto diag = emitError(fn.getLoc())
-                  << "--loom-auto-shard: the step needs ";
+      auto diag = optionError() << "--loom-auto-shard: the step needs ";
       if (pipelineRanks > 1)
         diag << pipelineRanks << " pipeline ranks x ";
       diag << "the mesh " << meshShape << " = "
@@ -213,10 +216,17 @@ struct AutoShardPass : impl::LoomAutoShardBase<AutoShardPass> {
                        << meshShape << " the pass plans on";
       return signalPassFailure();
     }
+    if (contextAxis < -1 ||
+        contextAxis >= static_cast<int64_t>(mesh.shape.size())) {
+      optionError() << "--loom-auto-shard: context-axis="
+                    << static_cast<int64_t>(contextAxis)
+                    << " is not an axis of the mesh " << meshShape;
+      return signalPassFailure();
+    }
     auto sequenceSplit = parseSequenceSplit(sequenceParallel);
     if (!sequenceSplit) {
-      emitError(fn.getLoc())
-          << "--loom-auto-shard: " << llvm::toString(sequenceSplit.takeError());
+      optionError() << "--loom-auto-shard: "
+                    << llvm::toString(sequenceSplit.takeError());
       return signalPassFailure();
     }
     FailureOr<std::vector<ShardingPin>> pins = takePins(fn, mesh);
@@ -233,6 +243,8 @@ struct AutoShardPass : impl::LoomAutoShardBase<AutoShardPass> {
       return signalPassFailure();
     }
     restrictSequenceSplits(*problem, *sequenceSplit, fn);
+    if (contextAxis >= 0)
+      restrictContextAxis(*problem, contextAxis, fn);
     // A pin is the user's decision: one the plan cannot keep is an error,
     // unless the user asked for the best the planner can do.
     bool unmetPins = false;

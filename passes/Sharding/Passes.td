@@ -89,7 +89,11 @@ def LoomAutoShard : Pass<"loom-auto-shard", "mlir::ModuleOp"> {
     must hold the pipeline ranks times the mesh's devices), `memory-budget`
     (bytes per device; 0: the device's memory), `reuse-layers` (default
     true; false plans every layer on its own), `sequence-parallel` (`any`,
-    `megatron` or `none`), `best-effort-pins` (default false). Errors, one
+    `megatron` or `none`), `context-axis` (a mesh axis that splits only
+    the tokens, and every attention's queries along the sequence: context
+    parallelism, the keys and values all-gathered around that axis and
+    their gradients reduce-scattered back; default -1, none),
+    `best-effort-pins` (default false). Errors, one
     line each: an op without a sharding rule, a call (inline first), a mesh
     that the cluster cannot hold or that differs from an existing
     `shard.grid @mesh`, a pin no strategy meets, a budget no choice meets (with the least memory any choice
@@ -124,6 +128,9 @@ def LoomAutoShard : Pass<"loom-auto-shard", "mlir::ModuleOp"> {
     Option<"sequenceParallel", "sequence-parallel", "std::string", "\"any\"",
            "Where the sequence may be split: any, megatron (outside the "
            "GEMMs) or none">,
+    Option<"contextAxis", "context-axis", "int64_t", "-1",
+           "A mesh axis that splits only the sequence, through attention "
+           "(context parallelism); -1: none">,
     Option<"bestEffortPins", "best-effort-pins", "bool", "false",
            "A pin no strategy meets is a warning and the plan goes on "
            "without it (default: an error)">,

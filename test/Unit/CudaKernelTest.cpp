@@ -1010,11 +1010,12 @@ void normCases(loom_cuda_context *context) {
   run(make("softmax_grad", KERNELS(softmax_grad),
            {uniform({6, 100}), uniform({6, 100}, 0, 0.05)}, {result({6, 100})}),
       context);
+  // theta, then no position block (the whole sequence).
   run(make("rope", KERNELS(rope), {uniform({2, 8, 3, 16})},
-           {result({2, 8, 3, 16})}, {real(10000.0)}),
+           {result({2, 8, 3, 16})}, {real(10000.0), 0}),
       context);
   run(make("rope_grad", KERNELS(rope_grad), {uniform({2, 8, 3, 16})},
-           {result({2, 8, 3, 16})}, {real(10000.0)}),
+           {result({2, 8, 3, 16})}, {real(10000.0), 0}),
       context);
 }
 
@@ -1058,7 +1059,7 @@ struct AttentionShape {
 };
 
 /// The attributes of attention / attention_grad: causal, scale, has_step,
-/// dropout rate, seed, key (then, with a step, the mask block).
+/// dropout rate, seed, key, then a flag and, with a step, the mask block.
 std::vector<int64_t> attentionAttrs(const AttentionShape &s) {
   std::vector<int64_t> attrs = {s.causal,
                                 real(1.0 / std::sqrt(double(s.dim))),
@@ -1067,7 +1068,9 @@ std::vector<int64_t> attentionAttrs(const AttentionShape &s) {
                                 42,
                                 3};
   if (s.rate != 0.0)
-    attrs.insert(attrs.end(), {1, 0});
+    attrs.insert(attrs.end(), {1, 1, 0});
+  else
+    attrs.push_back(0);
   return attrs;
 }
 

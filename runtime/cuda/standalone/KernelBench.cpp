@@ -136,8 +136,8 @@ int main() {
   const double gemm = 2.0 * kTokens * c; // times N
   // transpose_lhs, transpose_rhs, epilogue (none)
   std::vector<int64_t> noTranspose = {0, 0, 0};
-  // causal, scale, has_step, dropout rate, seed, key
-  std::vector<int64_t> attention = {1, real(0.125), 0, real(0.0), 0, 0};
+  // causal, scale, no step, no dropout, no position block.
+  std::vector<int64_t> attention = {1, real(0.125), 0, real(0.0), 0, 0, 0};
   // Causal attention: half of 4 B H S^2 D forward, twice that backward.
   const double attentionFlops = 2.0 * b * h * s * s * d;
   bool ok = true;

@@ -1,10 +1,11 @@
 // A pipelined step's mesh is one pipeline rank's stage grid, as an
 // unpipelined step's is the whole step's: with 2 pipeline ranks on the 8
 // GPUs of a100-80g, each stage is planned on at most 4; 2 x 8 do not fit:
-// one error, without the IR.
+// one line of error.
 // RUN: loom-opt %s --loom-auto-shard="func=f mesh=4 cluster=a100-80g" | FileCheck %s
 // RUN: loom-opt %s --loom-auto-shard="func=f mesh=2 cluster=a100-80g" | FileCheck %s --check-prefix=TWO
 // RUN: not loom-opt %s --loom-auto-shard="func=f mesh=8 cluster=a100-80g" 2>&1 | FileCheck %s --check-prefix=DEVICES --implicit-check-not=operation
+// RUN: not loom-opt %s --loom-auto-shard="func=f mesh=8 cluster=a100-80g" 2>&1 | count 1
 
 // CHECK: shard.grid @mesh(shape = 4)
 // TWO: shard.grid @mesh(shape = 2)
