@@ -24,6 +24,31 @@ using namespace mlir;
 
 namespace loom {
 
+/// The frequency scaling of a rope or rope_grad: all four attributes or
+/// none, positive, the high-frequency factor above the low one.
+template <typename RopeLikeOp>
+static LogicalResult verifyRopeScaling(RopeLikeOp op) {
+  std::optional<APFloat> values[] = {
+      op.getScalingFactor(), op.getLowFreqFactor(), op.getHighFreqFactor(),
+      op.getOriginalMaxPositions()};
+  int given = 0;
+  for (const std::optional<APFloat> &value : values)
+    given += value.has_value();
+  if (given == 0)
+    return success();
+  if (given != 4)
+    return op.emitOpError()
+           << "scaling_factor, low_freq_factor, high_freq_factor and "
+              "original_max_positions go together: all or none";
+  for (const std::optional<APFloat> &value : values)
+    if (!(value->convertToDouble() > 0))
+      return op.emitOpError() << "the frequency scaling must be positive";
+  if (!(op.getHighFreqFactor()->convertToDouble() >
+        op.getLowFreqFactor()->convertToDouble()))
+    return op.emitOpError() << "high_freq_factor must be above low_freq_factor";
+  return success();
+}
+
 static LogicalResult verifyRope(Operation *op, RankedTensorType type,
                                 APFloat theta) {
   if (type.getRank() != 4)
@@ -46,7 +71,9 @@ static OpShardingRule getRopeRule(Operation *op, RankedTensorType type) {
 }
 
 LogicalResult RopeOp::verify() {
-  return verifyRope(*this, getType(), getTheta());
+  if (failed(verifyRope(*this, getType(), getTheta())))
+    return failure();
+  return verifyRopeScaling(*this);
 }
 
 OpShardingRule RopeOp::getShardingRule() {
@@ -54,7 +81,9 @@ OpShardingRule RopeOp::getShardingRule() {
 }
 
 LogicalResult RopeGradOp::verify() {
-  return verifyRope(*this, getType(), getTheta());
+  if (failed(verifyRope(*this, getType(), getTheta())))
+    return failure();
+  return verifyRopeScaling(*this);
 }
 
 OpShardingRule RopeGradOp::getShardingRule() {

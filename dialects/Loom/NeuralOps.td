@@ -144,11 +144,24 @@ def Loom_RopeOp : Loom_Op<"rope", [SameOperandsAndResultType]> {
     `loom.mask_split_axes` and `loom.mask_grid` (set by `--loom-partition`)
     give its rows' global positions.
 
+    Llama 3.1's frequency scaling (`rope_scaling` with `"rope_type":
+    "llama3"`) comes as `scaling_factor`, `low_freq_factor`,
+    `high_freq_factor` and `original_max_positions`, all four or none
+    (include/loom/Interpreter/RopeFrequency.h): the low frequencies are
+    divided by the factor, the high ones kept, the band between blended.
+
     ```mlir
     %q = loom.rope %x {theta = 10000.0 : f64} : tensor<2x16x8x64xf32>
+    %q8 = loom.rope %x {theta = 500000.0 : f64, scaling_factor = 8.0 : f64,
+        low_freq_factor = 1.0 : f64, high_freq_factor = 4.0 : f64,
+        original_max_positions = 8192.0 : f64} : tensor<2x16x8x64xf32>
     ```
   }];
-  let arguments = (ins Loom_FloatTensor:$x, F64Attr:$theta);
+  let arguments = (ins Loom_FloatTensor:$x, F64Attr:$theta,
+                       OptionalAttr<F64Attr>:$scaling_factor,
+                       OptionalAttr<F64Attr>:$low_freq_factor,
+                       OptionalAttr<F64Attr>:$high_freq_factor,
+                       OptionalAttr<F64Attr>:$original_max_positions);
   let results = (outs Loom_FloatTensor:$result);
   let assemblyFormat = "$x attr-dict `:` type($x)";
 }

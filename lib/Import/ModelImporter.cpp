@@ -217,6 +217,17 @@ Value ForwardBuilder::buildLlama(Value tokens, Value labels) {
   auto heads = [&](Value x, int64_t n) {
     return reshape(x, {batch, seq, n, hd});
   };
+  // RoPE, with Llama 3.1's frequency scaling when the config has one.
+  const RopeScalingConfig &scaling = config.ropeScaling;
+  auto rope = [&](Value x) -> Value {
+    auto attr = [&](double value) {
+      return scaling.factor == 0 ? FloatAttr() : b.getF64FloatAttr(value);
+    };
+    return RopeOp::create(b, loc, x, b.getF64FloatAttr(theta),
+                          attr(scaling.factor), attr(scaling.lowFreqFactor),
+                          attr(scaling.highFreqFactor),
+                          attr(scaling.originalMaxPositions));
+  };
 
   Value x =
       EmbeddingOp::create(b, loc, param("model.embed_tokens.weight"), tokens);
@@ -229,8 +240,8 @@ Value ForwardBuilder::buildLlama(Value tokens, Value labels) {
                     config.numKVHeads);
     Value v = heads(linear(hn, p + "self_attn.v_proj.weight", true),
                     config.numKVHeads);
-    q = RopeOp::create(b, loc, q, b.getF64FloatAttr(theta));
-    k = RopeOp::create(b, loc, k, b.getF64FloatAttr(theta));
+    q = rope(q);
+    k = rope(k);
     Value o = reshape(attention(q, k, v, attnDrop), {batch, seq, aw});
     x = AddOp::create(b, loc, x,
                       linear(o, p + "self_attn.o_proj.weight", true));
@@ -260,10 +271,13 @@ importModel(MLIRContext &context, const ModelConfig &config,
   int64_t seq = options.seqLenFor(config);
   if (options.microBatch <= 0 || seq <= 0)
     return importError("micro-batch size and sequence length must be positive");
-  if (seq > config.maxPositions)
+  // GPT-2 learns a table of positions; RoPE computes any position's
+  // rotation, so a Llama runs longer sequences than it was trained on.
+  if (seq > config.maxPositions && config.type == ModelType::GPT2)
     return importError("sequence length " + Twine(seq) +
                        " exceeds the model's " + Twine(config.maxPositions) +
-                       " positions");
+                       " positions (a learned table; RoPE models take longer "
+                       "sequences)");
   for (std::optional<double> rate :
        {options.embdDropout, options.residDropout, options.attnDropout})
     if (rate && !(*rate >= 0.0 && *rate < 1.0))

@@ -29,6 +29,7 @@
 
 #include "dialects/Loom/LoomOps.h"
 #include "loom/Interpreter/DropoutMask.h"
+#include "loom/Interpreter/RopeFrequency.h"
 
 #include <cmath>
 #include <limits>
@@ -54,10 +55,21 @@ static llvm::Expected<Tensor> rotatePairs(Operation *op, const Tensor &x,
   ArrayRef<int64_t> shape = x.shape();
   int64_t batch = shape[0], seq = shape[1], heads = shape[2], dim = shape[3];
   int64_t half = dim / 2;
+  // Llama 3.1's frequency scaling, when the op has it (all four or none).
+  RopeScaling scaling;
+  if (auto factor = op->getAttrOfType<FloatAttr>("scaling_factor")) {
+    scaling.factor = factor.getValueAsDouble();
+    scaling.lowFreqFactor =
+        op->getAttrOfType<FloatAttr>("low_freq_factor").getValueAsDouble();
+    scaling.highFreqFactor =
+        op->getAttrOfType<FloatAttr>("high_freq_factor").getValueAsDouble();
+    scaling.originalMaxPositions =
+        op->getAttrOfType<FloatAttr>("original_max_positions")
+            .getValueAsDouble();
+  }
   std::vector<double> inverseFrequency(half);
   for (int64_t i = 0; i < half; ++i)
-    inverseFrequency[i] = std::pow(theta, -2.0 * static_cast<double>(i) /
-                                              static_cast<double>(dim));
+    inverseFrequency[i] = ropeFrequency(i, dim, theta, scaling);
   std::vector<double> y(x.f().size());
   for (int64_t b = 0; b < batch; ++b)
     for (int64_t s = 0; s < seq; ++s)

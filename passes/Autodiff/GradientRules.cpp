@@ -305,7 +305,10 @@ LogicalResult fusedGradients(OpBuilder &b, Operation *op,
         return success();
       })
       .Case([&](RopeOp r) {
-        out[0] = RopeGradOp::create(b, loc, g.getType(), g, r.getThetaAttr());
+        out[0] = RopeGradOp::create(
+            b, loc, g.getType(), g, r.getThetaAttr(), r.getScalingFactorAttr(),
+            r.getLowFreqFactorAttr(), r.getHighFreqFactorAttr(),
+            r.getOriginalMaxPositionsAttr());
         return success();
       })
       .Case([&](AttentionOp a) -> LogicalResult {

@@ -292,6 +292,11 @@ LogicalResult writeLoomAttributes(Operation *op, MetaWriter &w) {
       })
       .Case<RopeOp, RopeGradOp>([&](Operation *rope) {
         w.realAttr("theta");
+        // Llama 3.1's frequency scaling: factor 0 without it.
+        w.realAttr("scaling_factor");
+        w.realAttr("low_freq_factor");
+        w.realAttr("high_freq_factor");
+        w.realAttr("original_max_positions");
         // A shard along the sequence rotates by its rows' global positions.
         return w.positions(rope->hasAttr(kMaskSplitAxesAttr), 4);
       })

@@ -1010,13 +1010,28 @@ void normCases(loom_cuda_context *context) {
   run(make("softmax_grad", KERNELS(softmax_grad),
            {uniform({6, 100}), uniform({6, 100}, 0, 0.05)}, {result({6, 100})}),
       context);
-  // theta, then no position block (the whole sequence).
+  // theta, no frequency scaling (factor 0), no position block (the whole
+  // sequence); then Llama 3.1's scaling on a shard starting at position
+  // 24 (this rank at coordinate 3 of a grid of 4 splitting dimension 1).
+  std::vector<int64_t> plain = {real(10000.0), real(0), real(0),
+                                real(0),       real(0), 0};
   run(make("rope", KERNELS(rope), {uniform({2, 8, 3, 16})},
-           {result({2, 8, 3, 16})}, {real(10000.0), 0}),
+           {result({2, 8, 3, 16})}, plain),
       context);
   run(make("rope_grad", KERNELS(rope_grad), {uniform({2, 8, 3, 16})},
-           {result({2, 8, 3, 16})}, {real(10000.0), 0}),
+           {result({2, 8, 3, 16})}, plain),
       context);
+  static int64_t coordinates[1] = {3};
+  static loom_comm comm;
+  comm.grid_coordinate = [](void *, int32_t) { return coordinates[0]; };
+  static loom_call_frame frame;
+  frame.comm = &comm;
+  Case shard = make("rope llama3 shard", KERNELS(rope),
+                    {uniform({2, 8, 3, 16})}, {result({2, 8, 3, 16})},
+                    {real(500000.0), real(8.0), real(1.0), real(4.0), real(8.0),
+                     1, 1, 1, 4, 0, 1, 0, 0, 0});
+  shard.frame = &frame;
+  run(shard, context);
 }
 
 /// A loom_comm that knows one rank's coordinates in a grid.

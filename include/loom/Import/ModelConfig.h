@@ -18,6 +18,13 @@ namespace loom {
 
 enum class ModelType { GPT2, Llama };
 
+/// Llama 3.1's RoPE frequency scaling (`rope_scaling` with `"rope_type":
+/// "llama3"`); factor 0: none.
+struct RopeScalingConfig {
+  double factor = 0, lowFreqFactor = 0, highFreqFactor = 0,
+         originalMaxPositions = 0;
+};
+
 /// One decoder-only transformer, in the names of Hugging Face's configs.
 struct ModelConfig {
   ModelType type;
@@ -36,6 +43,7 @@ struct ModelConfig {
   double attnDropout;    // attn_pdrop / attention_dropout
   int64_t headDimension; // head_dim (Llama, default hidden / heads);
                          // n_embd / n_head for GPT-2
+  RopeScalingConfig ropeScaling; // rope_scaling (Llama 3.1's "llama3")
 
   int64_t headDim() const { return headDimension; }
   /// Width of the attention projections: all query heads side by side.
@@ -50,7 +58,7 @@ struct ModelConfig {
 /// Parses the text of a `config.json`. Errors name `fileName` and the
 /// offending key: a missing or mistyped key, an unknown `model_type`, heads
 /// that do not divide the hidden size, an unsupported activation or RoPE
-/// scaling.
+/// scaling (Llama 3.1's "llama3" is the one supported).
 llvm::Expected<ModelConfig> parseModelConfig(llvm::StringRef text,
                                              llvm::StringRef fileName);
 

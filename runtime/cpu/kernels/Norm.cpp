@@ -19,6 +19,7 @@
 #include "KernelArgs.h"
 
 #include "loom/Interpreter/DropoutMask.h"
+#include "loom/Interpreter/RopeFrequency.h"
 
 #include <cmath>
 #include <cstring>
@@ -339,6 +340,11 @@ int32_t rotatePairs(KernelArgs &args, const loom_call_frame *frame,
   if (int32_t status = requireF32(args, op))
     return status;
   double theta = args.real();
+  RopeScaling scaling;
+  scaling.factor = args.real();
+  scaling.lowFreqFactor = args.real();
+  scaling.highFreqFactor = args.real();
+  scaling.originalMaxPositions = args.real();
   const View &xView = args.in(0);
   if (xView.rank != 4 || xView.dims[3] % 2 != 0)
     return fail("loom_cpu_%s: expected [B, S, H, D] with even D", op);
@@ -353,8 +359,7 @@ int32_t rotatePairs(KernelArgs &args, const loom_call_frame *frame,
   std::vector<float> table(2 * seq * half);
   for (int64_t s = 0; s < seq; ++s)
     for (int64_t i = 0; i < half; ++i) {
-      double frequency = std::pow(theta, -2.0 * static_cast<double>(i) /
-                                             static_cast<double>(dim));
+      double frequency = ropeFrequency(i, dim, theta, scaling);
       double angle = direction * static_cast<double>(start + s) * frequency;
       table[2 * (s * half + i)] = static_cast<float>(std::cos(angle));
       table[2 * (s * half + i) + 1] = static_cast<float>(std::sin(angle));

@@ -21,6 +21,7 @@
 #include "Device.cuh"
 
 #include "loom/Interpreter/DropoutMask.h"
+#include "loom/Interpreter/RopeFrequency.h"
 
 #include <cstdlib>
 #include <cstring>
@@ -506,15 +507,14 @@ __global__ void softmax_backward_kernel(Floats dy, Floats y, Floats dx,
 /// sequence shard's first position).
 __global__ void rope_forward_kernel(Floats x, Floats y, int64_t batch,
                                     int64_t seq, int64_t heads, int64_t dim,
-                                    double theta, double direction,
-                                    int64_t start) {
+                                    double theta, RopeScaling scaling,
+                                    double direction, int64_t start) {
   int64_t half = dim / 2;
   LOOM_GRID_STRIDE(p, batch * seq * heads * half) {
     int64_t i = p % half;
     int64_t s = (p / (half * heads)) % seq;
     int64_t base = (p / half) * dim;
-    double frequency =
-        pow(theta, -2.0 * static_cast<double>(i) / static_cast<double>(dim));
+    double frequency = ropeFrequency(i, dim, theta, scaling);
     double angle = direction * static_cast<double>(start + s) * frequency;
     float c = static_cast<float>(cos(angle)),
           sn = static_cast<float>(sin(angle));
@@ -530,6 +530,11 @@ int32_t rotatePairs(KernelArgs &args, const loom_call_frame *frame,
   if (int32_t status = args.expect(op, 1, 1))
     return status;
   double theta = args.real();
+  RopeScaling scaling;
+  scaling.factor = args.real();
+  scaling.lowFreqFactor = args.real();
+  scaling.highFreqFactor = args.real();
+  scaling.originalMaxPositions = args.real();
   const View &x = args.in(0);
   if (x.rank != 4 || x.dims[3] % 2 != 0 ||
       args.out(0).numElements() != x.numElements())
@@ -544,7 +549,7 @@ int32_t rotatePairs(KernelArgs &args, const loom_call_frame *frame,
     return 0;
   rope_forward_kernel<<<blocksFor(pairs), kThreads, 0, context->stream>>>(
       floats(x), floats(args.out(0)), x.dims[0], x.dims[1], x.dims[2],
-      x.dims[3], theta, direction, start);
+      x.dims[3], theta, scaling, direction, start);
   return checkLaunch(op);
 }
 
