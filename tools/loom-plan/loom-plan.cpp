@@ -237,6 +237,26 @@ std::string describeStages(const plan::Estimate &e,
   return text;
 }
 
+/// The --loom-auto-shard options of a context-parallel plan: a mesh of
+/// the data, context and tensor degrees above 1 (one pipeline rank's
+/// grid), the context axis among them.
+std::string contextFlags(const plan::ParallelPlan &p) {
+  std::vector<std::string> axes;
+  int64_t contextAxis = 0;
+  for (auto [degree, isContext] :
+       {std::pair{p.dp, false}, {p.cp, true}, {p.tp, false}}) {
+    if (degree == 1)
+      continue;
+    if (isContext)
+      contextAxis = int64_t(axes.size());
+    axes.push_back(std::to_string(degree));
+  }
+  return formatv("--loom-auto-shard=\"func=train_step mesh={0} "
+                 "context-axis={1}\"",
+                 join(axes.begin(), axes.end(), "x"), contextAxis)
+      .str();
+}
+
 /// The --loom-pipeline options that cut a step into this plan's stages
 /// (docs/pipeline.md): one layer count per stage, P · V of them.
 std::string pipelineFlags(const plan::Estimate &e,
@@ -262,8 +282,15 @@ void printText(const plan::Estimate &e, const plan::ParallelPlan &p,
                bool withStages = false) {
   os << "plan:        " << describePlan(p, e) << "\n";
   if (withStages && p.pp > 1)
-    os << "stages:      " << describeStages(e, p) << "\n"
-       << "loom-opt:    " << pipelineFlags(e, p) << "\n";
+    os << "stages:      " << describeStages(e, p) << "\n";
+  if (withStages && (p.pp > 1 || p.cp > 1)) {
+    std::vector<std::string> flags;
+    if (p.pp > 1)
+      flags.push_back(pipelineFlags(e, p));
+    if (p.cp > 1)
+      flags.push_back(contextFlags(p));
+    os << "loom-opt:    " << join(flags.begin(), flags.end(), " ") << "\n";
+  }
   os << formatv("cluster:     {0}: {1} nodes x {2} devices ({3})\n",
                 cluster.name, cluster.nodes, cluster.devicesPerNode,
                 cluster.device.name);
