@@ -1,12 +1,8 @@
 //===- Estimate.cpp - Step time and memory of a manual parallel plan ------===//
 //
-// The model is costed from its own IR: @forward_backward of the per-device
-// program, built twice — without layers (embedding and head only) and with
-// one layer — so one layer's cost is the difference and the whole model's is
-// the embedding, the head and L layers, however deep it is. The same two
-// programs with the full tensor-parallel widths tell which ops Megatron's
-// tensor parallelism leaves replicated (same shapes on every rank): those
-// are the ops sequence parallelism splits along the sequence instead.
+// The arithmetic of plans on a model's costs (ModelCosts.h: the per-device
+// programs, costed op by op): every stage's time and memory, the pipeline
+// schedule simulated, the collectives of each parallelism.
 //
 // Sources:
 //  [S19] M. Shoeybi et al., "Megatron-LM", 2019, §3 and Fig. 3/4: two
@@ -38,18 +34,11 @@
 
 #include "loom/Planner/Estimate.h"
 
+#include "ModelCosts.h"
+
 #include "loom/CostModel/Collectives.h"
 #include "loom/CostModel/OpCost.h"
-#include "loom/Import/ModelImporter.h"
-#include "passes/Autodiff/Passes.h"
-#include "passes/Transforms/Passes.h"
 
-#include "dialects/Loom/LoomOps.h"
-
-#include "mlir/Dialect/Func/IR/FuncOps.h"
-#include "mlir/IR/BuiltinOps.h"
-#include "mlir/Pass/PassManager.h"
-#include "llvm/ADT/DenseMap.h"
 #include "llvm/Support/FormatVariadic.h"
 
 #include <algorithm>
@@ -101,287 +90,13 @@ GroupPlacement gradientGroup(const ParallelPlan &plan, int64_t devicesPerNode) {
   return group;
 }
 
-/// Per micro-batch costs of a part of @forward_backward on one device.
-struct PartCost {
-  double forward = 0, backward = 0; ///< seconds
-  /// Of those, the ops tensor parallelism leaves replicated.
-  double forwardReplicated = 0, backwardReplicated = 0;
-  /// Forward seconds of the attention core (rerun by selective recompute).
-  double coreForward = 0;
-  /// Seconds of the fused attention kernels (what context parallelism
-  /// scales by its degree: a device's queries meet every key).
-  double attentionForward = 0, attentionBackward = 0;
-  /// Seconds of ops that do not depend on the batch (the bf16 copies of the
-  /// weights): once per step, not per micro-batch.
-  double perStep = 0;
-  double modelFlops = 0;
-  /// Saved activations (SavedValue) with whether each is replicated.
-  llvm::SmallVector<std::pair<SavedValue, bool>> saved;
-
-  void subtract(const PartCost &other) {
-    forward -= other.forward;
-    backward -= other.backward;
-    forwardReplicated -= other.forwardReplicated;
-    backwardReplicated -= other.backwardReplicated;
-    coreForward -= other.coreForward;
-    attentionForward -= other.attentionForward;
-    attentionBackward -= other.attentionBackward;
-    perStep -= other.perStep;
-    modelFlops -= other.modelFlops;
-  }
-  void add(const PartCost &other) {
-    forward += other.forward;
-    backward += other.backward;
-    forwardReplicated += other.forwardReplicated;
-    backwardReplicated += other.backwardReplicated;
-    coreForward += other.coreForward;
-    attentionForward += other.attentionForward;
-    attentionBackward += other.attentionBackward;
-    perStep += other.perStep;
-    modelFlops += other.modelFlops;
-  }
-};
-
-/// Saved bytes of `part` under sequence parallelism over `tp` and a
-/// recompute policy other than Full.
-double savedBytes(llvm::ArrayRef<std::pair<SavedValue, bool>> saved,
-                  Recompute recompute, bool sequenceParallel, int64_t tp) {
-  double bytes = 0;
-  for (const auto &[value, replicated] : saved) {
-    if (recompute == Recompute::Selective && value.attentionCore)
-      continue;
-    bytes += value.bytes / (sequenceParallel && replicated ? double(tp) : 1);
-  }
-  return bytes;
-}
-
-struct Program {
-  OwningOpRef<ModuleOp> module;
-  func::FuncOp forwardBackward;
-};
-
-/// The model's @forward_backward with `layers` layers on `seqLen` tokens.
-llvm::Expected<Program> buildProgram(MLIRContext &context,
-                                     const ModelConfig &config, int64_t layers,
-                                     const TrainingSetup &setup,
-                                     int64_t microBatch, int64_t seqLen) {
-  ModelConfig c = config;
-  c.numLayers = layers;
-  ImportOptions options;
-  options.microBatch = microBatch;
-  options.seqLen = seqLen;
-  options.precision =
-      setup.mixedPrecision ? loom::Precision::BF16 : loom::Precision::F32;
-  auto module = importModel(context, c, options);
-  if (!module)
-    return module.takeError();
-  PassManager pm(&context);
-  if (setup.unfusedAttention)
-    pm.addPass(createLoomDecomposeAttention());
-  pm.addPass(createLoomAutodiff());
-  if (failed(pm.run(**module)))
-    return llvm::createStringError(
-        "differentiating the model (--loom-autodiff) failed");
-  Program program;
-  program.module = std::move(*module);
-  program.forwardBackward =
-      program.module->lookupSymbol<func::FuncOp>("forward_backward");
-  return program;
-}
-
-/// Costs of one per-device program, split into the embedding (gather and
-/// scatter of the token table) and everything else; `global` is the same
-/// program at full tensor-parallel widths, op for op.
-struct ProgramCost {
-  PartCost embedding, rest;
-  double temporaries = 0;
-};
-
-ProgramCost costProgram(func::FuncOp localFn, func::FuncOp globalFn,
-                        const DeviceSpec &device,
-                        const ActivationOptions &activations, bool tpSplit) {
-  llvm::SmallVector<Operation *> localOps, globalOps;
-  for (Operation &op : localFn.getBody().front())
-    localOps.push_back(&op);
-  for (Operation &op : globalFn.getBody().front())
-    globalOps.push_back(&op);
-  bool aligned = localOps.size() == globalOps.size();
-  llvm::DenseMap<Operation *, bool> replicated;
-  for (size_t i = 0; i < localOps.size(); ++i) {
-    bool same = !tpSplit;
-    if (tpSplit && aligned &&
-        localOps[i]->getName() == globalOps[i]->getName()) {
-      // Same operand and result shapes: the op does the same work on
-      // every rank (a row-parallel matmul has the full result but half
-      // the operands).
-      same = llvm::equal(localOps[i]->getOperandTypes(),
-                         globalOps[i]->getOperandTypes()) &&
-             llvm::equal(localOps[i]->getResultTypes(),
-                         globalOps[i]->getResultTypes());
-    }
-    replicated[localOps[i]] = same;
-  }
-
-  ProgramCost cost;
-  llvm::DenseSet<Operation *> forward = forwardOps(localFn);
-  llvm::DenseSet<Value> batchDependent = batchDependentValues(localFn);
-  auto partOf = [&](Operation *op) -> PartCost & {
-    return isa<EmbeddingOp, EmbeddingGradOp>(op) ? cost.embedding : cost.rest;
-  };
-  for (Operation *op : localOps) {
-    OpWork work = getOpWork(op);
-    double seconds = opTime(work, device);
-    PartCost &part = partOf(op);
-    part.modelFlops += work.modelFlops;
-    if (!llvm::any_of(op->getResults(), [&](Value result) {
-          return batchDependent.contains(result);
-        })) {
-      part.perStep += seconds;
-      continue;
-    }
-    bool isForward = forward.contains(op), isReplicated = replicated[op];
-    (isForward ? part.forward : part.backward) += seconds;
-    if (isReplicated)
-      (isForward ? part.forwardReplicated : part.backwardReplicated) += seconds;
-    if (isForward && op->hasAttr(kAttentionCoreAttr))
-      part.coreForward += seconds;
-    if (isa<AttentionOp>(op))
-      part.attentionForward += seconds;
-    if (isa<AttentionGradOp>(op))
-      part.attentionBackward += seconds;
-  }
-  llvm::SmallVector<SavedValue> saved =
-      findSavedActivations(localFn, activations);
-  for (const SavedValue &value : saved) {
-    Operation *producer = value.value.getDefiningOp();
-    // Megatron's vocabulary-parallel embedding ends in an all-reduce of its
-    // output (a reduce-scatter along the sequence under sequence
-    // parallelism [K23 §4.2.2]): what the first layer keeps of it is the
-    // hidden state, split as a replicated op's output is.
-    bool split =
-        replicated[producer] || (tpSplit && isa<EmbeddingOp>(producer));
-    partOf(producer).saved.push_back({value, split});
-  }
-  cost.temporaries = peakTemporaryBytes(localFn, saved);
-  return cost;
-}
-
-/// Megatron's split of `config` over `tp` ranks: heads, key/value heads, MLP
-/// width and (padded) vocabulary divided, head dimension and hidden kept.
-ModelConfig tensorParallelShard(const ModelConfig &config, int64_t tp) {
-  ModelConfig local = config;
-  local.numHeads /= tp;
-  local.numKVHeads /= tp;
-  local.intermediate /= tp;
-  local.vocab = (config.vocab + tp - 1) / tp;
-  return local;
-}
-
-/// Parameters of layer 0, of the embedding (first stage) and of the head
-/// (last stage: final norm, untied output projection, or the tied copy of
-/// the token table that Megatron keeps there when P > 1).
-struct ParamCounts {
-  double total = 0, layer = 0, embedding = 0, head = 0;
-};
-
-ParamCounts countParams(const ModelConfig &config, bool tiedCopy) {
-  ParamCounts counts;
-  for (const ParamSpec &param : listParameters(config)) {
-    double n = double(param.numElements());
-    llvm::StringRef name = param.name;
-    counts.total += n;
-    if (name.contains(".h.0.") || name.contains(".layers.0."))
-      counts.layer += n;
-    else if (name.contains(".h.") || name.contains(".layers."))
-      continue;
-    else if (name.contains("wte") || name.contains("wpe") ||
-             name.contains("embed_tokens")) {
-      counts.embedding += n;
-      if (tiedCopy && !name.contains("wpe"))
-        counts.head += n;
-    } else
-      counts.head += n;
-  }
-  return counts;
-}
-
 } // namespace
-
-/// What the model costs one device per micro-batch, by part, for one
-/// tensor-parallel degree, micro-batch and context-parallel degree.
-struct detail::ModelCosts {
-  PartCost embedding, head, layer;
-  /// Parameters on one tensor-parallel rank: without and with the tied
-  /// copy of the token table on the last stage (P > 1).
-  ParamCounts params, paramsTiedCopy;
-  double totalParams = 0; ///< of the whole model
-  /// Saved values of the one-layer program (embedding, one layer, head).
-  llvm::SmallVector<std::pair<SavedValue, bool>> oneLayerSaved;
-  double temporaries = 0;
-  /// Model FLOPs of one micro-batch through all layers, at full widths.
-  double modelFlops = 0;
-
-  /// Bytes one layer keeps under `recompute` (None or Selective).
-  double layerKept(Recompute recompute, bool sequenceParallel,
-                   int64_t tp) const {
-    return savedBytes(oneLayerSaved, recompute, sequenceParallel, tp) -
-           savedBytes(embedding.saved, recompute, sequenceParallel, tp) -
-           savedBytes(head.saved, recompute, sequenceParallel, tp);
-  }
-};
 
 namespace {
 using detail::ModelCosts;
-
-/// Costs the per-device programs without layers and with one, and their
-/// full-width twins (for the replicated ops and the model FLOPs), on the
-/// 1/cp of each sequence a context-parallel device holds.
-llvm::Expected<std::unique_ptr<ModelCosts>>
-costModel(MLIRContext &context, const ModelConfig &config,
-          const DeviceSpec &device, int64_t tp, int64_t microBatch, int64_t cp,
-          const TrainingSetup &setup) {
-  ModelConfig local = tensorParallelShard(config, tp);
-  int64_t seq = setup.seqLen ? setup.seqLen : config.maxPositions;
-  ProgramCost costs[2];
-  double fullFlops[2];
-  for (int64_t layers : {0, 1}) {
-    auto localProgram =
-        buildProgram(context, local, layers, setup, microBatch, seq / cp);
-    if (!localProgram)
-      return localProgram.takeError();
-    auto globalProgram =
-        buildProgram(context, config, layers, setup, microBatch, seq / cp);
-    if (!globalProgram)
-      return globalProgram.takeError();
-    costs[layers] = costProgram(localProgram->forwardBackward,
-                                globalProgram->forwardBackward, device,
-                                setup.activations, tp > 1);
-    // The whole sequence's model FLOPs: cp times the products of its 1/cp,
-    // cp² times attention's (quadratic in the sequence).
-    fullFlops[layers] = 0;
-    for (Operation &op : globalProgram->forwardBackward.getBody().front())
-      fullFlops[layers] +=
-          getOpWork(&op).modelFlops * double(cp) *
-          (isa<AttentionOp, AttentionGradOp>(op) ? double(cp) : 1.0);
-  }
-  auto result = std::make_unique<ModelCosts>();
-  ModelCosts &model = *result;
-  model.embedding = costs[0].embedding;
-  model.head = costs[0].rest;
-  model.layer = costs[1].embedding;
-  model.layer.add(costs[1].rest);
-  model.layer.subtract(model.embedding);
-  model.layer.subtract(model.head);
-  model.oneLayerSaved = costs[1].rest.saved;
-  llvm::append_range(model.oneLayerSaved, costs[1].embedding.saved);
-  model.temporaries = costs[1].temporaries;
-  model.modelFlops =
-      fullFlops[0] + double(config.numLayers) * (fullFlops[1] - fullFlops[0]);
-  model.params = countParams(local, /*tiedCopy=*/false);
-  model.paramsTiedCopy = countParams(local, config.tieEmbeddings);
-  model.totalParams = countParams(config, false).total;
-  return std::move(result);
-}
+using detail::ParamCounts;
+using detail::PartCost;
+using detail::savedBytes;
 
 /// Seconds of communication one micro-batch costs a stage.
 struct MicroBatchComm {
@@ -834,8 +549,8 @@ llvm::Expected<const ModelCosts *>
 PlanEvaluator::modelCosts(int64_t tp, int64_t microBatch, int64_t cp) {
   auto &slot = cache[{tp, microBatch, cp}];
   if (!slot) {
-    auto costs =
-        costModel(context, config, cluster.device, tp, microBatch, cp, setup);
+    auto costs = detail::costModel(context, config, cluster.device, tp,
+                                   microBatch, cp, setup);
     if (!costs) {
       cache.erase({tp, microBatch, cp});
       return costs.takeError();
