@@ -3,7 +3,12 @@
 // Attention splits freely over batch and heads (Megatron's head-parallel
 // attention); with grouped-query heads a query head is a (kv head, group)
 // pair, so splitting the group factor leaves partial sums in dk and dv. The
-// causal sequence axis and the head dimension stay whole.
+// queries split along the sequence too (context parallelism): the keys
+// stay whole, so a device's queries meet all of them (the partitioner
+// gathers keys and values around the mesh axis), the gradient leaves
+// partial sums in dk and dv, and a causal shard finds its rows' global
+// positions from `loom.mask_split_axes`. The head dimension stays whole,
+// and so do rotary positions' other axes.
 //
 // Attention dropout adds nothing whole: like `loom.dropout`, its mask is a
 // function of an element's index in the global [B, Hq, S, Skv] probability
@@ -19,6 +24,31 @@ using namespace mlir;
 
 namespace loom {
 
+/// The frequency scaling of a rope or rope_grad: all four attributes or
+/// none, positive, the high-frequency factor above the low one.
+template <typename RopeLikeOp>
+static LogicalResult verifyRopeScaling(RopeLikeOp op) {
+  std::optional<APFloat> values[] = {
+      op.getScalingFactor(), op.getLowFreqFactor(), op.getHighFreqFactor(),
+      op.getOriginalMaxPositions()};
+  int given = 0;
+  for (const std::optional<APFloat> &value : values)
+    given += value.has_value();
+  if (given == 0)
+    return success();
+  if (given != 4)
+    return op.emitOpError()
+           << "scaling_factor, low_freq_factor, high_freq_factor and "
+              "original_max_positions go together: all or none";
+  for (const std::optional<APFloat> &value : values)
+    if (!(value->convertToDouble() > 0))
+      return op.emitOpError() << "the frequency scaling must be positive";
+  if (!(op.getHighFreqFactor()->convertToDouble() >
+        op.getLowFreqFactor()->convertToDouble()))
+    return op.emitOpError() << "high_freq_factor must be above low_freq_factor";
+  return success();
+}
+
 static LogicalResult verifyRope(Operation *op, RankedTensorType type,
                                 APFloat theta) {
   if (type.getRank() != 4)
@@ -33,13 +63,17 @@ static LogicalResult verifyRope(Operation *op, RankedTensorType type,
   return success();
 }
 
-/// Positions are the indices along the sequence axis, so it stays whole.
+/// The rotated pairs lie along the head dimension, which stays whole; a
+/// shard along the sequence finds its positions from the global index of
+/// its rows (`loom.mask_split_axes`, which the partitioner sets).
 static OpShardingRule getRopeRule(Operation *op, RankedTensorType type) {
-  return getAlignedRule(op, type.getShape(), {1, 3});
+  return getAlignedRule(op, type.getShape(), {3});
 }
 
 LogicalResult RopeOp::verify() {
-  return verifyRope(*this, getType(), getTheta());
+  if (failed(verifyRope(*this, getType(), getTheta())))
+    return failure();
+  return verifyRopeScaling(*this);
 }
 
 OpShardingRule RopeOp::getShardingRule() {
@@ -47,7 +81,9 @@ OpShardingRule RopeOp::getShardingRule() {
 }
 
 LogicalResult RopeGradOp::verify() {
-  return verifyRope(*this, getType(), getTheta());
+  if (failed(verifyRope(*this, getType(), getTheta())))
+    return failure();
+  return verifyRopeScaling(*this);
 }
 
 OpShardingRule RopeGradOp::getShardingRule() {
@@ -91,8 +127,9 @@ static AttentionMappings addAttentionFactors(OpShardingRule &rule,
                                              RankedTensorType q,
                                              RankedTensorType k, bool causal) {
   int64_t b = rule.addFactor(q.getDimSize(0));
-  // A query row needs its global position only under the causal mask.
-  int64_t s = rule.addFactor(q.getDimSize(1), /*whole=*/causal);
+  // Split queries meet every key; under the causal mask a shard finds its
+  // rows' global positions from its split (the kernels read it).
+  int64_t s = rule.addFactor(q.getDimSize(1));
   int64_t skv = rule.addFactor(k.getDimSize(1), /*whole=*/true);
   int64_t hkv = rule.addFactor(k.getDimSize(2));
   int64_t g = rule.addFactor(q.getDimSize(2) / k.getDimSize(2));
@@ -102,12 +139,26 @@ static AttentionMappings addAttentionFactors(OpShardingRule &rule,
           {{b}, {hkv, g}, {s}}};
 }
 
+/// A causal attention with fewer queries than keys is one device's rows of
+/// a whole one: it needs the split that places them.
+template <typename AttentionLikeOp>
+static LogicalResult verifyCausalShard(AttentionLikeOp op) {
+  if (op.getCausal() &&
+      op.getQ().getType().getDimSize(1) != op.getK().getType().getDimSize(1) &&
+      !op->hasAttr(kMaskSplitAxesAttr))
+    return op.emitOpError()
+           << "has fewer queries than keys under the causal mask, but no "
+           << kMaskSplitAxesAttr << " to place them among the keys";
+  return success();
+}
+
 LogicalResult AttentionOp::verify() {
   if (failed(verifyInferredTypes(
           *this, inferAttentionTypes(getQ().getType(), getK().getType(),
                                      getV().getType(), getCausal(),
                                      [&] { return emitOpError(); }))) ||
-      failed(verifyScale(*this, getScale())))
+      failed(verifyScale(*this, getScale())) ||
+      failed(verifyCausalShard(*this)))
     return failure();
   return verifyAttentionDropout(*this);
 }
@@ -135,7 +186,8 @@ LogicalResult AttentionGradOp::verify() {
     return emitOpError() << "lse has type " << getLse().getType()
                          << ", attention of q, k and v gives "
                          << (*inferred)[1];
-  if (failed(verifyScale(*this, getScale())))
+  if (failed(verifyScale(*this, getScale())) ||
+      failed(verifyCausalShard(*this)))
     return failure();
   return verifyAttentionDropout(*this);
 }

@@ -93,13 +93,17 @@ def Loom_RopeGradOp : Loom_Op<"rope_grad", [SameOperandsAndResultType]> {
   let summary = "gradient of `rope`: the inverse rotation";
   let description = [{
     Rotates each pair by the negated angle of `rope` with the same `theta`
-    (a rotation's transpose is its inverse).
+    and frequency scaling (a rotation's transpose is its inverse).
 
     ```mlir
     %dx = loom.rope_grad %dy {theta = 10000.0 : f64} : tensor<2x16x8x64xf32>
     ```
   }];
-  let arguments = (ins Loom_FloatTensor:$dy, F64Attr:$theta);
+  let arguments = (ins Loom_FloatTensor:$dy, F64Attr:$theta,
+                       OptionalAttr<F64Attr>:$scaling_factor,
+                       OptionalAttr<F64Attr>:$low_freq_factor,
+                       OptionalAttr<F64Attr>:$high_freq_factor,
+                       OptionalAttr<F64Attr>:$original_max_positions);
   let results = (outs Loom_FloatTensor:$dx);
   let assemblyFormat = "$dy attr-dict `:` type($dy)";
 }

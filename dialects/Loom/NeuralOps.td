@@ -160,13 +160,29 @@ def Loom_RopeOp : Loom_Op<"rope", [SameOperandsAndResultType]> {
   let description = [{
     `x` is `[B, S, H, D]` with even `D`. Position `s` (0-based, along
     dimension 1) rotates the pair `(x[i], x[i + D/2])` by the angle
-    `s * theta^(-2i/D)`, as Hugging Face's `apply_rotary_pos_emb`.
+    `s * theta^(-2i/D)`, as Hugging Face's `apply_rotary_pos_emb`. On a
+    device of a partitioned program whose `x` is split along the sequence,
+    `loom.mask_split_axes` and `loom.mask_grid` (set by `--loom-partition`)
+    give its rows' global positions.
+
+    Llama 3.1's frequency scaling (`rope_scaling` with `"rope_type":
+    "llama3"`) comes as `scaling_factor`, `low_freq_factor`,
+    `high_freq_factor` and `original_max_positions`, all four or none
+    (include/loom/Interpreter/RopeFrequency.h): the low frequencies are
+    divided by the factor, the high ones kept, the band between blended.
 
     ```mlir
     %q = loom.rope %x {theta = 10000.0 : f64} : tensor<2x16x8x64xf32>
+    %q8 = loom.rope %x {theta = 500000.0 : f64, scaling_factor = 8.0 : f64,
+        low_freq_factor = 1.0 : f64, high_freq_factor = 4.0 : f64,
+        original_max_positions = 8192.0 : f64} : tensor<2x16x8x64xf32>
     ```
   }];
-  let arguments = (ins Loom_FloatTensor:$x, F64Attr:$theta);
+  let arguments = (ins Loom_FloatTensor:$x, F64Attr:$theta,
+                       OptionalAttr<F64Attr>:$scaling_factor,
+                       OptionalAttr<F64Attr>:$low_freq_factor,
+                       OptionalAttr<F64Attr>:$high_freq_factor,
+                       OptionalAttr<F64Attr>:$original_max_positions);
   let results = (outs Loom_FloatTensor:$result);
   let assemblyFormat = "$x attr-dict `:` type($x)";
 }
@@ -178,7 +194,10 @@ def Loom_AttentionOp : Loom_Op<"attention"> {
     dividing `Hq`: query head `h` attends with key/value head
     `h / (Hq / Hkv)` (grouped-query attention; `Hkv = Hq` is multi-head).
     `out = softmax(scale * q k^T + mask) v`, where `causal` masks keys after
-    the query's position (and needs `S = Skv`). The second result is the
+    the query's position (and needs `S = Skv`; on a device of a
+    context-parallel program `Skv` a multiple of `S`, the queries its rows
+    of the sequence at the offset `loom.mask_split_axes` gives). The second
+    result is the
     log-sum-exp of each softmax row, `[B, Hq, S]` in f32: what a fused
     kernel keeps for the backward pass instead of the probabilities.
 

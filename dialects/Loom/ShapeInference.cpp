@@ -216,10 +216,13 @@ FailureOr<SmallVector<Type, 2>> inferAttentionTypes(Type q, Type k, Type v,
                     << " query heads";
     return failure();
   }
-  if (causal && kType.getDimSize(1) != seq) {
+  // A causal attention's queries are its keys' positions, or on a device
+  // of a context-parallel program one slice of them.
+  if (causal && (seq <= 0 || kType.getDimSize(1) % seq != 0)) {
     fail(emitError)
-        << "causal attention needs equal query and key lengths, got " << seq
-        << " and " << kType.getDimSize(1);
+        << "causal attention needs as many keys as queries (or, on a "
+           "device, a multiple of them), got "
+        << seq << " and " << kType.getDimSize(1);
     return failure();
   }
   Type lse = RankedTensorType::get({batch, heads, seq},

@@ -145,6 +145,8 @@ findResidualFactors(func::FuncOp fn) {
       uint8_t residual = 0;
       if (kind == kSequence)
         residual |= kSequenceFactor;
+      if (kind & kSequence)
+        residual |= kTokenFactor;
       if (kind & kModel)
         residual |= kModelFactor;
       factors.push_back(residual);
@@ -180,6 +182,31 @@ int64_t restrictSequenceSplits(ShardingProblem &problem, SequenceSplit mode,
         return f >= 0 && (it->second[f] & banned);
       });
       if (splitsBanned &&
+          node.seconds[i] != std::numeric_limits<double>::infinity()) {
+        node.seconds[i] = std::numeric_limits<double>::infinity();
+        ++forbidden;
+      }
+    }
+  }
+  return forbidden;
+}
+
+int64_t restrictContextAxis(ShardingProblem &problem, int64_t axis,
+                            func::FuncOp fn) {
+  auto residual = findResidualFactors(fn);
+  int64_t forbidden = 0;
+  for (ProblemNode &node : problem.nodes) {
+    auto it = node.op ? residual.find(node.op) : residual.end();
+    if (it == residual.end())
+      continue;
+    bool attention = isa<AttentionOp, AttentionGradOp>(node.op);
+    for (auto [i, strategy] : llvm::enumerate(node.strategies)) {
+      int64_t factor = axis < static_cast<int64_t>(strategy.axisFactor.size())
+                           ? strategy.axisFactor[axis]
+                           : -1;
+      bool banned =
+          factor >= 0 ? !(it->second[factor] & kTokenFactor) : attention;
+      if (banned &&
           node.seconds[i] != std::numeric_limits<double>::infinity()) {
         node.seconds[i] = std::numeric_limits<double>::infinity();
         ++forbidden;

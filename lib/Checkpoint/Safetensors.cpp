@@ -330,6 +330,12 @@ Expected<Checkpoint> parseSafetensors(StringRef contents, StringRef fileName) {
     const char *bytes = data.data() + entry.begin;
     for (uint64_t i = 0; i < entry.elements; ++i)
       tensor.values[i] = entry.dtype->read(bytes + i * entry.dtype->bytes);
+    if (tensor.dtype == "F64") {
+      tensor.doubles.resize(entry.elements);
+      for (uint64_t i = 0; i < entry.elements; ++i)
+        tensor.doubles[i] =
+            bit_cast<double>(support::endian::read64le(bytes + i * 8));
+    }
   }
   return checkpoint;
 }
@@ -365,10 +371,12 @@ Error writeSafetensors(StringRef path, ArrayRef<CheckpointTensor> tensors,
         return fail("invalid shape " + formatShape(tensor.shape));
       elements = *product;
     }
-    if (elements != tensor.values.size())
+    size_t given =
+        tensor.dtype == "F64" ? tensor.doubles.size() : tensor.values.size();
+    if (elements != given)
       return fail("shape " + formatShape(tensor.shape) + " has " +
-                  Twine(elements) + " elements but " +
-                  Twine(tensor.values.size()) + " values are given");
+                  Twine(elements) + " elements but " + Twine(given) +
+                  " values are given");
   }
   for (const auto &[key, value] : metadata)
     if (!json::isUTF8(key) || !json::isUTF8(value))
@@ -386,9 +394,11 @@ Error writeSafetensors(StringRef path, ArrayRef<CheckpointTensor> tensors,
       });
     uint64_t offset = 0;
     for (const CheckpointTensor &tensor : tensors) {
-      uint64_t end = offset + 4 * tensor.values.size();
+      bool f64 = tensor.dtype == "F64";
+      uint64_t end =
+          offset + (f64 ? 8 * tensor.doubles.size() : 4 * tensor.values.size());
       writer.attributeObject(tensor.name, [&] {
-        writer.attribute("dtype", "F32");
+        writer.attribute("dtype", f64 ? "F64" : "F32");
         writer.attributeArray("shape", [&] {
           for (int64_t dim : tensor.shape)
             writer.value(dim);
@@ -408,11 +418,19 @@ Error writeSafetensors(StringRef path, ArrayRef<CheckpointTensor> tensors,
     support::endian::write64le(word, header.size());
     os.write(word, 8);
     os << header;
-    for (const CheckpointTensor &tensor : tensors)
+    for (const CheckpointTensor &tensor : tensors) {
+      if (tensor.dtype == "F64") {
+        for (double value : tensor.doubles) {
+          support::endian::write64le(word, bit_cast<uint64_t>(value));
+          os.write(word, 8);
+        }
+        continue;
+      }
       for (float value : tensor.values) {
         support::endian::write32le(word, bit_cast<uint32_t>(value));
         os.write(word, 4);
       }
+    }
   });
 }
 

@@ -29,13 +29,16 @@ llvm::StringRef stringifyRecompute(Recompute recompute) {
 
 StateBytesPerParam stateBytesPerParam(bool mixedPrecision,
                                       OptimizerKind optimizer) {
-  // ZeRO §3.1: with mixed precision, 2 bytes of fp16/bf16 parameters and 2
-  // of gradients; the optimizer keeps an fp32 master copy (4) plus, for
-  // Adam, momentum and variance (4 + 4): K = 12. In f32 the parameters are
-  // their own master copy.
+  // ZeRO §3.1: with mixed precision, 2 bytes of fp16/bf16 parameters; the
+  // optimizer keeps an fp32 master copy (4) plus, for Adam, momentum and
+  // variance (4 + 4): K = 12. The gradients are fp32 (4), not ZeRO's fp16:
+  // the gradient of Loom's cast to the compute copy is the master weight's
+  // f32 gradient, and bf16 training in Megatron-LM accumulates and reduces
+  // fp32 gradients (its main_grad buffers), as Llama 3 does (Dubey et al.
+  // 2024 §3.3.4). In f32 the parameters are their own master copy.
   double moments = optimizer == OptimizerKind::AdamW ? 8 : 0;
   if (mixedPrecision)
-    return {2, 2, 4 + moments};
+    return {2, 4, 4 + moments};
   return {4, 4, moments};
 }
 

@@ -13,6 +13,8 @@
 #include "llvm/ADT/StringExtras.h"
 #include "llvm/Support/JSON.h"
 
+#include <cmath>
+
 using namespace llvm;
 
 namespace loom {
@@ -165,6 +167,42 @@ void readGPT2(ConfigReader &reader, ModelConfig &config) {
   config.qkvBias = true;
 }
 
+/// Llama 3.1's `rope_scaling`: {"rope_type": "llama3" (or "type"),
+/// "factor", "low_freq_factor", "high_freq_factor",
+/// "original_max_position_embeddings"}; any other type is an error.
+void readRopeScaling(ConfigReader &reader, const json::Value &value,
+                     RopeScalingConfig &scaling) {
+  const json::Object *object = value.getAsObject();
+  if (!object) {
+    reader.fail("key \"rope_scaling\" must be an object or null");
+    return;
+  }
+  std::optional<StringRef> type = object->getString("rope_type");
+  if (!type)
+    type = object->getString("type");
+  if (!type || *type != "llama3") {
+    reader.fail("key \"rope_scaling\": rope_type \"" + type.value_or("") +
+                "\" is not supported (\"llama3\", Llama 3.1's, is)");
+    return;
+  }
+  auto field = [&](StringRef key) -> double {
+    std::optional<double> number = object->getNumber(key);
+    if (!number || !(*number > 0) || !std::isfinite(*number)) {
+      reader.fail("key \"rope_scaling\": \"" + key +
+                  "\" must be a positive number");
+      return 1;
+    }
+    return *number;
+  };
+  scaling.factor = field("factor");
+  scaling.lowFreqFactor = field("low_freq_factor");
+  scaling.highFreqFactor = field("high_freq_factor");
+  scaling.originalMaxPositions = field("original_max_position_embeddings");
+  if (!(scaling.highFreqFactor > scaling.lowFreqFactor))
+    reader.fail("key \"rope_scaling\": \"high_freq_factor\" must be above "
+                "\"low_freq_factor\"");
+}
+
 /// The keys Llama, Qwen2 and Mistral share; `kvHeads` is the config
 /// class's default of num_key_value_heads (0: num_attention_heads).
 void readLlamaLike(ConfigReader &reader, ModelConfig &config, ModelType type,
@@ -189,7 +227,7 @@ void readLlamaLike(ConfigReader &reader, ModelConfig &config, ModelType type,
   config.headDimension = reader.positive("head_dim", kMaxWidth, 0);
   if (const json::Value *scaling = reader.object.get("rope_scaling"))
     if (scaling->kind() != json::Value::Null)
-      reader.fail("key \"rope_scaling\" is not supported (only plain RoPE)");
+      readRopeScaling(reader, *scaling, config.ropeScaling);
   config.activation = Activation::Silu;
 }
 

@@ -182,15 +182,25 @@ private:
   /// RoPE over the first `config.rotaryDim` dims of each head of `x`
   /// [B, S, H, D], the rest passed through (GPT-NeoX's partial rotary:
   /// the rotated part's frequencies are those of a head of rotaryDim).
+  /// With Llama 3.1's frequency scaling when the config has one.
   Value rope(Value x) {
     int64_t d = cast<RankedTensorType>(x.getType()).getShape().back();
-    FloatAttr theta = b.getF64FloatAttr(config.ropeTheta);
+    const RopeScalingConfig &scaling = config.ropeScaling;
+    auto scaled = [&](double value) {
+      return scaling.factor == 0 ? FloatAttr() : b.getF64FloatAttr(value);
+    };
+    auto rotate = [&](Value part) -> Value {
+      return RopeOp::create(b, loc, part, b.getF64FloatAttr(config.ropeTheta),
+                            scaled(scaling.factor),
+                            scaled(scaling.lowFreqFactor),
+                            scaled(scaling.highFreqFactor),
+                            scaled(scaling.originalMaxPositions));
+    };
     if (config.rotaryDim == d)
-      return RopeOp::create(b, loc, x, theta);
+      return rotate(x);
     if (config.rotaryDim == 0)
       return x;
-    Value rotated =
-        RopeOp::create(b, loc, lastDims(x, 0, config.rotaryDim), theta);
+    Value rotated = rotate(lastDims(x, 0, config.rotaryDim));
     Value passed = lastDims(x, config.rotaryDim, d - config.rotaryDim);
     return ConcatOp::create(b, loc, ValueRange{rotated, passed}, 3);
   }
@@ -295,7 +305,6 @@ Value ForwardBuilder::buildLlama(Value tokens, Value labels) {
   auto heads = [&](Value x, int64_t n) {
     return reshape(x, {batch, seq, n, hd});
   };
-
   // Qwen2's q, k and v projections have biases.
   auto projection = [&](Value x, const std::string &name) {
     if (!config.qkvBias)
@@ -391,10 +400,13 @@ importModel(MLIRContext &context, const ModelConfig &config,
   int64_t seq = options.seqLenFor(config);
   if (options.microBatch <= 0 || seq <= 0)
     return importError("micro-batch size and sequence length must be positive");
-  if (seq > config.maxPositions)
+  // GPT-2 learns a table of positions; RoPE computes any position's
+  // rotation, so a Llama runs longer sequences than it was trained on.
+  if (seq > config.maxPositions && config.type == ModelType::GPT2)
     return importError("sequence length " + Twine(seq) +
                        " exceeds the model's " + Twine(config.maxPositions) +
-                       " positions");
+                       " positions (a learned table; RoPE models take longer "
+                       "sequences)");
   // The largest activations are [B, S, vocabulary] logits and
   // [B, S, intermediate] MLP values: each must stay a tensor Loom can
   // address (and every byte count derived from it inside int64).

@@ -29,6 +29,7 @@
 
 #include "dialects/Loom/LoomOps.h"
 #include "loom/Interpreter/DropoutMask.h"
+#include "loom/Interpreter/RopeFrequency.h"
 
 #include <cmath>
 #include <limits>
@@ -42,21 +43,39 @@ namespace loom::interp {
 //===----------------------------------------------------------------------===//
 
 /// Rotates each pair (x[i], x[i + D/2]) of `x` [B, S, H, D] at position s by
-/// `direction * s * theta^(-2i/D)`: +1 for rope, -1 for its gradient.
-static Tensor rotatePairs(Value result, const Tensor &x, double theta,
-                          double direction) {
+/// `direction * s * theta^(-2i/D)`: +1 for rope, -1 for its gradient. A
+/// shard along the sequence (`loom.mask_split_axes`) starts at its global
+/// position.
+static llvm::Expected<Tensor> rotatePairs(Operation *op, const Tensor &x,
+                                          double theta, double direction) {
+  llvm::Expected<int64_t> start = globalStart(op, x.shape()[1], 1);
+  if (!start)
+    return start.takeError();
+  Value result = op->getResult(0);
   ArrayRef<int64_t> shape = x.shape();
   int64_t batch = shape[0], seq = shape[1], heads = shape[2], dim = shape[3];
   int64_t half = dim / 2;
+  // Llama 3.1's frequency scaling, when the op has it (all four or none).
+  RopeScaling scaling;
+  if (auto factor = op->getAttrOfType<FloatAttr>("scaling_factor")) {
+    scaling.factor = factor.getValueAsDouble();
+    scaling.lowFreqFactor =
+        op->getAttrOfType<FloatAttr>("low_freq_factor").getValueAsDouble();
+    scaling.highFreqFactor =
+        op->getAttrOfType<FloatAttr>("high_freq_factor").getValueAsDouble();
+    scaling.originalMaxPositions =
+        op->getAttrOfType<FloatAttr>("original_max_positions")
+            .getValueAsDouble();
+  }
   std::vector<double> inverseFrequency(half);
   for (int64_t i = 0; i < half; ++i)
-    inverseFrequency[i] = std::pow(theta, -2.0 * static_cast<double>(i) /
-                                              static_cast<double>(dim));
+    inverseFrequency[i] = ropeFrequency(i, dim, theta, scaling);
   std::vector<double> y(x.f().size());
   for (int64_t b = 0; b < batch; ++b)
     for (int64_t s = 0; s < seq; ++s)
       for (int64_t i = 0; i < half; ++i) {
-        double angle = direction * static_cast<double>(s) * inverseFrequency[i];
+        double angle =
+            direction * static_cast<double>(*start + s) * inverseFrequency[i];
         double c = std::cos(angle), sn = std::sin(angle);
         for (int64_t h = 0; h < heads; ++h) {
           int64_t base = ((b * seq + s) * heads + h) * dim;
@@ -86,6 +105,10 @@ struct AttentionShape {
   /// On a shard (`loom.mask_split_axes`), the global index of each local
   /// (b, h, s, t) of the probabilities; empty when local is global.
   std::vector<int64_t> maskIndex;
+  /// The global position of local query 0: the queries of a shard split
+  /// along the sequence are rows [queryStart, queryStart + seq) of the
+  /// keys, which the causal mask compares against.
+  int64_t queryStart = 0;
 
   /// Reads the shapes of `q` and `k` and the attributes of `op` (attention
   /// or attention_grad); `step` is the step operand, null without dropout.
@@ -108,6 +131,12 @@ struct AttentionShape {
   /// 1; the key axis T is never split (attention's sharding rule keeps it
   /// whole).
   llvm::Error readMaskIndex(Operation *op) {
+    if (causal) {
+      llvm::Expected<int64_t> start = globalStart(op, seq, 1);
+      if (!start)
+        return start.takeError();
+      queryStart = *start;
+    }
     if (dropoutRate == 0.0)
       return llvm::Error::success();
     auto indices = maskIndices(op, {batch, heads, seq, kvSeq}, {0, 2, 1, -1});
@@ -153,16 +182,18 @@ static double dot(const double *a, const double *b, int64_t size) {
 }
 
 /// The [S, Skv] scores scale * q k^T of query head h of batch b, with -inf
-/// where the causal mask hides key t from query s (t > s).
+/// where the causal mask hides key t from query s (t after s's global
+/// position).
 static void computeScores(const AttentionShape &a, const Tensor &q,
                           const Tensor &k, int64_t b, int64_t h,
                           std::vector<double> &scores) {
   for (int64_t s = 0; s < a.seq; ++s)
     for (int64_t t = 0; t < a.kvSeq; ++t)
       scores[s * a.kvSeq + t] =
-          a.causal && t > s ? -std::numeric_limits<double>::infinity()
-                            : a.scale * dot(&q.f()[a.qRow(b, s, h)],
-                                            &k.f()[a.kvRow(b, t, h)], a.dim);
+          a.causal && t > a.queryStart + s
+              ? -std::numeric_limits<double>::infinity()
+              : a.scale * dot(&q.f()[a.qRow(b, s, h)], &k.f()[a.kvRow(b, t, h)],
+                              a.dim);
 }
 
 static llvm::Expected<Results> attention(AttentionOp op, Operands in) {
@@ -237,11 +268,18 @@ static llvm::Expected<Results> attentionGrad(AttentionGradOp op, Operands in) {
 }
 
 void addAttentionKernels(KernelTable &table) {
-  table.add<RopeOp>([](RopeOp op, Operands in) {
-    return rotatePairs(op, *in[0], op.getTheta().convertToDouble(), 1.0);
+  table.add<RopeOp>([](RopeOp op, Operands in) -> llvm::Expected<Results> {
+    auto y = rotatePairs(op, *in[0], op.getTheta().convertToDouble(), 1.0);
+    if (!y)
+      return y.takeError();
+    return Results{std::move(*y)};
   });
-  table.add<RopeGradOp>([](RopeGradOp op, Operands in) {
-    return rotatePairs(op, *in[0], op.getTheta().convertToDouble(), -1.0);
+  table.add<RopeGradOp>([](RopeGradOp op,
+                           Operands in) -> llvm::Expected<Results> {
+    auto dx = rotatePairs(op, *in[0], op.getTheta().convertToDouble(), -1.0);
+    if (!dx)
+      return dx.takeError();
+    return Results{std::move(*dx)};
   });
   table.add<AttentionOp>(
       [](AttentionOp op, Operands in) { return attention(op, in); });

@@ -1,7 +1,8 @@
 //===- DevicePosition.cpp - The rank a kernel runs on ---------------------===//
 //
 // The calling thread's device position, and the global indices of a
-// partitioned dropout op's mask computed from it.
+// partitioned dropout op's mask, or of a sequence shard's first position,
+// computed from it.
 //
 //===----------------------------------------------------------------------===//
 
@@ -145,6 +146,49 @@ llvm::Expected<std::vector<int64_t>> maskIndices(Operation *op,
     for (int16_t axis : axes)
       shards *= position->gridShape[axis];
   return offsetByMicroBatch(op, localShape, std::move(*indices), shards);
+}
+
+llvm::Expected<int64_t> globalStart(Operation *op, int64_t localSize,
+                                    int64_t entry) {
+  auto dims = op->getAttrOfType<ArrayAttr>(kMaskSplitAxesAttr);
+  if (!dims) {
+    if (op->hasAttr(kMaskSplitAxesAttr))
+      return opError(op, "has a malformed " + kMaskSplitAxesAttr +
+                             " (expected an array of arrays of grid axes)");
+    return 0;
+  }
+  auto entries = readMaskSplitAxes(op, dims);
+  if (!entries)
+    return entries.takeError();
+  if (entry >= static_cast<int64_t>(entries->size()) ||
+      (*entries)[entry].empty())
+    return 0;
+  const DevicePosition *position = currentDevicePosition();
+  if (!position)
+    return opError(op, "is a shard at a global position (" +
+                           kMaskSplitAxesAttr +
+                           "): it needs the multi-rank interpreter");
+  if (auto grid = op->getAttrOfType<FlatSymbolRefAttr>(kMaskGridAttr);
+      grid && grid.getValue() != position->gridName)
+    return opError(op, "is split over @" + grid.getValue() +
+                           ", but the ranks run on @" + position->gridName);
+  // The rank's coordinates, row-major over the grid, then its shard: the
+  // row-major index of its coordinates on the splitting axes.
+  ArrayRef<int64_t> shape = position->gridShape;
+  llvm::SmallVector<int64_t> coordinate(shape.size());
+  for (int64_t d = static_cast<int64_t>(shape.size()) - 1, r = position->rank;
+       d >= 0; --d) {
+    coordinate[d] = r % shape[d];
+    r /= shape[d];
+  }
+  int64_t shard = 0;
+  for (int16_t axis : (*entries)[entry]) {
+    if (axis < 0 || axis >= static_cast<int16_t>(shape.size()))
+      return opError(op, kMaskSplitAxesAttr + ": grid axis " +
+                             llvm::Twine(axis) + " is out of range");
+    shard = shard * shape[axis] + coordinate[axis];
+  }
+  return shard * localSize;
 }
 
 } // namespace loom::interp

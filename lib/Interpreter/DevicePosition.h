@@ -76,6 +76,15 @@ llvm::Expected<std::vector<int64_t>>
 maskIndices(mlir::Operation *op, llvm::ArrayRef<int64_t> localShape,
             llvm::ArrayRef<int64_t> splitOfDim = {});
 
+/// The global position of a shard's first element along one dimension of
+/// `localSize` elements, split as entry `entry` of `op`'s
+/// `loom.mask_split_axes` says: 0 without the attribute or where the entry
+/// splits nothing. What a sequence shard's rows need (a causal attention's
+/// queries, a rotary embedding's positions); micro-batches split the batch,
+/// not positions, and do not move it. Errors as maskIndices'.
+llvm::Expected<int64_t> globalStart(mlir::Operation *op, int64_t localSize,
+                                    int64_t entry);
+
 } // namespace loom::interp
 
 #endif // LOOM_LIB_INTERPRETER_DEVICEPOSITION_H

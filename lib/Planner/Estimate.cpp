@@ -1,12 +1,8 @@
 //===- Estimate.cpp - Step time and memory of a manual parallel plan ------===//
 //
-// The model is costed from its own IR: @forward_backward of the per-device
-// program, built twice — without layers (embedding and head only) and with
-// one layer — so one layer's cost is the difference and the whole model's is
-// the embedding, the head and L layers, however deep it is. The same two
-// programs with the full tensor-parallel widths tell which ops Megatron's
-// tensor parallelism leaves replicated (same shapes on every rank): those
-// are the ops sequence parallelism splits along the sequence instead.
+// The arithmetic of plans on a model's costs (ModelCosts.h: the per-device
+// programs, costed op by op): every stage's time and memory, the pipeline
+// schedule simulated, the collectives of each parallelism.
 //
 // Sources:
 //  [S19] M. Shoeybi et al., "Megatron-LM", 2019, §3 and Fig. 3/4: two
@@ -21,23 +17,28 @@
 //        each all-reduce into an all-gather plus a reduce-scatter.
 //  [Z20] S. Rajbhandari et al., "ZeRO", SC'20, §5 and §7: communication of
 //        the stages (ZeRO-3 gathers parameters in the forward and backward).
+//  [N21b] Narayanan et al. 2021 (as [N21]) §4.1: the scatter/gather
+//        optimization, each of the T tensor-parallel ranks sending 1/T of a
+//        stage's output, all-gathered over NVLink on the receiving side.
+//  [L23] H. Liu, M. Zaharia, P. Abbeel, "Ring Attention with Blockwise
+//        Transformers", 2023, and Megatron-Core's context parallelism: the
+//        sequence split over CP devices, each passing its keys and values
+//        around the ring in CP - 1 steps behind the attention of the block
+//        it holds; the backward passes them again with their gradients.
+//  [M22] Megatron-LM's training loop: the data-parallel gradient reduction
+//        runs after the pipeline flush, in fp32 when the model trains in
+//        bf16 (its main_grad buffers); Loom's optimizer function reduces
+//        the f32 gradients of its casts after the flush too.
 //
 //===----------------------------------------------------------------------===//
 
 #include "loom/Planner/Estimate.h"
 
+#include "ModelCosts.h"
+
 #include "loom/CostModel/Collectives.h"
 #include "loom/CostModel/OpCost.h"
-#include "loom/Import/ModelImporter.h"
-#include "passes/Autodiff/Passes.h"
-#include "passes/Transforms/Passes.h"
 
-#include "dialects/Loom/LoomOps.h"
-
-#include "mlir/Dialect/Func/IR/FuncOps.h"
-#include "mlir/IR/BuiltinOps.h"
-#include "mlir/Pass/PassManager.h"
-#include "llvm/ADT/DenseMap.h"
 #include "llvm/Support/FormatVariadic.h"
 
 #include <algorithm>
@@ -58,291 +59,82 @@ llvm::StringRef stringifyRankOrder(RankOrder order) {
 namespace {
 
 /// Distance between consecutive members of a data-parallel group and
-/// between neighbouring pipeline stages, in ranks.
+/// between neighbouring pipeline stages, in ranks (a context-parallel group
+/// is the T-strided ranks after a tensor group's).
 int64_t dataStride(const ParallelPlan &plan) {
-  return plan.rankOrder == RankOrder::TensorDataPipeline ? plan.tp
-                                                         : plan.tp * plan.pp;
+  int64_t inner = plan.tp * plan.cp;
+  return plan.rankOrder == RankOrder::TensorDataPipeline ? inner
+                                                         : inner * plan.pp;
 }
 int64_t pipelineStride(const ParallelPlan &plan) {
-  return plan.rankOrder == RankOrder::TensorDataPipeline ? plan.tp * plan.dp
-                                                         : plan.tp;
+  int64_t inner = plan.tp * plan.cp;
+  return plan.rankOrder == RankOrder::TensorDataPipeline ? inner * plan.dp
+                                                         : inner;
 }
 
-/// Per micro-batch costs of a part of @forward_backward on one device.
-struct PartCost {
-  double forward = 0, backward = 0; ///< seconds
-  /// Of those, the ops tensor parallelism leaves replicated.
-  double forwardReplicated = 0, backwardReplicated = 0;
-  /// Forward seconds of the attention core (rerun by selective recompute).
-  double coreForward = 0;
-  /// Seconds of ops that do not depend on the batch (the bf16 copies of the
-  /// weights): once per step, not per micro-batch.
-  double perStep = 0;
-  double modelFlops = 0;
-  /// Saved activations (SavedValue) with whether each is replicated.
-  llvm::SmallVector<std::pair<SavedValue, bool>> saved;
-
-  void subtract(const PartCost &other) {
-    forward -= other.forward;
-    backward -= other.backward;
-    forwardReplicated -= other.forwardReplicated;
-    backwardReplicated -= other.backwardReplicated;
-    coreForward -= other.coreForward;
-    perStep -= other.perStep;
-    modelFlops -= other.modelFlops;
-  }
-  void add(const PartCost &other) {
-    forward += other.forward;
-    backward += other.backward;
-    forwardReplicated += other.forwardReplicated;
-    backwardReplicated += other.backwardReplicated;
-    coreForward += other.coreForward;
-    perStep += other.perStep;
-    modelFlops += other.modelFlops;
-  }
-};
-
-/// Saved bytes of `part` under sequence parallelism over `tp` and a
-/// recompute policy other than Full.
-double savedBytes(llvm::ArrayRef<std::pair<SavedValue, bool>> saved,
-                  Recompute recompute, bool sequenceParallel, int64_t tp) {
-  double bytes = 0;
-  for (const auto &[value, replicated] : saved) {
-    if (recompute == Recompute::Selective && value.attentionCore)
-      continue;
-    bytes += value.bytes / (sequenceParallel && replicated ? double(tp) : 1);
-  }
-  return bytes;
-}
-
-struct Program {
-  OwningOpRef<ModuleOp> module;
-  func::FuncOp forwardBackward;
-};
-
-llvm::Expected<Program> buildProgram(MLIRContext &context,
-                                     const ModelConfig &config, int64_t layers,
-                                     const TrainingSetup &setup,
-                                     int64_t microBatch) {
-  ModelConfig c = config;
-  c.numLayers = layers;
-  ImportOptions options;
-  options.microBatch = microBatch;
-  options.seqLen = setup.seqLen;
-  options.precision =
-      setup.mixedPrecision ? loom::Precision::BF16 : loom::Precision::F32;
-  auto module = importModel(context, c, options);
-  if (!module)
-    return module.takeError();
-  PassManager pm(&context);
-  if (setup.unfusedAttention)
-    pm.addPass(createLoomDecomposeAttention());
-  pm.addPass(createLoomAutodiff());
-  if (failed(pm.run(**module)))
-    return llvm::createStringError(
-        "differentiating the model (--loom-autodiff) failed");
-  Program program;
-  program.module = std::move(*module);
-  program.forwardBackward =
-      program.module->lookupSymbol<func::FuncOp>("forward_backward");
-  return program;
-}
-
-/// Costs of one per-device program, split into the embedding (gather and
-/// scatter of the token table) and everything else; `global` is the same
-/// program at full tensor-parallel widths, op for op.
-struct ProgramCost {
-  PartCost embedding, rest;
-  double temporaries = 0;
-};
-
-ProgramCost costProgram(func::FuncOp localFn, func::FuncOp globalFn,
-                        const DeviceSpec &device,
-                        const ActivationOptions &activations, bool tpSplit) {
-  llvm::SmallVector<Operation *> localOps, globalOps;
-  for (Operation &op : localFn.getBody().front())
-    localOps.push_back(&op);
-  for (Operation &op : globalFn.getBody().front())
-    globalOps.push_back(&op);
-  bool aligned = localOps.size() == globalOps.size();
-  llvm::DenseMap<Operation *, bool> replicated;
-  for (size_t i = 0; i < localOps.size(); ++i) {
-    bool same = !tpSplit;
-    if (tpSplit && aligned &&
-        localOps[i]->getName() == globalOps[i]->getName()) {
-      // Same operand and result shapes: the op does the same work on
-      // every rank (a row-parallel matmul has the full result but half
-      // the operands).
-      same = llvm::equal(localOps[i]->getOperandTypes(),
-                         globalOps[i]->getOperandTypes()) &&
-             llvm::equal(localOps[i]->getResultTypes(),
-                         globalOps[i]->getResultTypes());
-    }
-    replicated[localOps[i]] = same;
-  }
-
-  ProgramCost cost;
-  llvm::DenseSet<Operation *> forward = forwardOps(localFn);
-  llvm::DenseSet<Value> batchDependent = batchDependentValues(localFn);
-  auto partOf = [&](Operation *op) -> PartCost & {
-    return isa<EmbeddingOp, EmbeddingGradOp>(op) ? cost.embedding : cost.rest;
-  };
-  for (Operation *op : localOps) {
-    OpWork work = getOpWork(op);
-    double seconds = opTime(work, device);
-    PartCost &part = partOf(op);
-    part.modelFlops += work.modelFlops;
-    if (!llvm::any_of(op->getResults(), [&](Value result) {
-          return batchDependent.contains(result);
-        })) {
-      part.perStep += seconds;
-      continue;
-    }
-    bool isForward = forward.contains(op), isReplicated = replicated[op];
-    (isForward ? part.forward : part.backward) += seconds;
-    if (isReplicated)
-      (isForward ? part.forwardReplicated : part.backwardReplicated) += seconds;
-    if (isForward && op->hasAttr(kAttentionCoreAttr))
-      part.coreForward += seconds;
-  }
-  llvm::SmallVector<SavedValue> saved =
-      findSavedActivations(localFn, activations);
-  for (const SavedValue &value : saved) {
-    Operation *producer = value.value.getDefiningOp();
-    partOf(producer).saved.push_back({value, replicated[producer]});
-  }
-  cost.temporaries = peakTemporaryBytes(localFn, saved);
-  return cost;
-}
-
-/// Megatron's split of `config` over `tp` ranks: heads, key/value heads, MLP
-/// width and (padded) vocabulary divided, head dimension and hidden kept.
-ModelConfig tensorParallelShard(const ModelConfig &config, int64_t tp) {
-  ModelConfig local = config;
-  local.numHeads /= tp;
-  local.numKVHeads /= tp;
-  local.intermediate /= tp;
-  local.vocab = (config.vocab + tp - 1) / tp;
-  return local;
-}
-
-/// Parameters of layer 0, of the embedding (first stage) and of the head
-/// (last stage: final norm, untied output projection, or the tied copy of
-/// the token table that Megatron keeps there when P > 1).
-struct ParamCounts {
-  double total = 0, layer = 0, embedding = 0, head = 0;
-};
-
-ParamCounts countParams(const ModelConfig &config, bool tiedCopy) {
-  ParamCounts counts;
-  for (const ParamSpec &param : listParameters(config)) {
-    double n = double(param.numElements());
-    llvm::StringRef name = param.name;
-    counts.total += n;
-    if (name.contains(".h.0.") || name.contains(".layers.0."))
-      counts.layer += n;
-    else if (name.contains(".h.") || name.contains(".layers."))
-      continue;
-    else if (name.contains("wte") || name.contains("wpe") ||
-             name.contains("embed_tokens")) {
-      counts.embedding += n;
-      if (tiedCopy && !name.contains("wpe"))
-        counts.head += n;
-    } else
-      counts.head += n;
-  }
-  return counts;
+/// The ranks that hold the same parameters and reduce their gradients (and
+/// share ZeRO's shards): the D data-parallel ranks times the CP
+/// context-parallel ones (Megatron-Core's data-parallel group with context
+/// parallelism).
+GroupPlacement gradientGroup(const ParallelPlan &plan, int64_t devicesPerNode) {
+  GroupPlacement data =
+      GroupPlacement::strided(plan.dp, dataStride(plan), devicesPerNode);
+  if (plan.cp == 1)
+    return data;
+  GroupPlacement context =
+      GroupPlacement::strided(plan.cp, plan.tp, devicesPerNode);
+  GroupPlacement group{plan.dp * plan.cp, context.perNode * data.perNode};
+  group.perNode = std::clamp<int64_t>(group.perNode, 1, group.size);
+  while (group.size % group.perNode != 0)
+    --group.perNode;
+  return group;
 }
 
 } // namespace
 
-/// What the model costs one device per micro-batch, by part, for one
-/// tensor-parallel degree and micro-batch.
-struct detail::ModelCosts {
-  PartCost embedding, head, layer;
-  /// Parameters on one tensor-parallel rank: without and with the tied
-  /// copy of the token table on the last stage (P > 1).
-  ParamCounts params, paramsTiedCopy;
-  double totalParams = 0; ///< of the whole model
-  /// Saved values of the one-layer program (embedding, one layer, head).
-  llvm::SmallVector<std::pair<SavedValue, bool>> oneLayerSaved;
-  double temporaries = 0;
-  /// Model FLOPs of one micro-batch through all layers, at full widths.
-  double modelFlops = 0;
-
-  /// Bytes one layer keeps under `recompute` (None or Selective).
-  double layerKept(Recompute recompute, bool sequenceParallel,
-                   int64_t tp) const {
-    return savedBytes(oneLayerSaved, recompute, sequenceParallel, tp) -
-           savedBytes(embedding.saved, recompute, sequenceParallel, tp) -
-           savedBytes(head.saved, recompute, sequenceParallel, tp);
-  }
-};
-
 namespace {
 using detail::ModelCosts;
-
-/// Costs the per-device programs without layers and with one, and their
-/// full-width twins (for the replicated ops and the model FLOPs).
-llvm::Expected<std::unique_ptr<ModelCosts>>
-costModel(MLIRContext &context, const ModelConfig &config,
-          const DeviceSpec &device, int64_t tp, int64_t microBatch,
-          const TrainingSetup &setup) {
-  ModelConfig local = tensorParallelShard(config, tp);
-  ProgramCost costs[2];
-  double fullFlops[2];
-  for (int64_t layers : {0, 1}) {
-    auto localProgram = buildProgram(context, local, layers, setup, microBatch);
-    if (!localProgram)
-      return localProgram.takeError();
-    auto globalProgram =
-        buildProgram(context, config, layers, setup, microBatch);
-    if (!globalProgram)
-      return globalProgram.takeError();
-    costs[layers] = costProgram(localProgram->forwardBackward,
-                                globalProgram->forwardBackward, device,
-                                setup.activations, tp > 1);
-    fullFlops[layers] = 0;
-    for (Operation &op : globalProgram->forwardBackward.getBody().front())
-      fullFlops[layers] += getOpWork(&op).modelFlops;
-  }
-  auto result = std::make_unique<ModelCosts>();
-  ModelCosts &model = *result;
-  model.embedding = costs[0].embedding;
-  model.head = costs[0].rest;
-  model.layer = costs[1].embedding;
-  model.layer.add(costs[1].rest);
-  model.layer.subtract(model.embedding);
-  model.layer.subtract(model.head);
-  model.oneLayerSaved = costs[1].rest.saved;
-  llvm::append_range(model.oneLayerSaved, costs[1].embedding.saved);
-  model.temporaries = costs[1].temporaries;
-  model.modelFlops =
-      fullFlops[0] + double(config.numLayers) * (fullFlops[1] - fullFlops[0]);
-  model.params = countParams(local, /*tiedCopy=*/false);
-  model.paramsTiedCopy = countParams(local, config.tieEmbeddings);
-  model.totalParams = countParams(config, false).total;
-  return std::move(result);
-}
+using detail::ParamCounts;
+using detail::PartCost;
+using detail::savedBytes;
 
 /// Seconds of communication one micro-batch costs a stage.
 struct MicroBatchComm {
   double perLayer = 0, embedding = 0, head = 0, sendRecv = 0;
+  /// One step of the context-parallel ring [L23]: a device's keys and
+  /// values to its neighbour (forward), and with their gradients
+  /// (backward); cp - 1 steps of each per layer.
+  double ringForward = 0, ringBackward = 0;
 };
 
+/// `hiddenBytes`: one micro-batch's hidden state on a context-parallel
+/// device (its 1/cp of the sequence); `kvBytes`: its keys and values on
+/// one tensor-parallel rank.
 MicroBatchComm microBatchComm(const ClusterSpec &cluster,
                               const ParallelPlan &plan, double hiddenBytes,
-                              double tokens) {
+                              double kvBytes, double tokens) {
   const int64_t t = plan.tp;
   auto tpGroup = GroupPlacement::strided(t, 1, cluster.devicesPerNode);
   auto ppGroup =
       GroupPlacement::strided(2, pipelineStride(plan), cluster.devicesPerNode);
+  auto cpPair = GroupPlacement::strided(2, t, cluster.devicesPerNode);
   auto coll = [&](Collective kind, double bytes, const GroupPlacement &g) {
     return collectiveCost(kind, bytes, g, cluster).seconds;
   };
   MicroBatchComm comm;
-  if (plan.pp > 1)
-    comm.sendRecv = coll(Collective::SendRecv, hiddenBytes, ppGroup);
+  // [N21b]: each tensor-parallel rank sends its 1/T of the stage's output;
+  // with sequence parallelism that is its own shard, otherwise the
+  // receivers all-gather it over the node's links.
+  if (plan.pp > 1) {
+    comm.sendRecv =
+        coll(Collective::SendRecv, hiddenBytes / double(t), ppGroup);
+    if (t > 1 && !plan.sequenceParallel)
+      comm.sendRecv += coll(Collective::AllGather, hiddenBytes, tpGroup);
+  }
+  if (plan.cp > 1) {
+    comm.ringForward = coll(Collective::SendRecv, kvBytes, cpPair);
+    comm.ringBackward = coll(Collective::SendRecv, 2 * kvBytes, cpPair);
+  }
   if (t == 1)
     return comm;
   // [S19]/[K23]: per layer and direction, two all-reduces of the hidden
@@ -384,16 +176,31 @@ struct PlanCosts {
   double layerKept = 0;
 };
 
-ItemCost itemCost(const PartCost &part, const ParallelPlan &plan, double comm,
-                  double params, double kept) {
+ItemCost itemCost(const PartCost &part, const ParallelPlan &plan,
+                  const MicroBatchComm &ring, double comm, double params,
+                  double kept) {
   ItemCost item;
   double spShare = plan.sequenceParallel ? 1.0 - 1.0 / double(plan.tp) : 0;
-  item.forward = part.forward - spShare * part.forwardReplicated;
+  // [L23]: a context-parallel device's queries meet all cp blocks of keys,
+  // one block per ring step, each step's transfer behind the block before.
+  double cp = double(plan.cp);
+  double attentionForward = cp * part.attentionForward,
+         attentionBackward = cp * part.attentionBackward;
+  item.forward = part.forward - spShare * part.forwardReplicated +
+                 attentionForward - part.attentionForward;
   double recompute = plan.recompute == Recompute::Full        ? item.forward
                      : plan.recompute == Recompute::Selective ? part.coreForward
                                                               : 0;
-  item.backward = part.backward - spShare * part.backwardReplicated + recompute;
+  item.backward = part.backward - spShare * part.backwardReplicated +
+                  attentionBackward - part.attentionBackward + recompute;
   item.comm = comm;
+  if (plan.cp > 1 && part.attentionForward > 0)
+    item.comm +=
+        (cp - 1) * (exposedTime(ring.ringForward, attentionForward / cp) +
+                    exposedTime(ring.ringBackward, attentionBackward / cp) +
+                    (plan.recompute == Recompute::Full
+                         ? exposedTime(ring.ringForward, attentionForward / cp)
+                         : 0));
   item.perStep = part.perStep;
   item.params = params;
   item.kept = kept;
@@ -404,28 +211,34 @@ PlanCosts planCosts(const ModelConfig &config, const ClusterSpec &cluster,
                     const ParallelPlan &plan, const TrainingSetup &setup,
                     const ModelCosts &model) {
   const int64_t t = plan.tp,
-                seq = setup.seqLen ? setup.seqLen : config.maxPositions;
+                seq = (setup.seqLen ? setup.seqLen : config.maxPositions) /
+                      plan.cp;
   PlanCosts costs;
-  double hiddenBytes = double(plan.microBatch * seq * config.hidden) *
-                       (setup.mixedPrecision ? 2 : 4);
+  double elementBytes = setup.mixedPrecision ? 2 : 4;
+  double hiddenBytes =
+      double(plan.microBatch * seq * config.hidden) * elementBytes;
+  double kvBytes = 2 * double(plan.microBatch * seq) *
+                   double(config.numKVHeads / t) *
+                   double(config.hidden / config.numHeads) * elementBytes;
   costs.layerKept =
       plan.recompute == Recompute::Full
           ? hiddenBytes / (plan.sequenceParallel ? double(t) : 1)
           : model.layerKept(plan.recompute, plan.sequenceParallel, t);
-  costs.comm =
-      microBatchComm(cluster, plan, hiddenBytes, double(plan.microBatch * seq));
+  costs.comm = microBatchComm(cluster, plan, hiddenBytes, kvBytes,
+                              double(plan.microBatch * seq));
   costs.perParam = stateBytesPerParam(setup.mixedPrecision, setup.optimizer);
   const ParamCounts &params =
       plan.pp > 1 && config.tieEmbeddings ? model.paramsTiedCopy : model.params;
   auto kept = [&](const PartCost &part) {
     return savedBytes(part.saved, plan.recompute, plan.sequenceParallel, t);
   };
-  costs.embedding = itemCost(model.embedding, plan, costs.comm.embedding,
-                             params.embedding, kept(model.embedding));
-  costs.layer = itemCost(model.layer, plan, costs.comm.perLayer, params.layer,
-                         costs.layerKept);
-  costs.head = itemCost(model.head, plan, costs.comm.head, params.head,
-                        kept(model.head));
+  costs.embedding =
+      itemCost(model.embedding, plan, costs.comm, costs.comm.embedding,
+               params.embedding, kept(model.embedding));
+  costs.layer = itemCost(model.layer, plan, costs.comm, costs.comm.perLayer,
+                         params.layer, costs.layerKept);
+  costs.head = itemCost(model.head, plan, costs.comm, costs.comm.head,
+                        params.head, kept(model.head));
   costs.temporaries = model.temporaries;
   if (plan.recompute == Recompute::Full) // one layer rebuilt at a time
     costs.rebuiltLayer =
@@ -449,15 +262,22 @@ struct Stage {
   double seconds = 0, compute = 0, comm = 0, forward = 0, backward = 0;
   double perStep = 0;
   double params = 0, activations = 0;
+  /// Bytes one micro-batch leaves on the stage until its backward.
+  double kept = 0;
 };
 
-/// `dpStride` is the plan's data-parallel stride on the devices: an
-/// interleaved plan's stages are costed as a plan of P x V stages, whose
-/// own stride (tp-pp-dp: T x P x V) would place data-parallel groups on
-/// devices that do not exist.
+/// Stage i of `plan` with `layers` layers; `gradGroup`: where the ranks
+/// that share its parameters sit (gradientGroup of the plan as the devices
+/// run it: an interleaved plan's stages are costed as a plan of P x V
+/// stages, whose own strides would place the group on devices that do not
+/// exist). `interleavedChunk`: one of an interleaved plan's P x V stages,
+/// whose transfers run while its rank computes another stage's micro-batch
+/// (Megatron-LM's interleaved schedule overlaps them), so only what
+/// outlasts a forward is exposed.
 Stage buildStage(int64_t i, int64_t layers, const ClusterSpec &cluster,
                  const ParallelPlan &plan, int64_t numMicroBatches,
-                 const PlanCosts &costs, int64_t dpStride) {
+                 const PlanCosts &costs, const GroupPlacement &gradGroup,
+                 bool interleavedChunk = false) {
   const bool first = i == 0, last = i == plan.pp - 1;
   Stage stage;
   double kept = 0;
@@ -475,35 +295,115 @@ Stage buildStage(int64_t i, int64_t layers, const ClusterSpec &cluster,
   if (last)
     add(costs.head, 1);
   stage.compute = stage.forward + stage.backward;
-  stage.comm +=
-      (last ? 0 : costs.comm.sendRecv) + (first ? 0 : costs.comm.sendRecv);
-  if (plan.zero == ZeroStage::Parameters && plan.dp > 1) {
+  double transfer = interleavedChunk
+                        ? exposedTime(costs.comm.sendRecv, stage.forward)
+                        : costs.comm.sendRecv;
+  stage.comm += (last ? 0 : transfer) + (first ? 0 : transfer);
+  if (plan.zero == ZeroStage::Parameters && plan.dp * plan.cp > 1) {
     // [Z20 §7]: every micro-batch gathers the parameters for its forward
-    // and again for its backward, prefetched behind the compute.
-    auto dpGroup =
-        GroupPlacement::strided(plan.dp, dpStride, cluster.devicesPerNode);
-    double gather =
-        collectiveCost(Collective::AllGather,
-                       stage.params * costs.perParam.params, dpGroup, cluster)
-            .seconds;
+    // and again for its backward, and reduce-scatters its gradients into
+    // their shards; prefetched behind the compute. The backward's gather
+    // and reduce-scatter share the links and the compute they hide behind.
+    auto coll = [&](Collective kind, double bytes) {
+      return collectiveCost(kind, bytes, gradGroup, cluster).seconds;
+    };
+    double gather = coll(Collective::AllGather,
+                         stage.params * costs.perParam.params),
+           reduce = coll(Collective::ReduceScatter,
+                         stage.params * costs.perParam.grads);
     stage.comm += exposedTime(gather, stage.forward) +
-                  exposedTime(gather, stage.backward);
+                  exposedTime(gather + reduce, stage.backward);
   }
   stage.seconds = stage.compute + stage.comm;
+  stage.kept = kept;
   stage.activations =
       inFlight(plan, i, numMicroBatches) * kept + costs.rebuiltLayer;
   return stage;
 }
 
-/// Transformer layers per stage: the plan's, or the even split.
-std::vector<int64_t> stageLayers(const ModelConfig &config,
+/// The schedule's P x V stages of `plan` (its P stages unless interleaved),
+/// with `layout`'s layers.
+llvm::SmallVector<Stage> scheduleStages(llvm::ArrayRef<int64_t> layout,
+                                        const ClusterSpec &cluster,
+                                        const ParallelPlan &plan, int64_t m,
+                                        const PlanCosts &costs) {
+  llvm::SmallVector<Stage> stages;
+  GroupPlacement gradGroup = gradientGroup(plan, cluster.devicesPerNode);
+  if (plan.virtualStages == 1) {
+    for (int64_t i = 0; i < plan.pp; ++i)
+      stages.push_back(
+          buildStage(i, layout[i], cluster, plan, m, costs, gradGroup));
+    return stages;
+  }
+  // Costed like P x V pipeline stages (the embedding on the first, the head
+  // on the last, each with its own transfers).
+  ParallelPlan chunked = plan;
+  chunked.pp = plan.pp * plan.virtualStages;
+  chunked.virtualStages = 1;
+  chunked.schedule = Schedule::OneFOneB;
+  for (int64_t s = 0; s < chunked.pp; ++s)
+    stages.push_back(buildStage(s, layout[s], cluster, chunked, m, costs,
+                                gradGroup, /*interleavedChunk=*/true));
+  return stages;
+}
+
+/// What each pipeline rank does per micro-batch and holds: its V stages
+/// together, its activations those of the micro-batches its schedule keeps
+/// in flight.
+llvm::SmallVector<Stage> rankStages(llvm::ArrayRef<Stage> stages,
+                                    const ParallelPlan &plan, int64_t m,
+                                    const PlanCosts &costs) {
+  if (plan.virtualStages == 1)
+    return llvm::SmallVector<Stage>(stages);
+  llvm::SmallVector<Stage> ranks(plan.pp);
+  for (size_t s = 0; s < stages.size(); ++s) {
+    Stage &rank = ranks[s % plan.pp];
+    const Stage &stage = stages[s];
+    rank.forward += stage.forward;
+    rank.backward += stage.backward;
+    rank.compute += stage.compute;
+    rank.comm += stage.comm;
+    rank.seconds += stage.seconds;
+    rank.perStep += stage.perStep;
+    rank.params += stage.params;
+    rank.kept += stage.kept;
+  }
+  for (int64_t r = 0; r < plan.pp; ++r)
+    ranks[r].activations =
+        inFlight(plan, r, m) * ranks[r].kept + costs.rebuiltLayer;
+  return ranks;
+}
+
+/// Transformer layers of each of the plan's P x V stages in pipeline order
+/// (ParallelPlan::stageLayers): the plan's, or the even split.
+std::vector<int64_t> stageLayout(const ModelConfig &config,
                                  const ParallelPlan &plan) {
-  if (!plan.stageLayers.empty())
-    return plan.stageLayers;
+  const int64_t p = plan.pp, v = plan.virtualStages, n = p * v,
+                total = config.numLayers;
   std::vector<int64_t> layers;
-  for (int64_t i = 0; i < plan.pp; ++i)
-    layers.push_back(config.numLayers / plan.pp +
-                     (i < config.numLayers % plan.pp ? 1 : 0));
+  if (int64_t(plan.stageLayers.size()) == n)
+    return plan.stageLayers;
+  if (int64_t(plan.stageLayers.size()) == p) {
+    // Each rank's layers over its V stages, the first ones one more.
+    layers.assign(n, 0);
+    for (int64_t s = 0; s < n; ++s) {
+      int64_t rank = plan.stageLayers[s % p], chunk = s / p;
+      layers[s] = rank / v + (chunk < rank % v ? 1 : 0);
+    }
+    return layers;
+  }
+  if (v == 1) {
+    for (int64_t i = 0; i < p; ++i)
+      layers.push_back(total / p + (i < total % p ? 1 : 0));
+    return layers;
+  }
+  // Interleaved: ceil(L / (P V)) each, then one less on the stages holding
+  // the head and the embedding, and inwards from there, as Llama 3 placed
+  // 126 layers on 16 ranks (Dubey et al. 2024 §3.3.2).
+  layers.assign(n, (total + n - 1) / n);
+  int64_t deficit = layers[0] * n - total;
+  for (int64_t k = 0; deficit > 0; ++k, --deficit)
+    --layers[k % 2 == 0 ? n - 1 - k / 2 : k / 2];
   return layers;
 }
 
@@ -511,14 +411,22 @@ std::vector<int64_t> stageLayers(const ModelConfig &config,
 
 std::string checkPlan(const ModelConfig &config, const ClusterSpec &cluster,
                       const ParallelPlan &plan, const TrainingSetup &setup) {
-  int64_t devices = plan.dp * plan.tp * plan.pp;
-  if (plan.dp < 1 || plan.tp < 1 || plan.pp < 1 || plan.microBatch < 1)
+  if (plan.dp < 1 || plan.tp < 1 || plan.pp < 1 || plan.cp < 1 ||
+      plan.microBatch < 1)
     return "every degree and the micro-batch must be at least 1";
+  int64_t devices = plan.dp * plan.tp * plan.pp * plan.cp;
   if (devices != cluster.numDevices())
-    return llvm::formatv("D x T x P = {0} x {1} x {2} = {3}, but the cluster "
-                         "has {4} devices",
-                         plan.dp, plan.tp, plan.pp, devices,
-                         cluster.numDevices());
+    return plan.cp == 1
+               ? llvm::formatv("D x T x P = {0} x {1} x {2} = {3}, but the "
+                               "cluster has {4} devices",
+                               plan.dp, plan.tp, plan.pp, devices,
+                               cluster.numDevices())
+                     .str()
+               : llvm::formatv("D x CP x T x P = {0} x {1} x {2} x {3} = {4}, "
+                               "but the cluster has {5} devices",
+                               plan.dp, plan.cp, plan.tp, plan.pp, devices,
+                               cluster.numDevices())
+                     .str();
   if (config.numHeads % plan.tp != 0)
     return llvm::formatv("T = {0} does not divide the {1} attention heads",
                          plan.tp, config.numHeads);
@@ -531,32 +439,53 @@ std::string checkPlan(const ModelConfig &config, const ClusterSpec &cluster,
   if (plan.pp > config.numLayers)
     return llvm::formatv("P = {0} stages but the model has {1} layers", plan.pp,
                          config.numLayers);
-  if (plan.virtualStages < 1 || plan.pp * plan.virtualStages > config.numLayers)
+  // Interleaved, the first and last stages may hold only the embedding and
+  // the head (as Llama 3's 126 layers on 16 x 8 stages).
+  if (plan.virtualStages < 1 ||
+      (plan.virtualStages > 1 &&
+       plan.pp * plan.virtualStages > config.numLayers + 2))
     return llvm::formatv("P x V = {0} x {1} stages but the model has {2} "
-                         "layers",
+                         "layers (and the embedding and the head)",
                          plan.pp, plan.virtualStages, config.numLayers);
   if (setup.globalBatch % (plan.dp * plan.microBatch) != 0)
     return llvm::formatv("the global batch {0} is not a multiple of D x "
                          "micro-batch = {1} x {2}",
                          setup.globalBatch, plan.dp, plan.microBatch);
   int64_t seq = setup.seqLen ? setup.seqLen : config.maxPositions;
-  if (plan.sequenceParallel && seq % plan.tp != 0)
-    return llvm::formatv("sequence parallelism: T = {0} does not divide the "
+  if (seq % plan.cp != 0)
+    return llvm::formatv("context parallelism: CP = {0} does not divide the "
                          "sequence length {1}",
-                         plan.tp, seq);
+                         plan.cp, seq);
+  if (plan.cp > 1 && setup.unfusedAttention)
+    return "context parallelism passes keys and values between the blocks "
+           "of the fused attention kernel, not the unfused form "
+           "(--unfused-attention)";
+  if (plan.sequenceParallel && (seq / plan.cp) % plan.tp != 0)
+    return llvm::formatv("sequence parallelism: T = {0} does not divide the "
+                         "sequence length {1}{2}",
+                         plan.tp, seq / plan.cp,
+                         plan.cp > 1 ? " of a context-parallel device" : "");
   if (!plan.stageLayers.empty()) {
+    const int64_t n = plan.pp * plan.virtualStages,
+                  given = int64_t(plan.stageLayers.size());
     int64_t sum = 0;
     for (int64_t layers : plan.stageLayers)
       sum += layers < 0 ? config.numLayers + 1 : layers;
-    if (int64_t(plan.stageLayers.size()) != plan.pp || sum != config.numLayers)
-      return llvm::formatv("the stage layout gives {0} stages {1} layers; "
-                           "the plan has {2} stages of {3} layers",
-                           plan.stageLayers.size(), sum, plan.pp,
-                           config.numLayers);
-    for (int64_t i = 1; i + 1 < plan.pp; ++i)
-      if (plan.stageLayers[i] == 0)
-        return llvm::formatv("pipeline stage {0} has no layers", i);
+    if ((given != plan.pp && given != n) || sum != config.numLayers)
+      return llvm::formatv(
+          "the stage layout gives {0} stages {1} layers; "
+          "the plan has {2} stages{3} of {4} layers",
+          given, sum, plan.pp,
+          plan.virtualStages > 1
+              ? llvm::formatv(" ({0} with V = {1})", n, plan.virtualStages)
+                    .str()
+              : std::string(),
+          config.numLayers);
   }
+  std::vector<int64_t> layout = stageLayout(config, plan);
+  for (int64_t i = 1; i + 1 < int64_t(layout.size()); ++i)
+    if (layout[i] == 0)
+      return llvm::formatv("pipeline stage {0} has no layers", i);
   int64_t m = setup.globalBatch / (plan.dp * plan.microBatch);
   if (llvm::Error error = sched::checkScheduleShape(
           plan.schedule, int(plan.pp), int(m), int(plan.virtualStages)))
@@ -623,13 +552,13 @@ PlanEvaluator::PlanEvaluator(MLIRContext &context, const ModelConfig &config,
 PlanEvaluator::~PlanEvaluator() = default;
 
 llvm::Expected<const ModelCosts *>
-PlanEvaluator::modelCosts(int64_t tp, int64_t microBatch) {
-  auto &slot = cache[{tp, microBatch}];
+PlanEvaluator::modelCosts(int64_t tp, int64_t microBatch, int64_t cp) {
+  auto &slot = cache[{tp, microBatch, cp}];
   if (!slot) {
-    auto costs =
-        costModel(context, config, cluster.device, tp, microBatch, setup);
+    auto costs = detail::costModel(context, config, cluster.device, tp,
+                                   microBatch, cp, setup);
     if (!costs) {
-      cache.erase({tp, microBatch});
+      cache.erase({tp, microBatch, cp});
       return costs.takeError();
     }
     slot = std::move(*costs);
@@ -644,32 +573,39 @@ PlanEvaluator::stageProblem(const ParallelPlan &plan) {
   if (std::string reason = checkPlan(config, cluster, even, setup);
       !reason.empty())
     return llvm::createStringError(reason);
-  auto model = modelCosts(plan.tp, plan.microBatch);
+  auto model = modelCosts(plan.tp, plan.microBatch, plan.cp);
   if (!model)
     return model.takeError();
   PlanCosts costs = planCosts(config, cluster, plan, setup, **model);
   const int64_t m = setup.globalBatch / (plan.dp * plan.microBatch);
+  const int64_t v = plan.virtualStages, n = plan.pp * v;
   auto item = [&](const ItemCost &cost) {
-    return StageItem{
-        cost.seconds(),
-        modelStateMemory(cost.params, costs.perParam, plan.zero, plan.dp)
-            .total(),
-        cost.kept};
+    return StageItem{cost.seconds(),
+                     modelStateMemory(cost.params, costs.perParam, plan.zero,
+                                      plan.dp * plan.cp)
+                         .total(),
+                     cost.kept};
   };
   StageProblem problem;
   problem.items.push_back(item(costs.embedding));
   problem.items.insert(problem.items.end(), config.numLayers,
                        item(costs.layer));
   problem.items.push_back(item(costs.head));
-  problem.numStages = plan.pp;
+  problem.numStages = n;
   problem.numMicroBatches = m;
-  for (int64_t i = 0; i < plan.pp; ++i) {
-    problem.inFlight.push_back(inFlight(plan, i, m));
-    problem.stageSeconds.push_back(costs.comm.sendRecv *
-                                   double((i > 0) + (i + 1 < plan.pp)));
+  // An interleaved stage's transfers run behind another stage's compute:
+  // what outlasts a layer's forward is exposed.
+  double transfer = v > 1
+                        ? exposedTime(costs.comm.sendRecv, costs.layer.forward)
+                        : costs.comm.sendRecv;
+  for (int64_t i = 0; i < n; ++i) {
+    problem.inFlight.push_back(inFlight(plan, i % plan.pp, m));
+    problem.stageSeconds.push_back(transfer * double((i > 0) + (i + 1 < n)));
   }
-  problem.stageBytes = costs.temporaries + costs.rebuiltLayer;
-  problem.capacity = cluster.device.memoryBytes;
+  // A rank's V stages share its memory: each is given a V-th of it (the
+  // estimate then checks the rank as a whole).
+  problem.stageBytes = (costs.temporaries + costs.rebuiltLayer) / double(v);
+  problem.capacity = cluster.device.memoryBytes / double(v);
   return problem;
 }
 
@@ -679,18 +615,27 @@ llvm::Expected<Estimate> PlanEvaluator::estimate(const ParallelPlan &plan,
       !reason.empty())
     return llvm::createStringError(reason);
   const int64_t d = plan.dp, t = plan.tp, p = plan.pp;
+  // The ranks that reduce the same gradients and share ZeRO's shards.
+  const int64_t g = d * plan.cp;
   const int64_t seq = setup.seqLen ? setup.seqLen : config.maxPositions;
   const int64_t m = setup.globalBatch / (d * plan.microBatch);
   const DeviceSpec &device = cluster.device;
   Estimate estimate;
   estimate.numMicroBatches = m;
+  auto note = [&](const llvm::Twine &text) {
+    estimate.notes += (estimate.notes.empty() ? "" : "; ") + text.str();
+  };
   if (config.vocab % t != 0)
-    estimate.notes =
-        llvm::formatv("vocabulary padded from {0} to {1} to "
-                      "split it over T = {2}",
-                      config.vocab, (config.vocab + t - 1) / t * t, t);
+    note(llvm::formatv("vocabulary padded from {0} to {1} to "
+                       "split it over T = {2}",
+                       config.vocab, (config.vocab + t - 1) / t * t, t));
+  if (plan.recompute == Recompute::Selective && !setup.unfusedAttention)
+    note("selective recomputation reruns the attention core, which the "
+         "fused attention kernel does not keep: it costs and saves what "
+         "recompute none does (--unfused-attention: the decomposed "
+         "attention, whose scores it drops)");
 
-  auto model = modelCosts(t, plan.microBatch);
+  auto model = modelCosts(t, plan.microBatch, plan.cp);
   if (!model)
     return model.takeError();
   estimate.modelFlopsPerStep = (*model)->modelFlops * double(d * m);
@@ -698,11 +643,10 @@ llvm::Expected<Estimate> PlanEvaluator::estimate(const ParallelPlan &plan,
   const StateBytesPerParam &perParam = costs.perParam;
   estimate.activationsPerLayer = costs.layerKept;
   estimate.numParams = (*model)->totalParams;
-  estimate.stageLayers = stageLayers(config, plan);
-  llvm::SmallVector<Stage> stages;
-  for (int64_t i = 0; i < p; ++i)
-    stages.push_back(buildStage(i, estimate.stageLayers[i], cluster, plan, m,
-                                costs, dataStride(plan)));
+  estimate.stageLayers = stageLayout(config, plan);
+  llvm::SmallVector<Stage> chunks =
+      scheduleStages(estimate.stageLayers, cluster, plan, m, costs);
+  llvm::SmallVector<Stage> stages = rankStages(chunks, plan, m, costs);
 
   // The slowest stage sets the pace of the pipeline [N21 §2.2].
   const Stage *bottleneck = &stages.front();
@@ -710,20 +654,23 @@ llvm::Expected<Estimate> PlanEvaluator::estimate(const ParallelPlan &plan,
     if (stage.seconds > bottleneck->seconds)
       bottleneck = &stage;
 
-  // Data parallelism: gradients reduced behind the last backward, updated
-  // parameters gathered after the optimizer (ZeRO-1/2) [Z20 §7].
+  // Data parallelism: the gradients reduced after the pipeline flush, not
+  // behind a backward [M22] (ZeRO-3 reduce-scattered every micro-batch's
+  // in its backward), updated parameters gathered after the optimizer
+  // (ZeRO-1/2) [Z20 §7].
   double dpComm = 0;
-  if (d > 1) {
-    auto dpGroup =
-        GroupPlacement::strided(d, dataStride(plan), cluster.devicesPerNode);
+  if (g > 1) {
+    GroupPlacement group = gradientGroup(plan, cluster.devicesPerNode);
     auto coll = [&](Collective kind, double bytes) {
-      return collectiveCost(kind, bytes, dpGroup, cluster).seconds;
+      return collectiveCost(kind, bytes, group, cluster).seconds;
     };
     double gradBytes = bottleneck->params * perParam.grads;
-    double reduce = plan.zero >= ZeroStage::Gradients
-                        ? coll(Collective::ReduceScatter, gradBytes)
-                        : coll(Collective::AllReduce, gradBytes);
-    dpComm = exposedTime(reduce, bottleneck->backward);
+    if (plan.zero == ZeroStage::Parameters)
+      dpComm = 0;
+    else if (plan.zero == ZeroStage::Gradients)
+      dpComm = coll(Collective::ReduceScatter, gradBytes);
+    else
+      dpComm = coll(Collective::AllReduce, gradBytes);
     if (plan.zero == ZeroStage::OptimizerStates ||
         plan.zero == ZeroStage::Gradients)
       dpComm +=
@@ -733,7 +680,7 @@ llvm::Expected<Estimate> PlanEvaluator::estimate(const ParallelPlan &plan,
   // The optimizer streams its states once: read and write them, read the
   // gradient, write the compute copy of the parameter.
   double optimizerParams =
-      bottleneck->params / (plan.zero >= ZeroStage::OptimizerStates ? d : 1);
+      bottleneck->params / (plan.zero >= ZeroStage::OptimizerStates ? g : 1);
   OpWork update;
   update.opClass = OpClass::Bandwidth;
   update.bytes = optimizerParams *
@@ -743,24 +690,6 @@ llvm::Expected<Estimate> PlanEvaluator::estimate(const ParallelPlan &plan,
 
   estimate.compute = double(m) * bottleneck->compute + estimate.optimizer;
   if (simulate) {
-    // Interleaved: the schedule's P x V stages, costed like P x V pipeline
-    // stages (a rank's layers shared among its V stages, the embedding on
-    // the first, the head on the last, each with its own transfers).
-    llvm::SmallVector<Stage> chunks(stages);
-    const int64_t v = plan.virtualStages;
-    if (v > 1) {
-      ParallelPlan chunked = plan;
-      chunked.pp = p * v;
-      chunked.virtualStages = 1;
-      chunked.schedule = Schedule::OneFOneB;
-      chunks.clear();
-      for (int64_t s = 0; s < p * v; ++s) {
-        int64_t rankLayers = estimate.stageLayers[s % p], chunk = s / p;
-        int64_t layers = rankLayers / v + (chunk < rankLayers % v ? 1 : 0);
-        chunks.push_back(buildStage(s, layers, cluster, chunked, m, costs,
-                                    dataStride(plan)));
-      }
-    }
     auto pipeline =
         simulatePipeline(chunks, plan, m, dpComm, estimate.optimizer);
     if (!pipeline)
@@ -788,7 +717,7 @@ llvm::Expected<Estimate> PlanEvaluator::estimate(const ParallelPlan &plan,
   // Memory: the stage with the largest peak.
   for (int64_t i = 0; i < p; ++i) {
     ModelStateMemory states =
-        modelStateMemory(stages[i].params, perParam, plan.zero, d);
+        modelStateMemory(stages[i].params, perParam, plan.zero, g);
     MemoryBreakdown memory{states.params, states.grads, states.optimizerStates,
                            stages[i].activations, costs.temporaries};
     if (i == 0 || memory.peak() > estimate.memory.peak()) {

@@ -109,7 +109,9 @@ std::string formatSeconds(double seconds) {
 
 /// The (schedule, virtual stages) pairs to try for P stages and M
 /// micro-batches: GPipe, 1F1B and ZB-H1, and interleaved 1F1B with V = 2
-/// or 4 where P · V divides the layers and P the micro-batches.
+/// or 4 where P · V is at most the layers plus two (the first and last
+/// stages may hold only the embedding and the head) and P divides the
+/// micro-batches; the stage DP places the layers, evenly or not.
 std::vector<std::pair<Schedule, int64_t>>
 schedulesFor(const SearchSpace &space, const ModelConfig &config, int64_t p,
              int64_t m) {
@@ -127,7 +129,7 @@ schedulesFor(const SearchSpace &space, const ModelConfig &config, int64_t p,
       continue;
     }
     for (int64_t v : orDefault(space.virtualStages, {2, 4}))
-      if (v >= 2 && config.numLayers % (p * v) == 0 && m % p == 0)
+      if (v >= 2 && p * v <= config.numLayers + 2 && m % p == 0)
         result.push_back({kind, v});
   }
   return result;
@@ -156,55 +158,70 @@ std::vector<ParallelPlan> enumeratePlans(const ModelConfig &config,
   std::vector<int64_t> tps;
   for (int64_t t = 1; t <= std::min(n, cluster.devicesPerNode); t *= 2)
     tps.push_back(t);
-  std::vector<ParallelPlan> plans;
-  for (int64_t t : orDefault(space.tp, tps)) {
-    for (int64_t p : divisors(n / t, config.numLayers)) {
-      int64_t d = n / (t * p);
-      if (n % t != 0 || !allowed(space.pp, p) || !allowed(space.dp, d) ||
-          setup.globalBatch % d != 0)
+  // Context parallelism splits the sequence in powers of two, as
+  // Megatron-Core and torchtitan do, down to 1024 tokens a device (shorter
+  // blocks leave the ring's transfers little to hide behind).
+  const int64_t seq = setup.seqLen ? setup.seqLen : config.maxPositions;
+  std::vector<int64_t> cps;
+  for (int64_t c = 1; c <= n && seq % c == 0 && (c == 1 || seq / c >= 1024);
+       c *= 2)
+    cps.push_back(c);
+  // The degrees, then everything a plan of those degrees may vary.
+  struct Degrees {
+    int64_t d, t, c, p;
+  };
+  std::vector<Degrees> degrees;
+  for (int64_t t : orDefault(space.tp, tps))
+    for (int64_t c : orDefault(space.cp, cps)) {
+      if (t < 1 || c < 1 || n % (t * c) != 0)
         continue;
-      for (int64_t b : divisors(setup.globalBatch / d, setup.globalBatch)) {
-        if (!allowed(space.microBatch, b))
-          continue;
-        int64_t m = setup.globalBatch / (d * b);
-        for (auto [schedule, v] : schedulesFor(space, config, p, m))
-          for (ZeroStage zero : orDefault(
-                   space.zero,
-                   d > 1 ? std::vector<ZeroStage>{ZeroStage::None,
-                                                  ZeroStage::OptimizerStates,
-                                                  ZeroStage::Gradients,
-                                                  ZeroStage::Parameters}
-                         : std::vector<ZeroStage>{ZeroStage::None}))
-            for (bool sp : orDefault(space.sequenceParallel,
-                                     t > 1 ? std::vector<bool>{false, true}
-                                           : std::vector<bool>{false}))
-              for (Recompute recompute : orDefault(
-                       space.recompute, {Recompute::None, Recompute::Selective,
-                                         Recompute::Full})) {
+      for (int64_t p : divisors(n / (t * c), config.numLayers)) {
+        int64_t d = n / (t * c * p);
+        if (allowed(space.pp, p) && allowed(space.dp, d) &&
+            setup.globalBatch % d == 0)
+          degrees.push_back({d, t, c, p});
+      }
+    }
+  std::vector<ParallelPlan> plans;
+  for (auto [d, t, c, p] : degrees) {
+    std::vector<ZeroStage> zeros =
+        d * c > 1 ? std::vector<ZeroStage>{ZeroStage::None,
+                                           ZeroStage::OptimizerStates,
+                                           ZeroStage::Gradients,
+                                           ZeroStage::Parameters}
+                  : std::vector<ZeroStage>{ZeroStage::None};
+    std::vector<bool> sps =
+        t > 1 ? std::vector<bool>{false, true} : std::vector<bool>{false};
+    std::vector<RankOrder> orders =
+        d > 1 && p > 1 ? std::vector<RankOrder>{RankOrder::TensorDataPipeline,
+                                                RankOrder::TensorPipelineData}
+                       : std::vector<RankOrder>{RankOrder::TensorDataPipeline};
+    for (int64_t b : divisors(setup.globalBatch / d, setup.globalBatch)) {
+      if (!allowed(space.microBatch, b))
+        continue;
+      int64_t m = setup.globalBatch / (d * b);
+      for (auto [schedule, v] : schedulesFor(space, config, p, m))
+        for (ZeroStage zero : orDefault(space.zero, zeros))
+          for (bool sp : orDefault(space.sequenceParallel, sps))
+            for (Recompute recompute : orDefault(
+                     space.recompute,
+                     {Recompute::None, Recompute::Selective, Recompute::Full}))
+              for (RankOrder order : orDefault(space.rankOrders, orders)) {
                 ParallelPlan plan;
                 plan.dp = d;
                 plan.tp = t;
                 plan.pp = p;
+                plan.cp = c;
                 plan.microBatch = b;
                 plan.schedule = schedule;
                 plan.virtualStages = v;
                 plan.zero = zero;
                 plan.sequenceParallel = sp;
                 plan.recompute = recompute;
-                for (RankOrder order : orDefault(
-                         space.rankOrders,
-                         d > 1 && p > 1
-                             ? std::vector<
-                                   RankOrder>{RankOrder::TensorDataPipeline,
-                                              RankOrder::TensorPipelineData}
-                             : std::vector<RankOrder>{
-                                   RankOrder::TensorDataPipeline})) {
-                  plan.rankOrder = order;
-                  if (checkPlan(config, cluster, plan, setup).empty())
-                    plans.push_back(plan);
-                }
+                plan.rankOrder = order;
+                if (checkPlan(config, cluster, plan, setup).empty())
+                  plans.push_back(plan);
               }
-      }
     }
   }
   return plans;
@@ -237,14 +254,16 @@ llvm::Expected<SearchResult> searchPlans(PlanEvaluator &evaluator,
         cluster.numDevices(), cluster.devicesPerNode, config.numHeads,
         config.numLayers, setup.globalBatch,
         options.space.dp.empty() && options.space.tp.empty() &&
-                options.space.pp.empty() && options.space.microBatch.empty() &&
+                options.space.pp.empty() && options.space.cp.empty() &&
+                options.space.microBatch.empty() &&
                 options.space.schedules.empty() &&
                 options.space.virtualStages.empty()
             ? ""
         : llvm::is_contained(options.space.schedules, Schedule::Interleaved1F1B)
             ? llvm::formatv(" within the pinned degrees and schedule "
-                            "(interleaved-1f1b needs P x V to divide "
-                            "the {0} layers and P the micro-batches)",
+                            "(interleaved-1f1b needs P x V to be at most "
+                            "the {0} layers plus 2 and P to divide the "
+                            "micro-batches)",
                             config.numLayers)
                   .str()
             : std::string(" within the pinned degrees")));
@@ -275,8 +294,9 @@ llvm::Expected<SearchResult> searchPlans(PlanEvaluator &evaluator,
       break;
     }
     ParallelPlan plan = plans[i];
-    // Interleaved plans keep the even split (P · V divides the layers).
-    if (plan.pp > 1 && plan.schedule != Schedule::Interleaved1F1B) {
+    // The estimate of the layout the memory fallback placed, if any.
+    std::optional<Estimate> placed;
+    if (plan.pp > 1) {
       auto problem = evaluator.stageProblem(plan);
       if (!problem)
         return problem.takeError();
@@ -299,21 +319,25 @@ llvm::Expected<SearchResult> searchPlans(PlanEvaluator &evaluator,
       }
       double leastInFlight =
           *std::min_element(problem->inFlight.begin(), problem->inFlight.end());
-      double leastPeak =
-          (staticBytes + leastInFlight * activationBytes) / double(plan.pp) +
-          problem->stageBytes;
+      double leastPeak = (staticBytes + leastInFlight * activationBytes) /
+                             double(problem->numStages) +
+                         problem->stageBytes;
       std::optional<StagePartition> partition;
       if (leastPeak <= problem->capacity)
         partition = partitionStages(*problem);
       if (!partition) {
-        if (result.closestRejected &&
+        // An interleaved rank's V stages share its memory, which the DP
+        // gave them a V-th each of: its bytes are not a rank's, and its
+        // tightest layout may still fit the rank as a whole.
+        bool interleaved = plan.virtualStages > 1;
+        if (!interleaved && result.closestRejected &&
             leastPeak >= result.closestRejected->estimate.memory.peak()) {
           ++result.numRejectedForMemory;
           continue;
         }
         // Estimate the tightest layout only when it could be the closest.
         std::optional<StagePartition> tightest = partitionForMemory(*problem);
-        if (!tightest || (result.closestRejected &&
+        if (!tightest || (!interleaved && result.closestRejected &&
                           tightest->peakBytes >=
                               result.closestRejected->estimate.memory.peak())) {
           ++result.numRejectedForMemory;
@@ -323,26 +347,33 @@ llvm::Expected<SearchResult> searchPlans(PlanEvaluator &evaluator,
         auto estimate = evaluator.estimate(plan, /*simulate=*/false);
         if (!estimate)
           return estimate.takeError();
-        reject(plan, *estimate);
-        continue;
+        if (!interleaved || !estimate->fits) {
+          reject(plan, *estimate);
+          continue;
+        }
+        placed = std::move(*estimate);
+      } else {
+        plan.stageLayers = layersOf(partition->bounds, config.numLayers);
       }
-      plan.stageLayers = layersOf(partition->bounds, config.numLayers);
     }
-    auto estimate = evaluator.estimate(plan, /*simulate=*/false);
-    if (!estimate)
-      return estimate.takeError();
+    if (!placed) {
+      auto estimate = evaluator.estimate(plan, /*simulate=*/false);
+      if (!estimate)
+        return estimate.takeError();
+      placed = std::move(*estimate);
+    }
     // A NaN compares false with everything: it would rank first.
-    if (!std::isfinite(estimate->stepTime) ||
-        !std::isfinite(estimate->memory.peak()))
-      return nonFinite(plan, *estimate);
-    if (!estimate->fits) {
-      reject(plan, *estimate);
+    if (!std::isfinite(placed->stepTime) ||
+        !std::isfinite(placed->memory.peak()))
+      return nonFinite(plan, *placed);
+    if (!placed->fits) {
+      reject(plan, *placed);
       continue;
     }
-    bestTimes.push(estimate->stepTime);
+    bestTimes.push(placed->stepTime);
     if (bestTimes.size() > keep)
       bestTimes.pop();
-    fitting.push_back({plan, std::move(*estimate)});
+    fitting.push_back({plan, std::move(*placed)});
   }
   if (options.progress)
     options.progress(result.numEstimated, result.numEstimated);

@@ -124,6 +124,19 @@ bool isConstant(Value value) {
   return static_cast<bool>(value.getDefiningOp<arith::ConstantOp>());
 }
 
+/// `value`, or when it is the SiLU of a gated activation (read only by
+/// products, Llama's silu(gate) * up) the SiLU rebuilt from its input at
+/// the builder's point: the backward keeps the input for the SiLU's own
+/// gradient, so keeping its output as well would save the [tokens, width]
+/// of the gate twice. Megatron-Core's fused SwiGLU keeps only its input.
+Value rematerializedGate(OpBuilder &b, Location loc, Value value) {
+  auto silu = value.getDefiningOp<SiluOp>();
+  if (!silu || !llvm::all_of(value.getUsers(),
+                             [](Operation *user) { return isa<MulOp>(user); }))
+    return value;
+  return SiluOp::create(b, loc, silu.getX());
+}
+
 /// d(lhs op rhs) for the four broadcasting binary ops; none for a constant
 /// operand.
 LogicalResult binaryGradients(OpBuilder &b, Operation *op, Value grad,
@@ -139,9 +152,9 @@ LogicalResult binaryGradients(OpBuilder &b, Operation *op, Value grad,
       dr = NegOp::create(b, loc, grad);
   } else if (isa<MulOp>(op)) {
     if (!isConstant(lhs))
-      dl = MulOp::create(b, loc, grad, rhs);
+      dl = MulOp::create(b, loc, grad, rematerializedGate(b, loc, rhs));
     if (!isConstant(rhs))
-      dr = MulOp::create(b, loc, grad, lhs);
+      dr = MulOp::create(b, loc, grad, rematerializedGate(b, loc, lhs));
   } else {
     // y = l / r: dl = g / r, dr = -g * y / r.
     if (!isConstant(lhs))
@@ -296,7 +309,10 @@ LogicalResult fusedGradients(OpBuilder &b, Operation *op,
         return success();
       })
       .Case([&](RopeOp r) {
-        out[0] = RopeGradOp::create(b, loc, g.getType(), g, r.getThetaAttr());
+        out[0] = RopeGradOp::create(
+            b, loc, g.getType(), g, r.getThetaAttr(), r.getScalingFactorAttr(),
+            r.getLowFreqFactorAttr(), r.getHighFreqFactorAttr(),
+            r.getOriginalMaxPositionsAttr());
         return success();
       })
       .Case([&](AttentionOp a) -> LogicalResult {

@@ -162,6 +162,26 @@ Attrs<K> attentionAttrs(AttentionLike op) {
   attrs.dropout_rate = rate ? rate->convertToDouble() : 0.0;
   attrs.dropout_seed = static_cast<int64_t>(op.getDropoutSeed().value_or(0));
   attrs.dropout_key = static_cast<int64_t>(op.getDropoutKey().value_or(0));
+  // The mask block follows for the dropout masks of a step and, on a shard
+  // of the sequence, for its queries' global positions (the causal mask).
+  attrs.has_positions = attrs.has_step || op->hasAttr(kMaskSplitAxesAttr);
+  return attrs;
+}
+
+/// The attributes of rope or rope_grad (rows of the same fields): Llama
+/// 3.1's frequency scaling (factor 0 without it), and whether the op is a
+/// shard of the sequence, whose rows rotate by their global positions.
+template <Kernel K, typename RopeLike> Attrs<K> ropeAttrs(RopeLike op) {
+  auto orZero = [](std::optional<APFloat> value) {
+    return value ? value->convertToDouble() : 0.0;
+  };
+  Attrs<K> attrs;
+  attrs.theta = op.getTheta().convertToDouble();
+  attrs.scaling_factor = orZero(op.getScalingFactor());
+  attrs.low_freq_factor = orZero(op.getLowFreqFactor());
+  attrs.high_freq_factor = orZero(op.getHighFreqFactor());
+  attrs.original_max_positions = orZero(op.getOriginalMaxPositions());
+  attrs.has_positions = op->hasAttr(kMaskSplitAxesAttr);
   return attrs;
 }
 
@@ -322,23 +342,24 @@ FailureOr<Kernel> writeLoomAttributes(Operation *op, MetaWriter &w) {
         return Kernel::softmax;
       })
       .Case([&](RopeOp o) {
-        w.attrs<Kernel::rope>({o.getTheta().convertToDouble()});
-        return Kernel::rope;
+        auto attrs = ropeAttrs<Kernel::rope>(o);
+        w.attrs<Kernel::rope>(attrs);
+        return masked(Kernel::rope, attrs.has_positions, o.getX());
       })
       .Case([&](RopeGradOp o) {
-        w.attrs<Kernel::rope_grad>({o.getTheta().convertToDouble()});
-        return Kernel::rope_grad;
+        auto attrs = ropeAttrs<Kernel::rope_grad>(o);
+        w.attrs<Kernel::rope_grad>(attrs);
+        return masked(Kernel::rope_grad, attrs.has_positions, o.getDy());
       })
       .Case([&](AttentionOp o) {
-        w.attrs<Kernel::attention>(attentionAttrs<Kernel::attention>(o));
-        return masked(Kernel::attention, static_cast<bool>(o.getStep()),
-                      o.getQ());
+        auto attrs = attentionAttrs<Kernel::attention>(o);
+        w.attrs<Kernel::attention>(attrs);
+        return masked(Kernel::attention, attrs.has_positions, o.getQ());
       })
       .Case([&](AttentionGradOp o) {
-        w.attrs<Kernel::attention_grad>(
-            attentionAttrs<Kernel::attention_grad>(o));
-        return masked(Kernel::attention_grad, static_cast<bool>(o.getStep()),
-                      o.getQ());
+        auto attrs = attentionAttrs<Kernel::attention_grad>(o);
+        w.attrs<Kernel::attention_grad>(attrs);
+        return masked(Kernel::attention_grad, attrs.has_positions, o.getQ());
       })
       .Case([&](CrossEntropyOp o) {
         w.attrs<Kernel::cross_entropy>(

@@ -174,9 +174,14 @@ struct AutoShardPass : impl::LoomAutoShardBase<AutoShardPass> {
 
   void runOnOperation() override {
     ModuleOp module = getOperation();
+    // The options' errors concern no line of the input: one line, without
+    // a source excerpt (a function's first line can be kilobytes long).
+    auto optionError = [&] {
+      return emitError(UnknownLoc::get(&getContext()));
+    };
     auto fn = module.lookupSymbol<func::FuncOp>(funcName);
     if (!fn) {
-      module.emitError() << "--loom-auto-shard: no function @" << funcName;
+      optionError() << "--loom-auto-shard: no function @" << funcName;
       return signalPassFailure();
     }
     if (!std::isfinite(memoryBudget) || memoryBudget < 0) {
@@ -189,32 +194,30 @@ struct AutoShardPass : impl::LoomAutoShardBase<AutoShardPass> {
     }
     DeviceMesh mesh{parseMeshShape(meshShape)};
     if (mesh.shape.empty()) {
-      fn.emitError() << "--loom-auto-shard: mesh=\"" << meshShape
-                     << "\" is not a list of axis sizes such as 2x4";
+      optionError() << "--loom-auto-shard: mesh=\"" << meshShape
+                    << "\" is not a list of axis sizes such as 2x4";
       return signalPassFailure();
     }
     auto cluster = cost::resolveClusterSpec(clusterName);
     if (!cluster) {
-      fn.emitError() << "--loom-auto-shard: "
-                     << llvm::toString(cluster.takeError());
+      optionError() << "--loom-auto-shard: "
+                    << llvm::toString(cluster.takeError());
       return signalPassFailure();
     }
-    // A pipelined step (--loom-pipeline) runs each stage on its pipeline
-    // rank's grid: the mesh has the cluster's devices, or for a pipelined
-    // step the share of one pipeline rank (the cluster is the whole job).
+    // One rule for every step: the mesh is one pipeline rank's grid (the
+    // whole step's when it is not pipelined), and the job's pipeline ranks
+    // times the mesh must fit in the cluster, which describes the machine.
     int64_t pipelineRanks = 1;
     if (auto pipeline = module->getAttrOfType<DictionaryAttr>(kPipelineAttr))
       if (auto ranks = pipeline.getAs<IntegerAttr>("ranks"))
         pipelineRanks = std::max<int64_t>(1, ranks.getInt());
-    if (mesh.numDevices() != cluster->numDevices() &&
-        mesh.numDevices() * pipelineRanks != cluster->numDevices()) {
-      auto diag = fn.emitError()
-                  << "--loom-auto-shard: the mesh " << meshShape << " has "
-                  << mesh.numDevices() << " devices, the cluster '"
-                  << cluster->name << "' " << cluster->numDevices();
+    if (mesh.numDevices() * pipelineRanks > cluster->numDevices()) {
+      auto diag = optionError() << "--loom-auto-shard: the step needs ";
       if (pipelineRanks > 1)
-        diag << " (a pipelined step's mesh has them all, or one of its "
-             << pipelineRanks << " pipeline ranks' share)";
+        diag << pipelineRanks << " pipeline ranks x ";
+      diag << "the mesh " << meshShape << " = "
+           << mesh.numDevices() * pipelineRanks << " devices, the cluster '"
+           << cluster->name << "' has " << cluster->numDevices();
       return signalPassFailure();
     }
     if (auto grid = module.lookupSymbol<shard::GridOp>(kGridName);
@@ -223,10 +226,17 @@ struct AutoShardPass : impl::LoomAutoShardBase<AutoShardPass> {
                        << meshShape << " the pass plans on";
       return signalPassFailure();
     }
+    if (contextAxis < -1 ||
+        contextAxis >= static_cast<int64_t>(mesh.shape.size())) {
+      optionError() << "--loom-auto-shard: context-axis="
+                    << static_cast<int64_t>(contextAxis)
+                    << " is not an axis of the mesh " << meshShape;
+      return signalPassFailure();
+    }
     auto sequenceSplit = parseSequenceSplit(sequenceParallel);
     if (!sequenceSplit) {
-      fn.emitError() << "--loom-auto-shard: "
-                     << llvm::toString(sequenceSplit.takeError());
+      optionError() << "--loom-auto-shard: "
+                    << llvm::toString(sequenceSplit.takeError());
       return signalPassFailure();
     }
     FailureOr<std::vector<ShardingPin>> pins = takePins(fn, mesh);
@@ -238,25 +248,40 @@ struct AutoShardPass : impl::LoomAutoShardBase<AutoShardPass> {
     auto problem = buildShardingProblem(fn, mesh, *cluster, problemOptions);
     auto built = std::chrono::steady_clock::now();
     if (!problem) {
-      fn.emitError() << "--loom-auto-shard: "
-                     << llvm::toString(problem.takeError());
+      emitError(fn.getLoc())
+          << "--loom-auto-shard: " << llvm::toString(problem.takeError());
       return signalPassFailure();
     }
     restrictSequenceSplits(*problem, *sequenceSplit, fn);
+    if (contextAxis >= 0)
+      restrictContextAxis(*problem, contextAxis, fn);
+    // A pin is the user's decision: one the plan cannot keep is an error,
+    // unless the user asked for the best the planner can do.
+    bool unmetPins = false;
     for (const UnmetPin &unmet : applyPins(*problem, *pins, mesh)) {
       const ShardingPin &pin = (*pins)[unmet.pin];
-      emitWarning(locationOf(pin.value))
+      if (bestEffortPins) {
+        emitWarning(locationOf(pin.value))
+            << "--loom-auto-shard: cannot pin " << describe(pin.value) << " to "
+            << pin.sharding.str() << ": " << unmet.reason
+            << "; planning without this pin";
+        continue;
+      }
+      emitError(locationOf(pin.value))
           << "--loom-auto-shard: cannot pin " << describe(pin.value) << " to "
           << pin.sharding.str() << ": " << unmet.reason
-          << "; planning without this pin";
+          << " (best-effort-pins=true plans without it)";
+      unmetPins = true;
     }
+    if (unmetPins)
+      return signalPassFailure();
     solver::StrategyOptions options;
     options.memoryBudget =
         memoryBudget > 0 ? double(memoryBudget) : cluster->device.memoryBytes;
     auto plan = solveShardingProblem(*problem, options);
     if (!plan) {
-      fn.emitError() << "--loom-auto-shard: "
-                     << llvm::toString(plan.takeError());
+      emitError(fn.getLoc())
+          << "--loom-auto-shard: " << llvm::toString(plan.takeError());
       return signalPassFailure();
     }
     if (report)

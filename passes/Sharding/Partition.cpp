@@ -333,17 +333,27 @@ LogicalResult Partitioner::partitionOp(Operation &op) {
                           << "' has no sharding rule";
   }
 
-  // A dropout mask is drawn by global element index: on a split tensor the
-  // op records how its masked tensor (x, dy or q) is split, so that each
+  // Some ops compute from their elements' global indices: a dropout mask
+  // is drawn by global element index, a causal attention's queries and a
+  // rotary embedding's rows sit at global positions. On a split tensor the
+  // op records how its indexed tensor (x, dy or q) is split, so that each
   // device offsets its local indices (DropoutMask.h).
   ArrayAttr maskSplit;
   std::optional<unsigned> masked;
-  if (isa<DropoutOp, DropoutGradOp, AttentionOp>(op))
+  if (isa<DropoutOp, DropoutGradOp, AttentionOp, RopeOp, RopeGradOp>(op))
     masked = 0;
   else if (isa<AttentionGradOp>(op))
     masked = 1;
-  if (masked &&
-      (!isa<AttentionOp, AttentionGradOp>(op) || op.getAttr("dropout_rate"))) {
+  auto indexed = [&](const TensorSharding &layout) {
+    if (isa<AttentionOp, AttentionGradOp>(op))
+      return op.getAttr("dropout_rate") ||
+             (op.hasAttr("causal") && layout.dimAxes.size() > 1 &&
+              !layout.dimAxes[1].empty());
+    if (isa<RopeOp, RopeGradOp>(op))
+      return layout.dimAxes.size() > 1 && !layout.dimAxes[1].empty();
+    return true;
+  };
+  if (masked && indexed(strategy->operands[*masked])) {
     const TensorSharding &layout = strategy->operands[*masked];
     if (llvm::any_of(layout.dimAxes,
                      [](const auto &axes) { return !axes.empty(); }))

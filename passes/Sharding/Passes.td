@@ -59,9 +59,10 @@ def LoomAutoShard : Pass<"loom-auto-shard", "mlir::ModuleOp"> {
     `loom.partial_axes`), fixes that value's layout: its node keeps only the
     strategies that leave it so, and the user's attribute and `shard` ops
     give way to the pass's own annotations. A pin no strategy meets (a split
-    that does not divide its dimension, a layout the op cannot produce) is a
-    warning at the value, and the plan goes on without it. Pins name axes of
-    the `mesh` option.
+    that does not divide its dimension, a layout the op cannot produce) is
+    an error at the value saying why; with `best-effort-pins=true` it is a
+    warning and the plan goes on without it. Pins name axes of the `mesh`
+    option.
 
     Repeated transformer layers are planned once: the layers are found from
     the parameter names (`h.<i>.`, `layers.<i>.`) and the dataflow, checked
@@ -83,12 +84,19 @@ def LoomAutoShard : Pass<"loom-auto-shard", "mlir::ModuleOp"> {
     op's sharding rule (include/loom/AutoShard/SequenceSplit.h).
 
     Options: `func` (default `forward_backward`), `mesh` (axis sizes such as
-    `2x4`, their product the devices), `cluster` (as loom-plan's
-    `--cluster`), `memory-budget` (bytes per device; 0: the device's
-    memory), `reuse-layers` (default true; false plans every layer on its
-    own), `sequence-parallel` (`any`, `megatron` or `none`). Errors: an op without a sharding rule, a call (inline first),
-    a mesh that does not match the cluster or an existing `shard.grid
-    @mesh`, a budget no choice meets (with the least memory any choice
+    `2x4`, their product the devices of one pipeline rank: the whole step's
+    when it is not pipelined), `cluster` (as loom-plan's `--cluster`; it
+    must hold the pipeline ranks times the mesh's devices), `memory-budget`
+    (bytes per device; 0: the device's memory), `reuse-layers` (default
+    true; false plans every layer on its own), `sequence-parallel` (`any`,
+    `megatron` or `none`), `context-axis` (a mesh axis that splits only
+    the tokens, and every attention's queries along the sequence: context
+    parallelism, the keys and values all-gathered around that axis and
+    their gradients reduce-scattered back; default -1, none),
+    `best-effort-pins` (default false). Errors, one
+    line each: an op without a sharding rule, a call (inline first), a mesh
+    that the cluster cannot hold or that differs from an existing
+    `shard.grid @mesh`, a pin no strategy meets, a budget no choice meets (with the least memory any choice
     needs), a malformed pin (an axis out of the mesh or used twice, two
     different pins of one value, partial sums, `annotate_for_users`). With
     `report`, a remark at the function gives the problem's size (nodes,
@@ -120,6 +128,12 @@ def LoomAutoShard : Pass<"loom-auto-shard", "mlir::ModuleOp"> {
     Option<"sequenceParallel", "sequence-parallel", "std::string", "\"any\"",
            "Where the sequence may be split: any, megatron (outside the "
            "GEMMs) or none">,
+    Option<"contextAxis", "context-axis", "int64_t", "-1",
+           "A mesh axis that splits only the sequence, through attention "
+           "(context parallelism); -1: none">,
+    Option<"bestEffortPins", "best-effort-pins", "bool", "false",
+           "A pin no strategy meets is a warning and the plan goes on "
+           "without it (default: an error)">,
   ];
   let dependentDialects = ["mlir::shard::ShardDialect"];
 }

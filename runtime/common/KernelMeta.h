@@ -194,13 +194,16 @@ inline void stridesOf(const View &view, int64_t *strides) {
 /// whole; a null `entryOfDim`: entry d). Along a dimension split over grid
 /// axes [a0, a1, ...] the rank's shard is the row-major index of its
 /// coordinates on them; micro-batch k of M adds k times the micro-batch's
-/// global element count (interp::maskIndices). Returns false with a message
-/// in `error` (`errorSize` bytes) on a malformed block or frame.
+/// global element count (interp::maskIndices). `starts`, when given (rank
+/// entries), receives the global position of each dimension's first local
+/// element, which micro-batches do not move (a sequence shard's first
+/// position). Returns false with a message in `error` (`errorSize` bytes)
+/// on a malformed block or frame.
 inline bool readMaskIndex(KernelArgs &args, const loom_call_frame *frame,
                           int64_t blockRank, const int64_t *localShape,
                           int64_t rank, const int64_t *entryOfDim,
                           int64_t *strides, int64_t *base, char *error,
-                          size_t errorSize) {
+                          size_t errorSize, int64_t *starts = nullptr) {
   int64_t microBatches = args.integer();
   int64_t gridRank = 0;
   const int64_t *gridShape = args.array(gridRank);
@@ -250,6 +253,8 @@ inline bool readMaskIndex(KernelArgs &args, const loom_call_frame *frame,
       }
     globalShape[d] = localShape[d] * count;
     start[d] = shard * localShape[d];
+    if (starts)
+      starts[d] = start[d];
     shards *= count;
   }
   int64_t stride = 1, offset = 0;
@@ -275,6 +280,26 @@ inline bool readMaskIndex(KernelArgs &args, const loom_call_frame *frame,
   return true;
 }
 
+/// The position block of an op that computes from its rows' global
+/// positions (readMaskIndex's block, when its row says `present`): the
+/// global position of local row 0 along dimension `dim` of the local tensor
+/// of `localShape` (`rank` dims, the block's entry d splitting dimension
+/// d). 0 without a block. Returns false with a message on a malformed one.
+inline bool readPositionStart(KernelArgs &args, const loom_call_frame *frame,
+                              bool present, const int64_t *localShape,
+                              int64_t rank, int64_t dim, int64_t *start,
+                              char *error, size_t errorSize) {
+  *start = 0;
+  if (!present)
+    return true;
+  int64_t strides[kMaxRank], starts[kMaxRank], base = 0;
+  if (!readMaskIndex(args, frame, rank, localShape, rank, nullptr, strides,
+                     &base, error, errorSize, starts))
+    return false;
+  *start = starts[dim];
+  return true;
+}
+
 /// The shapes of an attention: q [B, S, H, D] (operand `qIndex`), k and v
 /// [B, Skv, Hkv, D] after it, with H a multiple of Hkv.
 struct AttentionDims {
@@ -282,7 +307,8 @@ struct AttentionDims {
 };
 
 /// Reads and checks `dims` as both kernel libraries rely on (`causal` needs
-/// as many keys as queries); messages start with "<prefix>_<op>: ".
+/// as many keys as queries, or a multiple of them on a shard of the
+/// sequence); messages start with "<prefix>_<op>: ".
 inline bool readAttentionDims(const KernelArgs &args, int64_t qIndex,
                               bool causal, const char *prefix, const char *op,
                               AttentionDims &dims, char *error,
@@ -307,8 +333,8 @@ inline bool readAttentionDims(const KernelArgs &args, int64_t qIndex,
   if (k.dims[0] != dims.batch || k.dims[3] != dims.dim || dims.kvHeads <= 0 ||
       dims.heads % dims.kvHeads != 0)
     return failWith("k and v do not fit q");
-  if (causal && dims.seq != dims.kvSeq)
-    return failWith("causal needs as many keys as queries");
+  if (causal && (dims.seq <= 0 || dims.kvSeq % dims.seq != 0))
+    return failWith("causal needs as many keys as queries, or a multiple");
   if (dims.kvSeq <= 0 || dims.dim <= 0)
     return failWith("no keys or an empty head dimension");
   return true;

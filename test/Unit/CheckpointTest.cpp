@@ -113,6 +113,24 @@ TEST(SafetensorsTest, WriterOutputIsByteExact) {
   EXPECT_EQ(readFile(path), expected);
 }
 
+TEST(SafetensorsTest, F64TensorsRoundTripUnrounded) {
+  // A double-precision run's parameters: 1 + 2^-40 is not an f32.
+  TempDir dir("loom-checkpoint-test");
+  CheckpointTensor w{"w", {2}, {}};
+  w.dtype = "F64";
+  w.doubles = {1.0 + std::ldexp(1.0, -40), -0.1};
+  std::string path = dir.file("f64.safetensors");
+  ASSERT_FALSE(static_cast<bool>(writeSafetensors(path, {w})));
+  EXPECT_NE(readFile(path).find(R"("dtype":"F64")"), std::string::npos);
+  llvm::Expected<Checkpoint> read = readSafetensors(path);
+  ASSERT_TRUE(static_cast<bool>(read)) << llvm::toString(read.takeError());
+  const CheckpointTensor &back = read->tensors.front();
+  EXPECT_EQ(back.dtype, "F64");
+  EXPECT_EQ(back.doubles, w.doubles);
+  // The f32 view rounds.
+  EXPECT_EQ(back.values[0], 1.0f);
+}
+
 TEST(SafetensorsTest, WriterWithoutMetadataOmitsTheKey) {
   TempDir dir("loom-checkpoint-test");
   std::string path = dir.file("plain.safetensors");

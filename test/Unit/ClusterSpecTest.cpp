@@ -90,6 +90,13 @@ TEST(ClusterSpecTest, PresetNumbers) {
   EXPECT_EQ(h100.intraNode.bandwidth, 450e9);
   EXPECT_EQ(h100.nicBandwidth, 50e9);
 
+  // A GEMM's ramp (launch, fill, last wave) takes the same time on both:
+  // the work at which each reaches half its large-GEMM rate, over that rate.
+  auto ramp = [](const DeviceSpec &d) {
+    return d.gemmHalfWork / (d.gemmEfficiency * d.peakFlops(MathMode::BF16));
+  };
+  EXPECT_NEAR(ramp(h100.device), ramp(a100.device), 0.01 * ramp(a100.device));
+
   ClusterSpec h200 = preset("h200");
   EXPECT_EQ(h200.device.peakFlops(MathMode::BF16), 989.4e12);
   EXPECT_EQ(h200.device.memoryBytes, 141e9);

@@ -3,7 +3,7 @@
 // Each expectation is computed here from the paper's closed form, not from
 // the cost model's code:
 //  - ZeRO (Rajbhandari et al. 2020, Figure 1): 7.5B parameters, 64 devices,
-//    mixed-precision Adam: 120 / 31.4 / 16.6 / 1.9 GB of model states.
+//    fp16 Adam: 120 / 31.4 / 16.6 / 1.9 GB of model states.
 //  - Ring all-reduce moves 2(p-1)/p·n bytes per device (Patarasuk & Yuan).
 //  - Model FLOPs per step 72·B·s·l·h²·(1 + s/(6h) + V/(12·l·h)) (Narayanan
 //    et al. 2021, eq. 3) within 1%.
@@ -32,8 +32,8 @@ namespace {
 using unittest::testCluster;
 
 TEST(ZeroMemoryTest, MatchesThePapersFigure) {
-  StateBytesPerParam adam = stateBytesPerParam(true, OptimizerKind::AdamW);
-  EXPECT_EQ(adam.params + adam.grads + adam.optimizer, 16);
+  // The paper's fp16 parameters and gradients, fp32 master, m and v.
+  StateBytesPerParam adam{2, 2, 12};
   const double psi = 7.5e9, gb = 1e9;
   auto total = [&](ZeroStage stage) {
     return modelStateMemory(psi, adam, stage, 64).total() / gb;
@@ -43,6 +43,11 @@ TEST(ZeroMemoryTest, MatchesThePapersFigure) {
   EXPECT_NEAR(total(ZeroStage::OptimizerStates), 31.4, 0.05);
   EXPECT_NEAR(total(ZeroStage::Gradients), 16.6, 0.05);
   EXPECT_NEAR(total(ZeroStage::Parameters), 1.9, 0.05);
+  // Loom's mixed precision keeps its gradients in f32: 2 + 4 + 12.
+  StateBytesPerParam loom = stateBytesPerParam(true, OptimizerKind::AdamW);
+  EXPECT_EQ(loom.params, 2);
+  EXPECT_EQ(loom.grads, 4);
+  EXPECT_EQ(loom.optimizer, 12);
 }
 
 TEST(CollectivesTest, RingAllReduceMovesTwoPMinusOneOverPBytes) {
@@ -309,7 +314,8 @@ TEST_F(EstimateTest, PipelineBubbleAndMemoryFollowTheSchedule) {
   parallel.schedule = sched::ScheduleKind::Interleaved1F1B;
   parallel.virtualStages = 4;
   EXPECT_EQ(plan::checkPlan(gptConfig(g), node, parallel, setup),
-            "P x V = 4 x 4 stages but the model has 8 layers");
+            "P x V = 4 x 4 stages but the model has 8 layers (and the "
+            "embedding and the head)");
   parallel.virtualStages = 2;
   setup.globalBatch = 6;
   EXPECT_EQ(plan::checkPlan(gptConfig(g), node, parallel, setup),
@@ -377,6 +383,134 @@ TEST_F(EstimateTest, LoomRegeneratesDropoutMasks) {
   double expected = sbh * (32 + 4 * a * s / h);
   EXPECT_NEAR(estimate(gptConfig(g), one, parallel, setup).activationsPerLayer,
               expected, 0.02 * expected);
+}
+
+} // namespace
+
+namespace {
+
+/// A Llama config: layers, hidden, heads, key/value heads, positions.
+ModelConfig llamaConfig(int64_t layers, int64_t hidden, int64_t heads,
+                        int64_t kvHeads, int64_t positions) {
+  std::string json =
+      "{\"model_type\": \"llama\", \"num_hidden_layers\": " +
+      std::to_string(layers) + ", \"hidden_size\": " + std::to_string(hidden) +
+      ", \"intermediate_size\": " + std::to_string(hidden * 8 / 3 / 64 * 64) +
+      ", \"num_attention_heads\": " + std::to_string(heads) +
+      ", \"num_key_value_heads\": " + std::to_string(kvHeads) +
+      ", \"vocab_size\": 32000, \"max_position_embeddings\": " +
+      std::to_string(positions) + "}";
+  auto config = parseModelConfig(json, "llama.json");
+  EXPECT_TRUE(static_cast<bool>(config)) << llvm::toString(config.takeError());
+  return config ? *config : ModelConfig{};
+}
+
+TEST_F(EstimateTest, ZeroThreeBackwardGatherAndReduceScatterShareTheLink) {
+  // Eight single-device nodes on a 1 GB/s link: ZeRO-3's transfers outlast
+  // the compute, so every micro-batch pays the forward's gather and, after
+  // its backward, the backward's gather plus the reduce-scatter of its f32
+  // gradients: 2 AG + RS, once each per micro-batch (8 members, the
+  // cheaper of ring and recursive doubling/halving).
+  GPT g{2, 256, 4, 1000, 128};
+  ModelConfig config = gptConfig(g);
+  ClusterSpec slow = testCluster(8);
+  slow.devicesPerNode = 1;
+  slow.nicsPerNode = 1;
+  slow.nicBandwidth = 1e9;
+  plan::ParallelPlan parallel;
+  parallel.dp = 8;
+  parallel.zero = ZeroStage::Parameters;
+  plan::TrainingSetup setup;
+  setup.globalBatch = 16; // 2 micro-batches of 1 per rank
+  plan::Estimate e = estimate(config, slow, parallel, setup);
+  LinkSpec link = slow.interNodePerDevice();
+  double params = e.numParamsPerDevice;
+  auto ring = [&](Collective kind, double bytes) {
+    return std::min(ringCost(kind, bytes, 8, link).seconds,
+                    treeCost(kind, bytes, 8, link).seconds) +
+           slow.device.launchOverhead;
+  };
+  double perMicroBatch = 2 * ring(Collective::AllGather, 2 * params) +
+                         ring(Collective::ReduceScatter, 4 * params);
+  EXPECT_EQ(e.numMicroBatches, 2);
+  EXPECT_NEAR(e.stepTime - e.optimizer, 2 * perMicroBatch, 1e-6 * e.stepTime);
+}
+
+TEST_F(EstimateTest, InterleavedLayoutsNeedNotDivide) {
+  // 14 layers on 4 ranks x 4 stages: one layer a stage, none on the first
+  // (the embedding) and the last (the head), as Llama 3 placed 126 layers
+  // on 16 x 8. Only those two may be empty.
+  ModelConfig config = gptConfig({14, 256, 4, 1000, 128});
+  ClusterSpec node = testCluster(1);
+  node.devicesPerNode = 4;
+  plan::ParallelPlan parallel;
+  parallel.pp = 4;
+  parallel.schedule = sched::ScheduleKind::Interleaved1F1B;
+  parallel.virtualStages = 4;
+  plan::TrainingSetup setup;
+  setup.globalBatch = 8;
+  plan::Estimate e = estimate(config, node, parallel, setup);
+  std::vector<int64_t> expected(16, 1);
+  expected.front() = expected.back() = 0;
+  EXPECT_EQ(e.stageLayers, expected);
+  // A layout of P entries is each rank's, split over its stages (the
+  // first ones one more): 16 layers as 5, 4, 4, 3.
+  parallel.stageLayers = {5, 4, 4, 3};
+  plan::Estimate ranks =
+      estimate(gptConfig({16, 256, 4, 1000, 128}), node, parallel, setup);
+  EXPECT_EQ(ranks.stageLayers, (std::vector<int64_t>{2, 1, 1, 1, 1, 1, 1, 1, 1,
+                                                     1, 1, 1, 1, 1, 1, 0}));
+  parallel.stageLayers = {0, 1, 1, 1, 1, 1, 1, 0, 1, 1, 1, 1, 1, 1, 1, 1};
+  EXPECT_EQ(plan::checkPlan(config, node, parallel, setup),
+            "pipeline stage 7 has no layers");
+  parallel.stageLayers = {3, 3, 3};
+  EXPECT_EQ(plan::checkPlan(config, node, parallel, setup),
+            "the stage layout gives 3 stages 9 layers; the plan has 4 stages "
+            "(16 with V = 4) of 14 layers");
+}
+
+TEST_F(EstimateTest, ContextParallelismSplitsTheSequence) {
+  // A device of a context-parallel pair holds half of each sequence: half
+  // the activations, the same model FLOPs for the step, and its attention
+  // meets all the keys (so its compute is more than half).
+  ModelConfig config = llamaConfig(2, 1024, 16, 4, 8192);
+  ClusterSpec node = testCluster(1);
+  node.devicesPerNode = 2;
+  plan::TrainingSetup setup;
+  setup.globalBatch = 2;
+  setup.seqLen = 8192;
+  plan::ParallelPlan dp, cp;
+  dp.dp = 2;
+  cp.cp = 2;
+  plan::Estimate whole = estimate(config, node, dp, setup);
+  plan::Estimate split = estimate(config, node, cp, setup);
+  EXPECT_NEAR(split.activationsPerLayer, whole.activationsPerLayer / 2,
+              0.01 * whole.activationsPerLayer);
+  EXPECT_NEAR(split.modelFlopsPerStep, whole.modelFlopsPerStep,
+              1e-9 * whole.modelFlopsPerStep);
+  // Per device: the data-parallel device runs one whole sequence, the
+  // context-parallel one half of each of two, whose queries meet all the
+  // keys: the same FLOPs (attention's are quadratic), in twice as many
+  // kernels of half the size.
+  EXPECT_GT(split.compute, whole.compute);
+  EXPECT_LT(split.compute, 1.1 * whole.compute);
+
+  setup.seqLen = 8191;
+  config.maxPositions = 8191;
+  EXPECT_EQ(plan::checkPlan(config, node, cp, setup),
+            "context parallelism: CP = 2 does not divide the sequence length "
+            "8191");
+  setup.seqLen = 8192;
+  setup.unfusedAttention = true;
+  EXPECT_EQ(plan::checkPlan(config, node, cp, setup),
+            "context parallelism passes keys and values between the blocks "
+            "of the fused attention kernel, not the unfused form "
+            "(--unfused-attention)");
+  cp.dp = 2;
+  setup.unfusedAttention = false;
+  EXPECT_EQ(plan::checkPlan(config, node, cp, setup),
+            "D x CP x T x P = 2 x 2 x 1 x 1 = 4, but the cluster has 2 "
+            "devices");
 }
 
 } // namespace

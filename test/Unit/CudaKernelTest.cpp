@@ -1096,12 +1096,28 @@ void normCases(loom_cuda_context *context) {
   run(make("softmax_grad", KERNELS(softmax_grad),
            {uniform({6, 100}), uniform({6, 100}, 0, 0.05)}, {result({6, 100})}),
       context);
+  // theta, no frequency scaling (factor 0), no position block (the whole
+  // sequence); then Llama 3.1's scaling on a shard starting at position
+  // 24 (this rank at coordinate 3 of a grid of 4 splitting dimension 1).
+  std::vector<int64_t> plain = {real(10000.0), real(0), real(0),
+                                real(0),       real(0), 0};
   run(make("rope", KERNELS(rope), {uniform({2, 8, 3, 16})},
-           {result({2, 8, 3, 16})}, {real(10000.0)}),
+           {result({2, 8, 3, 16})}, plain),
       context);
   run(make("rope_grad", KERNELS(rope_grad), {uniform({2, 8, 3, 16})},
-           {result({2, 8, 3, 16})}, {real(10000.0)}),
+           {result({2, 8, 3, 16})}, plain),
       context);
+  static int64_t coordinates[1] = {3};
+  static loom_comm comm;
+  comm.grid_coordinate = [](void *, int32_t) { return coordinates[0]; };
+  static loom_call_frame frame;
+  frame.comm = &comm;
+  Case shard = make("rope llama3 shard", KERNELS(rope),
+                    {uniform({2, 8, 3, 16})}, {result({2, 8, 3, 16})},
+                    {real(500000.0), real(8.0), real(1.0), real(4.0), real(8.0),
+                     1, 1, 1, 4, 0, 1, 0, 0, 0});
+  shard.frame = &frame;
+  run(shard, context);
 }
 
 /// A loom_comm that knows one rank's coordinates in a grid.
@@ -1144,7 +1160,7 @@ struct AttentionShape {
 };
 
 /// The attributes of attention / attention_grad: causal, scale, has_step,
-/// dropout rate, seed, key (then, with a step, the mask block).
+/// dropout rate, seed, key, then a flag and, with a step, the mask block.
 std::vector<int64_t> attentionAttrs(const AttentionShape &s) {
   std::vector<int64_t> attrs = {s.causal,
                                 real(1.0 / std::sqrt(double(s.dim))),
@@ -1153,7 +1169,9 @@ std::vector<int64_t> attentionAttrs(const AttentionShape &s) {
                                 42,
                                 3};
   if (s.rate != 0.0)
-    attrs.insert(attrs.end(), {1, 0});
+    attrs.insert(attrs.end(), {1, 1, 0});
+  else
+    attrs.push_back(0);
   return attrs;
 }
 
@@ -1741,7 +1759,7 @@ void failureCases(loom_cuda_context *context) {
   std::vector<int64_t> heads = metaFor(
       {uniform({1, 4, 2, 16}), uniform({1, 4, 2, 16}), uniform({1, 4, 2, 16})},
       {result({1, 4, 2, 16}), result({1, 2, 4}, false)},
-      {1, real(0.25), 0, real(0.0), 0, 0});
+      {1, real(0.25), 0, real(0.0), 0, 0, 0});
   setenv("LOOM_CUDA_ATTENTION", "fastest", 1);
   expectFailure(
       "errors: attention on an unknown path",
@@ -2418,7 +2436,7 @@ void profileCases(cudaStream_t stream) {
       metaFor({uniform({1, 64, 2, 16}), uniform({1, 64, 2, 16}),
                uniform({1, 64, 2, 16})},
               {result({1, 64, 2, 16}), result({1, 2, 64}, false)},
-              {1, real(0.25), 0, real(0.0), 0, 0});
+              {1, real(0.25), 0, real(0.0), 0, 0, 0});
   for (int step = 0; step < 3 && status == 0; ++step) {
     status |= loom_cuda_matmul(nullptr, product, matmul.data(), context);
     status |= loom_cuda_matmul(nullptr, product, matmul.data(), context);

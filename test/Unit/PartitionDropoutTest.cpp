@@ -423,24 +423,27 @@ protected:
   }
 };
 
-// Mesh 4: every dropout site and attention split over the batch.
+// Mesh 4: every dropout site and attention split, over the batch or the
+// sequence (a tie on this free network; the masks must be right whichever
+// the solver picks).
 TEST_F(PartitionDropoutTest, Gpt2SolverSplitsEverything4) {
   check(gpt2Json(kDropout), false, computeBound("4"), [](ModuleOp m) {
-    EXPECT_EQ(maskAxes(m, "loom.dropout", 0), std::set<int64_t>{0});
-    EXPECT_EQ(maskAxes(m, "loom.attention", 0), std::set<int64_t>{0});
-    EXPECT_EQ(maskAxes(m, "loom.attention_grad", 0), std::set<int64_t>{0});
+    EXPECT_EQ(axesOfAnyDim(m, "loom.dropout", 0, 3), std::set<int64_t>{0});
+    EXPECT_EQ(axesOfAnyDim(m, "loom.attention", 0, 4), std::set<int64_t>{0});
+    EXPECT_EQ(axesOfAnyDim(m, "loom.attention_grad", 0, 4),
+              std::set<int64_t>{0});
   });
 }
 
 // Mesh 2x2: dropouts split by batch and by sequence position, attention by
-// heads. (Which axis takes which dimension is a near-tie on this free
-// network; the masks must be right whichever the solver picks.)
+// heads or positions. (Which axis takes which dimension is a near-tie on
+// this free network; the masks must be right whichever the solver picks.)
 TEST_F(PartitionDropoutTest, Gpt2SolverSplitsEverything2x2) {
   check(gpt2Json(kDropout), false, computeBound("2x2"), [](ModuleOp m) {
     EXPECT_FALSE(maskAxes(m, "loom.dropout", 0, 3).empty());
     EXPECT_FALSE(maskAxes(m, "loom.dropout", 1, 3).empty());
     EXPECT_FALSE(maskAxes(m, "loom.dropout_grad", 1, 3).empty());
-    EXPECT_FALSE(maskAxes(m, "loom.attention", 2).empty());
+    EXPECT_FALSE(axesOfAnyDim(m, "loom.attention", 0, 4).empty());
     std::set<int64_t> gradAxes;
     for (int64_t dim = 0; dim < 4; ++dim)
       gradAxes.merge(maskAxes(m, "loom.attention_grad", dim));
@@ -451,8 +454,9 @@ TEST_F(PartitionDropoutTest, Gpt2SolverSplitsEverything2x2) {
 // Llama's attention dropout with grouped-query heads.
 TEST_F(PartitionDropoutTest, LlamaSolverSplitsEverything4) {
   check(llamaJson(kDropout), false, computeBound("4"), [](ModuleOp m) {
-    EXPECT_EQ(maskAxes(m, "loom.attention", 0), std::set<int64_t>{0});
-    EXPECT_EQ(maskAxes(m, "loom.attention_grad", 0), std::set<int64_t>{0});
+    EXPECT_EQ(axesOfAnyDim(m, "loom.attention", 0, 4), std::set<int64_t>{0});
+    EXPECT_EQ(axesOfAnyDim(m, "loom.attention_grad", 0, 4),
+              std::set<int64_t>{0});
   });
 }
 
@@ -464,11 +468,12 @@ TEST_F(PartitionDropoutTest, LlamaSolverSplitsEverything2x2) {
 }
 
 // --loom-decompose-attention: loom.dropout on the [B, H, S, T]
-// probabilities, split by batch (the 2x2 case below splits more).
+// probabilities, split (by batch or position; the 2x2 case below splits
+// more).
 TEST_F(PartitionDropoutTest, Gpt2DecomposedSolverSplitsEverything4) {
   check(gpt2Json(kDropout), true, computeBound("4"), [](ModuleOp m) {
-    EXPECT_EQ(maskAxes(m, "loom.dropout", 0, 4), std::set<int64_t>{0});
-    EXPECT_EQ(maskAxes(m, "loom.dropout_grad", 0, 4), std::set<int64_t>{0});
+    EXPECT_EQ(axesOfAnyDim(m, "loom.dropout", 0, 4), std::set<int64_t>{0});
+    EXPECT_EQ(axesOfAnyDim(m, "loom.dropout_grad", 0, 4), std::set<int64_t>{0});
   });
 }
 

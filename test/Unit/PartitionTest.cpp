@@ -79,6 +79,34 @@ FOR_EACH_MODEL(TensorSequenceParallel2, tpSequenceParallel(), [](ModuleOp m) {
   EXPECT_GT(count(m, "shard.all_gather"), 0);
 })
 
+// Context parallelism: every device keeps its part of each sequence
+// through the layers; a causal attention's queries are rows of the
+// gathered keys at the device's offset, rotary positions likewise, and
+// the keys' and values' gradients go back as partial sums, reduced and
+// scattered along the sequence.
+FOR_EACH_MODEL(ContextParallel2, contextParallel(2), [](ModuleOp m) {
+  EXPECT_TRUE(argSplit(m, "data", 0));
+  EXPECT_FALSE(argSplit(m, "param", 0));
+  auto step = m.lookupSymbol<func::FuncOp>("train_step");
+  int64_t attentions = 0;
+  step.walk([&](loom::AttentionOp op) {
+    ++attentions;
+    EXPECT_EQ(op.getQ().getType().getDimSize(1) * 2,
+              op.getK().getType().getDimSize(1));
+    EXPECT_TRUE(op->hasAttr(loom::kMaskSplitAxesAttr));
+  });
+  EXPECT_EQ(attentions, 2);
+  step.walk([&](loom::AttentionGradOp op) {
+    EXPECT_EQ(op.getQ().getType().getDimSize(1) * 2,
+              op.getK().getType().getDimSize(1));
+  });
+  step.walk([&](loom::RopeOp op) {
+    EXPECT_TRUE(op->hasAttr(loom::kMaskSplitAxesAttr));
+  });
+  EXPECT_GT(count(m, "shard.all_gather"), 0);
+  EXPECT_GT(count(m, "shard.reduce_scatter"), 0);
+})
+
 FOR_EACH_MODEL(SolverSplitsEverything4, computeBound("4"), [](ModuleOp m) {
   EXPECT_GT(count(m, "shard.all_to_all"), 0);
   EXPECT_GT(count(m, "shard.reduce_scatter"), 0);

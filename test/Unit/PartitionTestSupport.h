@@ -70,6 +70,8 @@ struct Scheme {
   /// the solver splits everything it can (a stress test of the
   /// partitioner: every collective kind, layouts no scheme names).
   bool computeBound = false;
+  /// --loom-auto-shard's context-axis (-1: none).
+  int64_t contextAxis = -1;
 };
 
 inline constexpr double kPartitionTolerance = 1e-9;
@@ -284,7 +286,15 @@ protected:
     loom::LoomAutoShardOptions shardOptions;
     shardOptions.funcName = "train_step";
     shardOptions.meshShape = scheme.mesh;
-    shardOptions.clusterName = clusterFile(devices, scheme.computeBound);
+    shardOptions.contextAxis = scheme.contextAxis;
+    // The cluster holds the whole job: every pipeline rank's grid.
+    int64_t pipelineRanks = 1;
+    if (auto pipeline =
+            (*module)->getAttrOfType<DictionaryAttr>("loom.pipeline"))
+      if (auto ranks = pipeline.getAs<IntegerAttr>("ranks"))
+        pipelineRanks = ranks.getInt();
+    shardOptions.clusterName =
+        clusterFile(devices * pipelineRanks, scheme.computeBound);
     pm.addPass(loom::createLoomAutoShard(shardOptions));
     EXPECT_TRUE(succeeded(pm.run(*module))) << "auto-shard failed";
     if (scheme.wholeGradients)
@@ -500,6 +510,25 @@ inline Scheme tpSequenceParallel() {
           }};
 }
 
+/// Context parallelism over `devices`: the tokens split by position,
+/// parameters and moments whole, mesh axis 0 the context-parallel axis,
+/// planned where compute is what costs (the tiny models' kernels are
+/// otherwise all launch overhead): the sequence stays split through every
+/// layer, attention's keys and values gathered around the axis.
+inline Scheme contextParallel(int64_t devices) {
+  Scheme scheme{std::to_string(devices),
+                [](llvm::StringRef role, llvm::StringRef, auto shape) -> Pin {
+                  if (role == "data")
+                    return std::vector<std::vector<int64_t>>{{}, {0}};
+                  if (role == "param" || role == "m" || role == "v")
+                    return replicated(shape);
+                  return std::nullopt;
+                }};
+  scheme.computeBound = true;
+  scheme.contextAxis = 0;
+  return scheme;
+}
+
 /// Whatever the solver picks when compute is all that costs.
 inline Scheme computeBound(std::string mesh) {
   Scheme scheme{std::move(mesh),
@@ -507,6 +536,7 @@ inline Scheme computeBound(std::string mesh) {
                   return std::nullopt;
                 }};
   scheme.computeBound = true;
+  scheme.contextAxis = 0;
   return scheme;
 }
 

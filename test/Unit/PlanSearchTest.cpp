@@ -131,3 +131,35 @@ TEST(PlanSearchTest, WhyLostNamesTheComponentThatGrew) {
 }
 
 } // namespace
+
+namespace {
+
+TEST(PlanSearchTest, LongSequencesGetContextParallelPlans) {
+  // Llama 7B on 32 H100s, 32 sequences: at 8192 tokens data parallelism
+  // fits and wins; at 32768 a device cannot hold a whole sequence's
+  // activations without recomputation, and the best plan splits it.
+  mlir::MLIRContext context;
+  context.loadDialect<LoomDialect, mlir::func::FuncDialect,
+                      mlir::arith::ArithDialect>();
+  ModelConfig config = loadConfig("llama-7b.json");
+  config.maxPositions = 32768;
+  cost::ClusterSpec cluster = loadCluster("h100-80g:4");
+  auto best = [&](int64_t seq) {
+    TrainingSetup setup;
+    setup.globalBatch = 32;
+    setup.seqLen = seq;
+    PlanEvaluator evaluator(context, config, cluster, setup);
+    SearchOptions options;
+    options.topK = 1;
+    auto result = searchPlans(evaluator, config, cluster, setup, options);
+    EXPECT_TRUE(bool(result)) << llvm::toString(result.takeError());
+    EXPECT_FALSE(result->best.empty());
+    return result->best.front().plan;
+  };
+  EXPECT_EQ(best(8192).cp, 1);
+  ParallelPlan long32k = best(32768);
+  EXPECT_GT(long32k.cp, 1);
+  EXPECT_EQ(long32k.dp * long32k.cp * long32k.tp * long32k.pp, 32);
+}
+
+} // namespace

@@ -90,13 +90,14 @@ TEST_F(SequenceSplitTest, FindsTheSequenceAndTheResidualWidth) {
   };
   auto norm = kinds(first<LayerNormOp>());
   EXPECT_EQ(norm(0), 0); // the batch
-  EXPECT_EQ(norm(1), kSequenceFactor);
+  EXPECT_EQ(norm(1), kSequenceFactor | kTokenFactor);
   EXPECT_EQ(norm(2), kModelFactor);
   // The matmul's contraction is the residual width; its output width is
   // not.
   Operation *matmul = first<MatmulOp>();
   auto rule = cast<ShardingRuleOpInterface>(matmul).getShardingRule();
-  EXPECT_EQ(factors[matmul][rule.getOperands()[0][1].front()], kSequenceFactor);
+  EXPECT_EQ(factors[matmul][rule.getOperands()[0][1].front()],
+            kSequenceFactor | kTokenFactor);
   EXPECT_EQ(factors[matmul][rule.getOperands()[0][2].front()], kModelFactor);
   EXPECT_EQ(factors[matmul][rule.getOperands()[1][1].front()], 0);
 }

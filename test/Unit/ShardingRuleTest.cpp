@@ -148,18 +148,21 @@ const RuleCase kCases[] = {
    "([i, j]) -> ([i, j]) {i=4, j=8}"},
   {"SiluGrad", "%x: tensor<4x8xf32>", "loom.silu_grad %x, %x : tensor<4x8xf32>",
    "([i, j], [i, j]) -> ([i, j]) {i=4, j=8}"},
-  // Rotary embeddings: positions run along the sequence axis.
+  // Rotary embeddings: the rotated pairs lie along the head dimension; a
+  // shard of the sequence finds its positions from its split.
   {"Rope", "%x: tensor<2x16x8x64xf32>",
    "loom.rope %x {theta = 10000.0 : f64} : tensor<2x16x8x64xf32>",
-   "([i, j, k, l]) -> ([i, j, k, l]) {i=2, j=16, k=8, l=64} whole={j, l}"},
+   "([i, j, k, l]) -> ([i, j, k, l]) {i=2, j=16, k=8, l=64} whole={l}"},
   {"RopeGrad", "%x: tensor<2x16x8x64xf32>",
    "loom.rope_grad %x {theta = 10000.0 : f64} : tensor<2x16x8x64xf32>",
-   "([i, j, k, l]) -> ([i, j, k, l]) {i=2, j=16, k=8, l=64} whole={j, l}"},
-  // Attention: a query head is (kv head l, group m).
+   "([i, j, k, l]) -> ([i, j, k, l]) {i=2, j=16, k=8, l=64} whole={l}"},
+  // Attention: a query head is (kv head l, group m); the queries j split
+  // even under the causal mask (context parallelism: the keys k stay
+  // whole, so the gradient leaves dk and dv partial over j).
   {"AttentionCausalGQA",
    "%q: tensor<2x16x8x64xf32>, %k: tensor<2x16x2x64xf32>",
    "loom.attention %q, %k, %k {causal, scale = 0.125 : f64} : (tensor<2x16x8x64xf32>, tensor<2x16x2x64xf32>, tensor<2x16x2x64xf32>) -> (tensor<2x16x8x64xf32>, tensor<2x8x16xf32>)",
-   "([i, j, lm, n], [i, k, l, n], [i, k, l, n]) -> ([i, j, lm, n], [i, lm, j]) {i=2, j=16, k=16, l=2, m=4, n=64} whole={j, k, n}"},
+   "([i, j, lm, n], [i, k, l, n], [i, k, l, n]) -> ([i, j, lm, n], [i, lm, j]) {i=2, j=16, k=16, l=2, m=4, n=64} whole={k, n}"},
   {"AttentionMultiHead",
    "%q: tensor<2x8x4x32xf32>",
    "loom.attention %q, %q, %q {scale = 0.125 : f64} : (tensor<2x8x4x32xf32>, tensor<2x8x4x32xf32>, tensor<2x8x4x32xf32>) -> (tensor<2x8x4x32xf32>, tensor<2x4x8xf32>)",
@@ -167,17 +170,17 @@ const RuleCase kCases[] = {
   {"AttentionGradCausalGQA",
    "%q: tensor<2x16x8x64xf32>, %k: tensor<2x16x2x64xf32>, %lse: tensor<2x8x16xf32>",
    "loom.attention_grad %q, %q, %k, %k, %q, %lse {causal, scale = 0.125 : f64} : (tensor<2x16x8x64xf32>, tensor<2x16x8x64xf32>, tensor<2x16x2x64xf32>, tensor<2x16x2x64xf32>, tensor<2x16x8x64xf32>, tensor<2x8x16xf32>) -> (tensor<2x16x8x64xf32>, tensor<2x16x2x64xf32>, tensor<2x16x2x64xf32>)",
-   "([i, j, lm, n], [i, j, lm, n], [i, k, l, n], [i, k, l, n], [i, j, lm, n], [i, lm, j]) -> ([i, j, lm, n], [i, k, l, n], [i, k, l, n]) {i=2, j=16, k=16, l=2, m=4, n=64} reduction={m} whole={j, k, n}"},
+   "([i, j, lm, n], [i, j, lm, n], [i, k, l, n], [i, k, l, n], [i, j, lm, n], [i, lm, j]) -> ([i, j, lm, n], [i, k, l, n], [i, k, l, n]) {i=2, j=16, k=16, l=2, m=4, n=64} reduction={j, m} whole={k, n}"},
   // Attention dropout: the step is 0-d; the mask indexes the global
   // probabilities, so nothing more stays whole than without dropout.
   {"AttentionDropoutGQA",
    "%q: tensor<2x16x8x64xf32>, %k: tensor<2x16x2x64xf32>, %step: tensor<i64>",
    "loom.attention %q, %k, %k, %step {causal, scale = 0.125 : f64, dropout_rate = 0.1 : f64, dropout_seed = 1 : i64, dropout_key = 3 : i64} : (tensor<2x16x8x64xf32>, tensor<2x16x2x64xf32>, tensor<2x16x2x64xf32>, tensor<i64>) -> (tensor<2x16x8x64xf32>, tensor<2x8x16xf32>)",
-   "([i, j, lm, n], [i, k, l, n], [i, k, l, n], []) -> ([i, j, lm, n], [i, lm, j]) {i=2, j=16, k=16, l=2, m=4, n=64} whole={j, k, n}"},
+   "([i, j, lm, n], [i, k, l, n], [i, k, l, n], []) -> ([i, j, lm, n], [i, lm, j]) {i=2, j=16, k=16, l=2, m=4, n=64} whole={k, n}"},
   {"AttentionGradDropoutGQA",
    "%q: tensor<2x16x8x64xf32>, %k: tensor<2x16x2x64xf32>, %lse: tensor<2x8x16xf32>, %step: tensor<i64>",
    "loom.attention_grad %q, %q, %k, %k, %q, %lse, %step {causal, scale = 0.125 : f64, dropout_rate = 0.1 : f64, dropout_seed = 1 : i64, dropout_key = 3 : i64} : (tensor<2x16x8x64xf32>, tensor<2x16x8x64xf32>, tensor<2x16x2x64xf32>, tensor<2x16x2x64xf32>, tensor<2x16x8x64xf32>, tensor<2x8x16xf32>, tensor<i64>) -> (tensor<2x16x8x64xf32>, tensor<2x16x2x64xf32>, tensor<2x16x2x64xf32>)",
-   "([i, j, lm, n], [i, j, lm, n], [i, k, l, n], [i, k, l, n], [i, j, lm, n], [i, lm, j], []) -> ([i, j, lm, n], [i, k, l, n], [i, k, l, n]) {i=2, j=16, k=16, l=2, m=4, n=64} reduction={m} whole={j, k, n}"},
+   "([i, j, lm, n], [i, j, lm, n], [i, k, l, n], [i, k, l, n], [i, j, lm, n], [i, lm, j], []) -> ([i, j, lm, n], [i, k, l, n], [i, k, l, n]) {i=2, j=16, k=16, l=2, m=4, n=64} reduction={j, m} whole={k, n}"},
   // Embedding: the vocabulary stays whole (a split table would need the
   // device's row offset).
   {"Embedding", "%t: tensor<100x32xf32>, %ids: tensor<2x16xi32>",

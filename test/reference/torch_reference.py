@@ -74,7 +74,10 @@ def gpt2_hparams(cfg):
 def llama_hparams(cfg):
     """Hyperparameters of a LlamaForCausalLM config (HF defaults filled in)."""
     _require(cfg.get("hidden_act", "silu") == "silu", "llama: only hidden_act silu is supported")
-    _require(not cfg.get("rope_scaling"), "llama: rope_scaling is not supported")
+    scaling = cfg.get("rope_scaling")
+    if scaling:
+        kind = scaling.get("rope_type", scaling.get("type"))
+        _require(kind == "llama3", f"llama: rope_scaling type {kind!r} is not supported")
     _require(not cfg.get("attention_bias", False), "llama: attention_bias is not supported")
     _require(not cfg.get("mlp_bias", False), "llama: mlp_bias is not supported")
     heads = cfg["num_attention_heads"]
@@ -84,7 +87,7 @@ def llama_hparams(cfg):
             "embd": cfg["hidden_size"], "head_dim": cfg.get("head_dim") or cfg["hidden_size"] // heads,
             "inner": cfg["intermediate_size"], "vocab": cfg["vocab_size"],
             "eps": cfg.get("rms_norm_eps", 1e-6), "theta": cfg.get("rope_theta", 10000.0),
-            "tied": cfg.get("tie_word_embeddings", False)}
+            "tied": cfg.get("tie_word_embeddings", False), "rope_scaling": scaling or None}
 
 
 def hparams(cfg):
@@ -344,9 +347,25 @@ def rms_norm(x, weight, eps):
     return x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + eps) * weight
 
 
-def rope_cos_sin(seq_len, head_dim, theta, dtype):
+def llama3_inv_freq(inv_freq, scaling):
+    """transformers' _compute_llama3_parameters: high frequencies kept, low
+    ones divided by the factor, the band between blended."""
+    factor, low, high = scaling["factor"], scaling["low_freq_factor"], scaling["high_freq_factor"]
+    old_context = scaling["original_max_position_embeddings"]
+    low_wavelen, high_wavelen = old_context / low, old_context / high
+    wavelen = 2 * math.pi / inv_freq
+    scaled = torch.where(wavelen > low_wavelen, inv_freq / factor, inv_freq)
+    smooth = (old_context / wavelen - low) / (high - low)
+    blended = (1 - smooth) * scaled / factor + smooth * scaled
+    medium = ~(wavelen < high_wavelen) & ~(wavelen > low_wavelen)
+    return torch.where(medium, blended, scaled)
+
+
+def rope_cos_sin(seq_len, head_dim, theta, dtype, scaling=None):
     """cos/sin tables [S, D]; angle(s, i) = s * theta^(-2i/D), halves repeated."""
     inv_freq = 1.0 / (theta ** (torch.arange(0, head_dim, 2, dtype=torch.int64).to(dtype) / head_dim))
+    if scaling:
+        inv_freq = llama3_inv_freq(inv_freq, scaling)
     angles = torch.outer(torch.arange(seq_len, dtype=dtype), inv_freq)
     emb = torch.cat((angles, angles), dim=-1)
     return emb.cos(), emb.sin()
@@ -387,7 +406,8 @@ def llama_logits(p, tokens, hp, drop=no_dropout):
     """tokens [B, S] -> logits [B, S, vocab]."""
     embed = p["model.embed_tokens.weight"]
     h = F.embedding(tokens, embed)
-    cos, sin = rope_cos_sin(tokens.shape[1], hp["head_dim"], hp["theta"], h.dtype)
+    cos, sin = rope_cos_sin(tokens.shape[1], hp["head_dim"], hp["theta"], h.dtype,
+                            hp.get("rope_scaling"))
     for i in range(hp["layers"]):
         pre = f"model.layers.{i}."
         x = rms_norm(h, p[pre + "input_layernorm.weight"], hp["eps"])

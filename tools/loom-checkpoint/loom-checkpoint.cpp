@@ -20,20 +20,27 @@
 using namespace llvm;
 
 namespace {
+cl::OptionCategory category("loom-checkpoint options");
+
 cl::SubCommand consolidate("consolidate",
                            "Write a checkpoint's parameters as one "
                            "safetensors file with Hugging Face names (what "
                            "loom-run --init takes)");
 cl::opt<std::string> checkpointDir(cl::Positional, cl::Required,
                                    cl::desc("<checkpoint directory>"),
-                                   cl::sub(consolidate));
+                                   cl::sub(consolidate), cl::cat(category));
 cl::opt<std::string> outputPath("o", cl::Required, cl::sub(consolidate),
                                 cl::value_desc("model.safetensors"),
-                                cl::desc("The consolidated file"));
+                                cl::desc("The consolidated file"),
+                                cl::cat(category));
 } // namespace
 
 int main(int argc, char **argv) {
   InitLLVM init(argc, argv);
+  // Only Loom's options in --help, as the other tools show (LLVM's backend
+  // options come with the libraries linked in).
+  cl::HideUnrelatedOptions(category);
+  cl::HideUnrelatedOptions(category, consolidate);
   cl::ParseCommandLineOptions(argc, argv,
                               "Work with Loom's sharded checkpoints\n");
   if (!consolidate) {

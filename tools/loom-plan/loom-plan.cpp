@@ -11,10 +11,11 @@
 // fits with the next K - 1 and why each lost;
 //
 //   loom-plan CONFIG.json --cluster SPEC --global-batch B [--seq S]
-//             --dp D --tp T --pp P --micro-batch M [--zero 0|1|2|3]
+//             --dp D --tp T --pp P [--cp C] --micro-batch M [--zero 0|1|2|3]
 //             [--recompute none|selective|full]
 //             [--schedule gpipe|1f1b|interleaved-1f1b|zb-h1]
-//             [--virtual-stages V] [--timeline FILE.json|FILE.svg]
+//             [--virtual-stages V] [--layers L0,L1,...]
+//             [--timeline FILE.json|FILE.svg]
 //             [--sequence-parallel] [--precision bf16|f32]
 //             [--optimizer adamw|sgd] [--unfused-attention]
 //             [--store-dropout-masks] --estimate [--json]
@@ -77,6 +78,15 @@ cl::opt<int64_t> tp("tp", cl::init(1), cl::cat(category),
                              "(default 1)"));
 cl::opt<int64_t> pp("pp", cl::init(1), cl::cat(category),
                     cl::desc("Pipeline stages P (default 1)"));
+cl::opt<int64_t> cp("cp", cl::init(1), cl::cat(category),
+                    cl::desc("Context-parallel degree CP: each sequence split "
+                             "over CP devices, attention's keys and values "
+                             "passed around their ring (default 1)"));
+cl::list<int64_t> stageLayersFlag(
+    "layers", cl::CommaSeparated, cl::cat(category),
+    cl::value_desc("L0,L1,..."),
+    cl::desc("Transformer layers of each pipeline stage (--estimate): P "
+             "counts, or P x V for interleaved-1f1b (default: even)"));
 cl::opt<int64_t> microBatch("micro-batch", cl::init(1), cl::cat(category),
                             cl::desc("Sequences per micro-batch on one "
                                      "data-parallel rank (default 1)"));
@@ -175,9 +185,10 @@ std::string formatBytes(double bytes) {
 }
 
 /// "D=24 T=8 P=8, micro-batch 1 x 96 micro-batches, 1f1b, ZeRO-0, ..."
+/// ("D=8 CP=16 T=8 P=16, ..." with context parallelism).
 std::string describePlan(const plan::ParallelPlan &p, const plan::Estimate &e) {
-  return formatv("D={0} T={1} P={2}, micro-batch {3} x {4} micro-batches, "
-                 "{5}, ZeRO-{6}, recompute {7}{8}{9}",
+  return formatv("D={0} {10}T={1} P={2}, micro-batch {3} x {4} "
+                 "micro-batches, {5}, ZeRO-{6}, recompute {7}{8}{9}",
                  p.dp, p.tp, p.pp, p.microBatch, e.numMicroBatches,
                  p.virtualStages > 1
                      ? formatv("{0} (V={1})",
@@ -189,7 +200,8 @@ std::string describePlan(const plan::ParallelPlan &p, const plan::Estimate &e) {
                  p.sequenceParallel ? ", sequence parallel" : "",
                  p.rankOrder == plan::RankOrder::TensorDataPipeline
                      ? ""
-                     : ", ranks tp-pp-dp")
+                     : ", ranks tp-pp-dp",
+                 p.cp > 1 ? formatv("CP={0} ", p.cp).str() : "")
       .str();
 }
 
@@ -227,14 +239,10 @@ Error checkFinite(const plan::Estimate &e, const plan::ParallelPlan &p) {
 }
 
 /// Transformer layers of each of the plan's P · V stages, in pipeline
-/// order: rank r's layers split evenly over its V chunks.
+/// order (the estimate's layout has them all).
 std::vector<int64_t> chunkLayers(const plan::Estimate &e,
-                                 const plan::ParallelPlan &p) {
-  int64_t numRanks = int64_t(e.stageLayers.size()), v = p.virtualStages;
-  std::vector<int64_t> layers;
-  for (int64_t c = 0; c < numRanks * v; ++c)
-    layers.push_back(e.stageLayers[c % numRanks] / v);
-  return layers;
+                                 const plan::ParallelPlan &) {
+  return e.stageLayers;
 }
 
 /// "0: embedding + layers 0-9 | 1: layers 10-19 | ... + head"; with V
@@ -242,7 +250,7 @@ std::vector<int64_t> chunkLayers(const plan::Estimate &e,
 /// 40-44 | ...").
 std::string describeStages(const plan::Estimate &e,
                            const plan::ParallelPlan &p) {
-  int64_t numRanks = int64_t(e.stageLayers.size()), v = p.virtualStages;
+  int64_t numRanks = p.pp, v = p.virtualStages;
   // Layer ranges of every stage (P · V of them, in pipeline order).
   std::vector<std::pair<int64_t, int64_t>> chunks;
   int64_t next = 0;
@@ -278,6 +286,26 @@ std::string describeStages(const plan::Estimate &e,
   return text;
 }
 
+/// The --loom-auto-shard options of a context-parallel plan: a mesh of
+/// the data, context and tensor degrees above 1 (one pipeline rank's
+/// grid), the context axis among them.
+std::string contextFlags(const plan::ParallelPlan &p) {
+  std::vector<std::string> axes;
+  int64_t contextAxis = 0;
+  for (auto [degree, isContext] :
+       {std::pair{p.dp, false}, {p.cp, true}, {p.tp, false}}) {
+    if (degree == 1)
+      continue;
+    if (isContext)
+      contextAxis = int64_t(axes.size());
+    axes.push_back(std::to_string(degree));
+  }
+  return formatv("--loom-auto-shard=\"func=train_step mesh={0} "
+                 "context-axis={1}\"",
+                 join(axes.begin(), axes.end(), "x"), contextAxis)
+      .str();
+}
+
 /// The --loom-pipeline options that cut a step into this plan's stages
 /// (docs/pipeline.md): one layer count per stage, P · V of them.
 std::string pipelineFlags(const plan::Estimate &e,
@@ -303,14 +331,29 @@ void printText(const plan::Estimate &e, const plan::ParallelPlan &p,
                bool withStages = false) {
   os << "plan:        " << describePlan(p, e) << "\n";
   if (withStages && p.pp > 1)
-    os << "stages:      " << describeStages(e, p) << "\n"
-       << "loom-opt:    " << pipelineFlags(e, p) << "\n";
+    os << "stages:      " << describeStages(e, p) << "\n";
+  if (withStages && (p.pp > 1 || p.cp > 1)) {
+    std::vector<std::string> flags;
+    if (p.pp > 1)
+      flags.push_back(pipelineFlags(e, p));
+    if (p.cp > 1)
+      flags.push_back(contextFlags(p));
+    os << "loom-opt:    " << join(flags.begin(), flags.end(), " ") << "\n";
+  }
   os << formatv("cluster:     {0}: {1} nodes x {2} devices ({3})\n",
                 cluster.name, cluster.nodes, cluster.devicesPerNode,
                 cluster.device.name);
   os << formatv("model:       {0:e3} parameters, {1:e3} model FLOPs per "
                 "step\n",
                 e.numParams, e.modelFlopsPerStep);
+  os << "attention:   "
+     << (unfusedAttention
+             ? "unfused (--unfused-attention: matmul, softmax, dropout, "
+               "matmul; keeps the scores and probabilities, what selective "
+               "recomputation drops)"
+             : "fused kernel (keeps its output and log-sum-exp, no scores; "
+               "--unfused-attention for the decomposed form)")
+     << "\n";
   if (!e.notes.empty())
     os << "note:        " << e.notes << "\n";
   os << formatv("step time:   {0:f4} s = compute {1:f4} s + exposed "
@@ -339,6 +382,7 @@ json::Value toJSON(const plan::Estimate &e, const plan::ParallelPlan &p) {
        json::Object{{"dp", p.dp},
                     {"tp", p.tp},
                     {"pp", p.pp},
+                    {"cp", p.cp},
                     {"micro_batch", p.microBatch},
                     {"num_micro_batches", e.numMicroBatches},
                     {"schedule", plan::stringifySchedule(p.schedule)},
@@ -367,6 +411,7 @@ json::Value toJSON(const plan::Estimate &e, const plan::ParallelPlan &p) {
                                     {"capacity", e.deviceMemory},
                                     {"stage", e.peakStage}}},
       {"activations_per_layer_bytes", e.activationsPerLayer},
+      {"attention", unfusedAttention ? "unfused" : "fused"},
       {"notes", e.notes},
   };
 }
@@ -376,9 +421,10 @@ json::Value toJSON(const plan::Estimate &e, const plan::ParallelPlan &p) {
 int writeTimeline(const plan::Estimate &estimate, const plan::ParallelPlan &p,
                   StringRef path) {
   std::string title =
-      formatv("{0}: D={1} T={2} P={3} V={4}, micro-batch {5} x {6}",
+      formatv("{0}: D={1} {7}T={2} P={3} V={4}, micro-batch {5} x {6}",
               plan::stringifySchedule(p.schedule), p.dp, p.tp, p.pp,
-              p.virtualStages, p.microBatch, estimate.numMicroBatches);
+              p.virtualStages, p.microBatch, estimate.numMicroBatches,
+              p.cp > 1 ? formatv("CP={0} ", p.cp).str() : "");
   Error error = path.ends_with(".svg")
                     ? sched::writeSvg(estimate.pipeline, path, title)
                     : sched::writeChromeTrace(estimate.pipeline, path);
@@ -396,6 +442,8 @@ plan::SearchSpace pinnedSpace() {
     space.tp = {tp};
   if (pp.getNumOccurrences())
     space.pp = {pp};
+  if (cp.getNumOccurrences())
+    space.cp = {cp};
   if (microBatch.getNumOccurrences())
     space.microBatch = {microBatch};
   if (zero.getNumOccurrences())
@@ -620,6 +668,8 @@ int main(int argc, char **argv) {
   parallel.dp = dp;
   parallel.tp = tp;
   parallel.pp = pp;
+  parallel.cp = cp;
+  parallel.stageLayers.assign(stageLayersFlag.begin(), stageLayersFlag.end());
   parallel.microBatch = microBatch;
   parallel.zero = static_cast<cost::ZeroStage>(zero.getValue());
   parallel.recompute = recompute;
@@ -634,6 +684,10 @@ int main(int argc, char **argv) {
   setup.optimizer = optimizer;
   setup.unfusedAttention = unfusedAttention;
   setup.activations.storeDropoutMasks = storeDropoutMasks;
+
+  if (!estimateFlag && stageLayersFlag.getNumOccurrences())
+    return fail("--layers gives the stage layout of the plan --estimate "
+                "estimates; the search places the layers itself");
 
   context.loadDialect<LoomDialect, mlir::func::FuncDialect,
                       mlir::arith::ArithDialect>();
@@ -651,6 +705,6 @@ int main(int argc, char **argv) {
   if (jsonOutput)
     outs() << formatv("{0:2}", toJSON(*estimate, parallel)) << "\n";
   else
-    printText(*estimate, parallel, *cluster, outs());
+    printText(*estimate, parallel, *cluster, outs(), /*withStages=*/true);
   return 0;
 }

@@ -27,6 +27,11 @@ int worldSize() {
   return size;
 }
 
+/// "1 MPI rank", "4 MPI ranks".
+std::string mpiRanks(int count) {
+  return std::to_string(count) + (count == 1 ? " MPI rank" : " MPI ranks");
+}
+
 int64_t elementsOf(const loom_state_info &info) {
   int64_t count = 1;
   for (int32_t d = 0; d < info.rank; ++d)
@@ -54,8 +59,7 @@ public:
   }
 
   std::string describe() const override {
-    return "compiled CPU backend, " + std::to_string(worldSize()) +
-           " MPI ranks";
+    return "compiled CPU backend, " + mpiRanks(worldSize());
   }
   int64_t batchRows() const override {
     return loom_artifact_batch_rows(artifact);
@@ -142,8 +146,8 @@ public:
   }
 
   std::string describe() const override {
-    return "compiled CUDA backend, " + std::to_string(worldSize()) +
-           " MPI ranks, " + api.commName(session) + " communication";
+    return "compiled CUDA backend, " + mpiRanks(worldSize()) + ", " +
+           api.commName(session) + " communication";
   }
   int64_t batchRows() const override { return api.batchRows(artifact); }
   int64_t seqLen() const override { return api.seqLen(artifact); }

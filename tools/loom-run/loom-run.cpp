@@ -113,8 +113,9 @@ cl::opt<int64_t> steps("steps", cl::init(1), cl::cat(category),
 cl::opt<std::string>
     savePath("save", cl::cat(category), cl::value_desc("path"),
              cl::desc("Write the trained parameters here (reference: one "
-                      "safetensors file; cpu: a checkpoint directory of "
-                      "every rank's parameters and optimizer state)"));
+                      "safetensors file, F64 under --precision f64; cpu: a "
+                      "checkpoint directory of every rank's parameters and "
+                      "optimizer state)"));
 cl::opt<int64_t> saveEvery("save-every", cl::init(0), cl::cat(category),
                            cl::value_desc("S"),
                            cl::desc("Also save after every step divisible "
@@ -151,6 +152,14 @@ bool stopsAt(int64_t step, double loss) {
   return true;
 }
 
+/// A checkpoint tensor's values as the interpreter holds them: an F64
+/// file's unrounded.
+std::vector<double> initialValues(const loom::CheckpointTensor &tensor) {
+  if (!tensor.doubles.empty())
+    return tensor.doubles;
+  return std::vector<double>(tensor.values.begin(), tensor.values.end());
+}
+
 /// The state carried from step to step: parameters, then m and v.
 std::vector<Tensor>
 initialState(mlir::func::FuncOp fn, const loom::TrainStepLayout &layout,
@@ -161,7 +170,7 @@ initialState(mlir::func::FuncOp fn, const loom::TrainStepLayout &layout,
     size_t param = i % layout.params.size();
     std::vector<double> values(type.getNumElements(), 0.0);
     if (i < layout.params.size())
-      values.assign(init[param]->values.begin(), init[param]->values.end());
+      values = initialValues(*init[param]);
     state.push_back(Tensor::floats(type.getElementType(), type.getShape(),
                                    std::move(values)));
   }
@@ -174,14 +183,23 @@ Tensor intTensor(mlir::Type type, ArrayRef<int32_t> values) {
                       std::vector<int64_t>(values.begin(), values.end()));
 }
 
-/// Writes `values[i]` as parameter `params[i]` (extra values are ignored).
+/// Writes `values[i]` as parameter `params[i]` (extra values are ignored),
+/// in the run's precision: F64 under --precision f64, so that a double
+/// run's result can be checked beyond f32, else F32.
 Error saveParameters(StringRef path, ArrayRef<loom::TrainedParam> params,
                      ArrayRef<Tensor> values, int64_t stepsDone) {
   std::vector<loom::CheckpointTensor> tensors;
-  for (auto [param, tensor] : llvm::zip_first(params, values))
-    tensors.push_back(
-        {param.name, param.shape,
-         std::vector<float>(tensor.f().begin(), tensor.f().end())});
+  for (auto [param, tensor] : llvm::zip_first(params, values)) {
+    loom::CheckpointTensor &saved = tensors.emplace_back();
+    saved.name = param.name;
+    saved.shape = param.shape;
+    if (precision == loom::interp::Precision::F64) {
+      saved.dtype = "F64";
+      saved.doubles.assign(tensor.f().begin(), tensor.f().end());
+    } else {
+      saved.values.assign(tensor.f().begin(), tensor.f().end());
+    }
+  }
   return loom::writeSafetensors(
       path, tensors,
       {{"format", "pt"}, {"loom.steps", std::to_string(stepsDone)}});
@@ -233,6 +251,36 @@ SmallVector<int64_t> wholeShape(mlir::RankedTensorType type,
   if (role && role.getValue() == "data" && !shape.empty())
     shape[0] *= microBatches;
   return shape;
+}
+
+/// The devices of the module's grids (1 without one).
+int64_t gridDevices(mlir::ModuleOp module) {
+  int64_t devices = 1;
+  for (auto grid : module.getOps<mlir::shard::GridOp>())
+    for (int64_t size : grid.getShape())
+      devices *= size;
+  return devices;
+}
+
+/// "2x2" when `fn` is a per-device program (--loom-partition gives its
+/// results `loom.split_axes` and puts collectives in its body; layouts
+/// pinned before planning sit on arguments only), else "".
+std::string partitionedGrid(mlir::ModuleOp module, mlir::func::FuncOp fn) {
+  bool partitioned = false;
+  for (unsigned i = 0; i < fn.getNumResults(); ++i)
+    partitioned |= static_cast<bool>(fn.getResultAttr(i, "loom.split_axes"));
+  fn.walk([&](mlir::Operation *op) {
+    if (op->getDialect() && isa<mlir::shard::ShardDialect>(op->getDialect()) &&
+        !isa<mlir::shard::ShardOp, mlir::shard::ShardingOp>(op))
+      partitioned = true;
+  });
+  if (!partitioned)
+    return "";
+  std::string shape;
+  for (auto grid : module.getOps<mlir::shard::GridOp>())
+    for (int64_t size : grid.getShape())
+      shape += (shape.empty() ? "" : "x") + std::to_string(size);
+  return shape.empty() ? "device" : shape;
 }
 
 /// Trains a module cut into pipeline stages (--loom-split-stages).
@@ -292,9 +340,8 @@ int runPipelined(mlir::ModuleOp module) {
 
   loom::interp::NamedTensors state;
   for (auto [in, tensor] : llvm::zip_equal(paramInputs, *bound))
-    state[in->key] = Tensor::floats(
-        in->elementType, in->shape,
-        std::vector<double>(tensor->values.begin(), tensor->values.end()));
+    state[in->key] =
+        Tensor::floats(in->elementType, in->shape, initialValues(*tensor));
   int64_t batch = 0, seqLen = 0, numElements = 0;
   for (const loom::TrainedParam &param : params)
     numElements += llvm::product_of(param.shape);
@@ -311,12 +358,12 @@ int runPipelined(mlir::ModuleOp module) {
   if (batch == 0)
     return fail(modulePath + ": no stage reads the tokens or labels");
   outs() << formatv("loom-run: reference backend, pipelined: {0} ranks x {1} "
-                    "devices, {2} with {3} micro-batches, {4} parameter "
+                    "device{9}, {2} with {3} micro-batches, {4} parameter "
                     "tensors ({5} values), batch {6} x {7} tokens, {8} steps\n",
                     schedule->numRanks, devices,
                     loom::sched::stringifyScheduleKind(schedule->kind),
                     schedule->numMicroBatches, params.size(), numElements,
-                    batch, seqLen, steps.getValue());
+                    batch, seqLen, steps.getValue(), devices == 1 ? "" : "s");
 
   StepLog log;
   for (int64_t step = 1; step <= steps; ++step) {
@@ -460,6 +507,15 @@ int main(int argc, char **argv) {
     return fail(modulePath + ": no @train_step (run loom-opt --loom-autodiff "
                              "--loom-optimizer first) and no pipeline "
                              "schedule (--loom-split-stages)");
+  if (std::string grid = partitionedGrid(*module, fn); !grid.empty())
+    return fail(formatv(
+        "{0}: @train_step is partitioned for a grid of {2} devices ({1}; "
+        "--loom-partition ran), one device's share of the step, and the "
+        "reference backend runs the whole step; compile it (loom-compile -o "
+        "model.loom) and run it on {2} MPI ranks (loom-run model.loom --np "
+        "{2}), or give the reference backend the step from before "
+        "--loom-auto-shard",
+        modulePath, grid, gridDevices(*module)));
   Expected<loom::TrainStepLayout> layout = loom::analyzeTrainStep(fn);
   if (!layout)
     return fail(modulePath + ": " + toString(layout.takeError()));

@@ -53,12 +53,15 @@ enum class SequenceSplit {
 /// "any", "megatron" or "none"; an error lists them.
 llvm::Expected<SequenceSplit> parseSequenceSplit(llvm::StringRef text);
 
-/// Bits of findResidualFactors' entries.
-inline constexpr uint8_t kSequenceFactor = 1, kModelFactor = 2;
+/// Bits of findResidualFactors' entries: the sequence alone, the residual
+/// width, the sequence alone or merged with the batch (tokens).
+inline constexpr uint8_t kSequenceFactor = 1, kModelFactor = 2,
+                         kTokenFactor = 4;
 
 /// For every op of `fn` (one block) with a sharding rule, per factor of
 /// its rule: kSequenceFactor if it holds the sequence (and no batch of more
-/// than one sequence), kModelFactor if it holds the residual stream's width
+/// than one sequence), kTokenFactor if it holds the sequence with or
+/// without the batch, kModelFactor if it holds the residual stream's width
 /// in an activation.
 llvm::DenseMap<mlir::Operation *, llvm::SmallVector<uint8_t>>
 findResidualFactors(mlir::func::FuncOp fn);
@@ -68,6 +71,16 @@ findResidualFactors(mlir::func::FuncOp fn);
 /// it. Returns how many strategies were forbidden.
 int64_t restrictSequenceSplits(ShardingProblem &problem, SequenceSplit mode,
                                mlir::func::FuncOp fn);
+
+/// Makes mesh axis `axis` a context-parallel axis (Megatron-Core's and
+/// torchtitan's context parallelism): forbids the strategies of
+/// `problem`'s op nodes that split anything but tokens over it, and the
+/// attention strategies that leave their queries' sequence whole on it, so
+/// every attention runs on its device's rows of each sequence against the
+/// keys and values gathered around the axis. Returns how many strategies
+/// were forbidden.
+int64_t restrictContextAxis(ShardingProblem &problem, int64_t axis,
+                            mlir::func::FuncOp fn);
 
 } // namespace loom::autoshard
 

@@ -40,8 +40,13 @@ struct CheckpointTensor {
   /// Row-major, product(shape) elements; empty for a tensor whose dtype is
   /// not floating point (a BOOL or integer buffer, which no parameter is).
   std::vector<float> values;
-  /// The dtype in the file (F32, BF16, ..., I64); the writer writes F32.
+  /// The dtype in the file (F32, BF16, ..., I64); the writer writes F64
+  /// from `doubles` when this is "F64", F32 from `values` otherwise.
   std::string dtype = "F32";
+  /// An F64 tensor's values unrounded (read), or what the writer writes for
+  /// dtype "F64": a double-precision run saves and resumes without rounding
+  /// to f32. Empty for every other dtype.
+  std::vector<double> doubles = {};
 
   bool isFloat() const {
     return dtype == "F32" || dtype == "F64" || dtype == "F16" ||
@@ -61,14 +66,16 @@ struct Checkpoint {
 };
 
 /// Reads a safetensors file. Dtypes F32, F64, F16 and BF16 are widened (F64
-/// rounded) to float; any other dtype is an error naming the tensor.
+/// rounded) to float, F64 also kept whole in `doubles`; any other dtype is
+/// an error naming the tensor.
 llvm::Expected<Checkpoint> readSafetensors(llvm::StringRef path);
 
 /// Parses the bytes of a safetensors file; `fileName` only prefixes errors.
 llvm::Expected<Checkpoint> parseSafetensors(llvm::StringRef contents,
                                             llvm::StringRef fileName);
 
-/// Writes F32 tensors (HF-loadable), metadata included; writes a temporary
+/// Writes F32 tensors, or F64 ones (`doubles`) for dtype "F64" (both
+/// HF-loadable), metadata included; writes a temporary
 /// file then renames it, so a failure never leaves a half-written file.
 /// The header lists "__metadata__" first (omitted when empty), then the
 /// tensors in the given order with contiguous data offsets, and is padded

@@ -53,8 +53,10 @@ struct StateBytesPerParam {
 enum class OptimizerKind { AdamW, SGD };
 
 /// Mixed precision (bf16 compute copies of f32 master weights) or f32
-/// throughout. Mixed-precision Adam is 2 + 2 + 12 bytes (ZeRO §3.1: fp16
-/// parameters and gradients; fp32 master parameters, momentum, variance).
+/// throughout. Mixed-precision Adam is 2 + 4 + 12 bytes: bf16 parameters,
+/// f32 gradients (what the compute copies' casts give back, and what
+/// Megatron-LM accumulates), fp32 master parameters, momentum and variance
+/// (ZeRO §3.1 counts fp16 gradients, 2 + 2 + 12).
 StateBytesPerParam stateBytesPerParam(bool mixedPrecision,
                                       OptimizerKind optimizer);
 

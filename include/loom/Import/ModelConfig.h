@@ -23,6 +23,13 @@ enum class ModelType { GPT2, Llama, Qwen2, Mistral, GPTNeoX };
 /// (GPT-NeoX's `gelu`) or SiLU (the SwiGLU gate of Llama, Qwen2, Mistral).
 enum class Activation { GeluTanh, GeluErf, Silu };
 
+/// Llama 3.1's RoPE frequency scaling (`rope_scaling` with `"rope_type":
+/// "llama3"`); factor 0: none.
+struct RopeScalingConfig {
+  double factor = 0, lowFreqFactor = 0, highFreqFactor = 0,
+         originalMaxPositions = 0;
+};
+
 /// One decoder-only transformer, in the names of Hugging Face's configs.
 struct ModelConfig {
   ModelType type;
@@ -51,6 +58,7 @@ struct ModelConfig {
                          // 0 for GPT-2
   int64_t slidingWindow; // Mistral / Qwen2 sliding_window when in use, else
                          // 0: a sequence may not be longer
+  RopeScalingConfig ropeScaling; // rope_scaling (Llama 3.1's "llama3")
 
   int64_t headDim() const { return headDimension; }
   /// Width of the attention projections: all query heads side by side.
@@ -72,8 +80,8 @@ struct ModelConfig {
 /// Parses the text of a `config.json`. Errors name `fileName` and the
 /// offending key: a missing or mistyped key, an unknown `model_type`, heads
 /// that do not divide the hidden size, an unsupported activation, RoPE
-/// scaling or dropout, a rotary fraction that gives an odd number of
-/// dimensions.
+/// scaling (Llama 3.1's "llama3" is the one supported) or dropout, a rotary
+/// fraction that gives an odd number of dimensions.
 llvm::Expected<ModelConfig> parseModelConfig(llvm::StringRef text,
                                              llvm::StringRef fileName);
 

@@ -10,9 +10,12 @@
 // row-parallel output projections, vocabulary-parallel embedding): the
 // per-device program is the model with heads, key/value heads, MLP width and
 // vocabulary divided by T, and its collectives are Megatron's (Shoeybi et
-// al. 2019 §3; Korthikanti et al. 2023 §4.2 for sequence parallelism). Ranks
-// are ordered tensor fastest, then data, then pipeline (Megatron's order), so
-// a tensor group of at most a node's devices stays inside the node.
+// al. 2019 §3; Korthikanti et al. 2023 §4.2 for sequence parallelism).
+// Context parallelism splits every sequence over CP devices, attention's
+// keys and values passed around their ring (Megatron-Core's context
+// parallelism, Liu et al. 2023's ring attention). Ranks are ordered tensor
+// fastest, then context, then data, then pipeline (Megatron-Core's order),
+// so a tensor group of at most a node's devices stays inside the node.
 //
 //===----------------------------------------------------------------------===//
 
@@ -31,6 +34,7 @@
 #include <map>
 #include <memory>
 #include <string>
+#include <tuple>
 #include <vector>
 
 namespace loom::plan {
@@ -40,13 +44,16 @@ using Schedule = sched::ScheduleKind;
 llvm::StringRef stringifySchedule(Schedule schedule);
 
 /// How ranks map to devices (consecutive ranks share a node): tensor
-/// fastest, then data, then pipeline (Megatron-LM's order), or tensor,
-/// pipeline, data (pipeline neighbours close, data-parallel groups spread).
+/// fastest, then context, data, pipeline (Megatron-LM's order), or tensor,
+/// context, pipeline, data (pipeline neighbours close, data-parallel
+/// groups spread).
 enum class RankOrder { TensorDataPipeline, TensorPipelineData };
 llvm::StringRef stringifyRankOrder(RankOrder order); ///< "tp-dp-pp", ...
 
 struct ParallelPlan {
   int64_t dp = 1, tp = 1, pp = 1;
+  /// Context-parallel degree: each sequence split over `cp` devices.
+  int64_t cp = 1;
   /// Sequences per micro-batch on one data-parallel rank.
   int64_t microBatch = 1;
   cost::ZeroStage zero = cost::ZeroStage::None;
@@ -56,10 +63,14 @@ struct ParallelPlan {
   int64_t virtualStages = 1;
   bool sequenceParallel = false;
   RankOrder rankOrder = RankOrder::TensorDataPipeline;
-  /// Transformer layers of each pipeline stage (P entries summing to the
-  /// layer count; the embedding is on stage 0, the head on the last), or
-  /// empty for the even split: L / P each, the first L mod P stages one
-  /// more.
+  /// Transformer layers of each pipeline stage, summing to the layer count:
+  /// P entries, or for interleaved-1f1b P x V (the stages in pipeline
+  /// order, stage s on rank s mod P; P entries are each rank's, split evenly
+  /// over its V stages). The embedding is on stage 0, the head on the last;
+  /// only those two may have no layers. Empty: the even split, L / P each
+  /// with the first L mod P stages one more; interleaved, L / (P x V) each
+  /// when that divides, else one less on the last and first stages, then
+  /// the next ones inwards (126 layers on 16 x 8 stages: 0, 1, ..., 1, 0).
   std::vector<int64_t> stageLayers;
 };
 
@@ -100,7 +111,8 @@ struct Estimate {
   double numParams = 0, numParamsPerDevice = 0;
   /// Adjustments made to the model, e.g. the padded vocabulary.
   std::string notes;
-  /// Transformer layers of each stage (the plan's, or the even split).
+  /// Transformer layers of each stage (the plan's, or the even split): P
+  /// entries, or P x V in pipeline order for interleaved-1f1b.
   std::vector<int64_t> stageLayers;
   /// The simulated step of the pipeline schedule (sched::simulate), for
   /// `loom-plan --timeline`.
@@ -119,8 +131,9 @@ struct ModelCosts;
 
 /// Estimates many plans of one model, cluster and setup. The model's costs
 /// (its per-device programs built and costed op by op) depend only on the
-/// tensor-parallel degree and the micro-batch: they are computed once per
-/// pair and cached, so estimating a plan afterwards is arithmetic.
+/// tensor-parallel degree, the micro-batch and the context-parallel degree:
+/// they are computed once per triple and cached, so estimating a plan
+/// afterwards is arithmetic.
 class PlanEvaluator {
 public:
   PlanEvaluator(mlir::MLIRContext &context, const ModelConfig &config,
@@ -140,20 +153,24 @@ public:
   /// model-state and activation bytes on one device, the micro-batches each
   /// stage keeps in flight and the device memory. ZeRO-3's parameter
   /// gathers, which overlap a stage's compute as a whole, are left out.
+  /// Interleaved plans have P x V stages, each given a V-th of its rank's
+  /// memory.
   llvm::Expected<StageProblem> stageProblem(const ParallelPlan &plan);
 
-  /// (tensor-parallel degree, micro-batch) pairs costed so far.
+  /// (tensor-parallel degree, micro-batch, context-parallel degree)
+  /// triples costed so far.
   size_t numCostedModels() const { return cache.size(); }
 
 private:
-  llvm::Expected<const detail::ModelCosts *> modelCosts(int64_t tp,
-                                                        int64_t microBatch);
+  llvm::Expected<const detail::ModelCosts *>
+  modelCosts(int64_t tp, int64_t microBatch, int64_t cp);
 
   mlir::MLIRContext &context;
   const ModelConfig &config;
   const cost::ClusterSpec &cluster;
   TrainingSetup setup;
-  std::map<std::pair<int64_t, int64_t>, std::unique_ptr<detail::ModelCosts>>
+  std::map<std::tuple<int64_t, int64_t, int64_t>,
+           std::unique_ptr<detail::ModelCosts>>
       cache;
 };
 

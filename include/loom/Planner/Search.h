@@ -1,13 +1,15 @@
 //===- Search.h - Joint search over parallel plans -------------*- C++ -*-===//
 //
 // `loom-plan` without --estimate: enumerates every plan of a model on a
-// cluster — data/tensor/pipeline degrees whose product is the device count
-// (tensor degree a power of two within a node, dividing the heads and the
-// MLP) and their order over the nodes, micro-batch size (so the global batch
+// cluster — data/context/tensor/pipeline degrees whose product is the
+// device count (tensor degree a power of two within a node, dividing the
+// heads and the MLP; context degree a power of two dividing the sequence)
+// and their order over the nodes, micro-batch size (so the global batch
 // splits into whole micro-batches), pipeline schedule, ZeRO stage, sequence
 // parallelism and recomputation — places the layers of every pipelined plan
-// with the stage DP (StageDP.h), estimates each with the PlanEvaluator
-// (Estimate.h) and keeps the fastest that fit in memory.
+// with the stage DP (StageDP.h; interleaved plans' P x V stages too),
+// estimates each with the PlanEvaluator (Estimate.h) and keeps the fastest
+// that fit in memory.
 //
 // Each dimension can be pinned (a command-line flag given in search mode),
 // which restricts the enumeration to that value.
@@ -26,7 +28,7 @@ namespace loom::plan {
 
 /// Values a dimension may take; empty: every value that can run.
 struct SearchSpace {
-  std::vector<int64_t> dp, tp, pp, microBatch;
+  std::vector<int64_t> dp, tp, pp, cp, microBatch;
   std::vector<Schedule> schedules;
   std::vector<int64_t> virtualStages;
   std::vector<cost::ZeroStage> zero;
@@ -66,7 +68,8 @@ struct SearchResult {
   /// Plans that fit no device's memory, and the one needing least.
   int64_t numRejectedForMemory = 0;
   std::optional<RankedPlan> closestRejected;
-  /// (tensor degree, micro-batch) pairs whose programs were costed.
+  /// (tensor degree, micro-batch, context degree) triples whose programs
+  /// were costed.
   int64_t numCostedModels = 0;
   /// Plans looked at before the time limit (numPlans without one).
   int64_t numEstimated = 0;

@@ -20,7 +20,10 @@
 //
 // The mask of probability (b, h, s, t) is drawn at its index in the global
 // [B, Hq, S, Skv] tensor: on a shard, the mask block splits b, h and s as
-// q's dimensions 0, 2 and 1 (the keys are whole).
+// q's dimensions 0, 2 and 1 (the keys are whole). The same block places a
+// shard's queries among the keys when the sequence is split (context
+// parallelism): query s is at global position queryStart + s, which the
+// causal mask compares against.
 //
 //===----------------------------------------------------------------------===//
 
@@ -49,6 +52,8 @@ struct AttentionShape : kernels::AttentionDims {
   /// its local element 0.
   int64_t maskStrides[4] = {};
   int64_t maskBase = 0;
+  /// The global position of local query 0 (a sequence shard's offset).
+  int64_t queryStart = 0;
 
   int64_t qStride() const { return heads * dim; }
   int64_t kvStride() const { return kvHeads * dim; }
@@ -63,7 +68,9 @@ struct AttentionShape : kernels::AttentionDims {
   }
   int64_t lseRow(int64_t b, int64_t h) const { return (b * heads + h) * seq; }
   /// How many keys query s sees.
-  int64_t keysOf(int64_t s) const { return causal ? s + 1 : kvSeq; }
+  int64_t keysOf(int64_t s) const {
+    return causal ? queryStart + s + 1 : kvSeq;
+  }
 
   /// The mask factor of probability (b, h, s, t) is `dropoutFactor(
   /// maskRow(b, h, s) + t)`.
@@ -109,18 +116,30 @@ int32_t readAttention(KernelArgs &args, const loom_call_frame *frame,
   a.dropoutRate = attrs.dropout_rate;
   a.dropoutSeed = static_cast<uint64_t>(attrs.dropout_seed);
   a.dropoutKey = static_cast<uint64_t>(attrs.dropout_key);
-  if (!hasStep || a.dropoutRate == 0.0) {
+  if (!hasStep || a.dropoutRate == 0.0)
     a.dropoutRate = 0.0;
-    return 0; // The mask block, last in the meta, stays unread.
+  if (hasStep) {
+    const View &step = args.in(operands);
+    if (step.dtype != LOOM_DTYPE_I32 && step.dtype != LOOM_DTYPE_I64)
+      return fail("loom_cpu_%s: the step is not an integer", op);
+    a.step = static_cast<uint64_t>(step.index(0));
   }
-  const View &step = args.in(operands);
-  if (step.dtype != LOOM_DTYPE_I32 && step.dtype != LOOM_DTYPE_I64)
-    return fail("loom_cpu_%s: the step is not an integer", op);
-  a.step = static_cast<uint64_t>(step.index(0));
+  if (!attrs.has_positions)
+    return 0; // No mask block: the local tensor is the global one.
   int64_t maskShape[4] = {a.batch, a.heads, a.seq, a.kvSeq};
   const int64_t entryOfDim[4] = {0, 2, 1, -1};
-  return readMaskIndex(args, frame, /*blockRank=*/4, maskShape, 4, entryOfDim,
-                       a.maskStrides, &a.maskBase);
+  int64_t starts[4] = {};
+  if (int32_t status =
+          readMaskIndex(args, frame, /*blockRank=*/4, maskShape, 4, entryOfDim,
+                        a.maskStrides, &a.maskBase, starts))
+    return status;
+  a.queryStart = a.causal ? starts[2] : 0;
+  if (a.queryStart + a.seq > a.kvSeq)
+    return fail("loom_cpu_%s: queries %lld to %lld past the %lld keys", op,
+                static_cast<long long>(a.queryStart),
+                static_cast<long long>(a.queryStart + a.seq),
+                static_cast<long long>(a.kvSeq));
+  return 0;
 }
 
 /// scores [S, Skv] = scale * q k^T for query head h of batch b.

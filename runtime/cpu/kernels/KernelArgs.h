@@ -66,10 +66,12 @@ template <typename T> double sumRun(const T *x, int64_t n) {
 inline int32_t readMaskIndex(KernelArgs &args, const loom_call_frame *frame,
                              int64_t blockRank, const int64_t *localShape,
                              int64_t rank, const int64_t *entryOfDim,
-                             int64_t *strides, int64_t *base) {
+                             int64_t *strides, int64_t *base,
+                             int64_t *starts = nullptr) {
   char error[256];
   if (kernels::readMaskIndex(args, frame, blockRank, localShape, rank,
-                             entryOfDim, strides, base, error, sizeof error))
+                             entryOfDim, strides, base, error, sizeof error,
+                             starts))
     return 0;
   return fail("%s", error);
 }

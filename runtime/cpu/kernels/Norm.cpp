@@ -19,6 +19,7 @@
 #include "KernelArgs.h"
 
 #include "loom/Interpreter/DropoutMask.h"
+#include "loom/Interpreter/RopeFrequency.h"
 
 #include <cmath>
 #include <cstring>
@@ -329,27 +330,40 @@ int32_t softmaxGrad(KernelArgs &args) {
 //===----------------------------------------------------------------------===//
 
 /// Rotates each pair (x[i], x[i + D/2]) of `x` [B, S, H, D] at position s
-/// (local along dimension 1) by `direction * s * theta^(-2i/D)`: +1 for
+/// (along dimension 1, global: a shard of the sequence starts at its
+/// position block's offset) by `direction * s * theta^(-2i/D)`: +1 for
 /// rope, -1 for its gradient (the inverse rotation).
 template <Kernel K>
-int32_t rotatePairs(KernelArgs &args, const char *op, double direction) {
+int32_t rotatePairs(KernelArgs &args, const loom_call_frame *frame,
+                    const char *op, double direction) {
   if (args.numOperands() != 1)
     return fail("loom_cpu_%s: expected one operand", op);
   if (int32_t status = requireF32(args, op))
     return status;
-  double theta = readAttrs<K>(args).theta;
+  auto attrs = readAttrs<K>(args);
+  double theta = attrs.theta;
+  RopeScaling scaling;
+  scaling.factor = attrs.scaling_factor;
+  scaling.lowFreqFactor = attrs.low_freq_factor;
+  scaling.highFreqFactor = attrs.high_freq_factor;
+  scaling.originalMaxPositions = attrs.original_max_positions;
   const View &xView = args.in(0);
   if (xView.rank != 4 || xView.dims[3] % 2 != 0)
     return fail("loom_cpu_%s: expected [B, S, H, D] with even D", op);
   int64_t batch = xView.dims[0], seq = xView.dims[1], heads = xView.dims[2],
           dim = xView.dims[3], half = dim / 2;
+  int64_t start = 0;
+  char error[256];
+  if (!kernels::readPositionStart(args, frame, attrs.has_positions,
+                                  xView.dims, 4, 1, &start, error,
+                                  sizeof error))
+    return fail("loom_cpu_%s: %s", op, error);
   // cos and sin of every (position, pair), shared by batches and heads.
   std::vector<float> table(2 * seq * half);
   for (int64_t s = 0; s < seq; ++s)
     for (int64_t i = 0; i < half; ++i) {
-      double frequency = std::pow(theta, -2.0 * static_cast<double>(i) /
-                                             static_cast<double>(dim));
-      double angle = direction * static_cast<double>(s) * frequency;
+      double frequency = ropeFrequency(i, dim, theta, scaling);
+      double angle = direction * static_cast<double>(start + s) * frequency;
       table[2 * (s * half + i)] = static_cast<float>(std::cos(angle));
       table[2 * (s * half + i) + 1] = static_cast<float>(std::sin(angle));
     }
@@ -507,16 +521,16 @@ int32_t loom_cpu_softmax_grad(const loom_call_frame *, void *const *buffers,
   return softmaxGrad(args);
 }
 
-int32_t loom_cpu_rope(const loom_call_frame *, void *const *buffers,
+int32_t loom_cpu_rope(const loom_call_frame *frame, void *const *buffers,
                       const int64_t *meta) {
   KernelArgs args(buffers, meta);
-  return rotatePairs<Kernel::rope>(args, "rope", 1.0);
+  return rotatePairs<Kernel::rope>(args, frame, "rope", 1.0);
 }
 
-int32_t loom_cpu_rope_grad(const loom_call_frame *, void *const *buffers,
+int32_t loom_cpu_rope_grad(const loom_call_frame *frame, void *const *buffers,
                            const int64_t *meta) {
   KernelArgs args(buffers, meta);
-  return rotatePairs<Kernel::rope_grad>(args, "rope_grad", -1.0);
+  return rotatePairs<Kernel::rope_grad>(args, frame, "rope_grad", -1.0);
 }
 
 int32_t loom_cpu_dropout(const loom_call_frame *frame, void *const *buffers,

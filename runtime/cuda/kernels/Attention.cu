@@ -360,14 +360,22 @@ int32_t readAttention(KernelArgs &args, const loom_call_frame *frame,
   a.rate = attrs.dropout_rate;
   a.seed = static_cast<uint64_t>(attrs.dropout_seed);
   a.key = static_cast<uint64_t>(attrs.dropout_key);
-  if (!hasStep || a.rate == 0.0) {
+  // The tiled kernels place query s at key position s: a causal shard of
+  // the sequence (context parallelism) has no kernel here yet.
+  if (a.causal && a.seq != a.kvSeq)
+    return fail("loom_cuda_%s: a causal attention's queries split along the "
+                "sequence (context parallelism) run on the cpu backend only",
+                op);
+  if (!hasStep || a.rate == 0.0)
     a.rate = 0.0;
-    return 0; // The mask block, last in the meta, stays unread.
+  if (hasStep) {
+    const View &step = args.in(operands);
+    if (!step.isIndex())
+      return fail("loom_cuda_%s: the step is not an integer", op);
+    a.step = indices(step);
   }
-  const View &step = args.in(operands);
-  if (!step.isIndex())
-    return fail("loom_cuda_%s: the step is not an integer", op);
-  a.step = indices(step);
+  if (!attrs.has_positions)
+    return 0; // No mask block: the local tensor is the global one.
   int64_t maskShape[4] = {a.batch, a.heads, a.seq, a.kvSeq};
   const int64_t entryOfDim[4] = {0, 2, 1, -1};
   return readMaskIndex(args, frame, /*blockRank=*/4, maskShape, 4, entryOfDim,

@@ -21,6 +21,7 @@
 #include "Device.cuh"
 
 #include "loom/Interpreter/DropoutMask.h"
+#include "loom/Interpreter/RopeFrequency.h"
 
 #include <cstdlib>
 #include <cstring>
@@ -520,20 +521,21 @@ __global__ void softmax_backward_kernel(Floats dy, Floats y, Floats dx,
 // rope
 //===----------------------------------------------------------------------===//
 
-/// Rotates each pair (x[i], x[i + D/2]) of x [B, S, H, D] at position s by
-/// direction * s * theta^(-2i/D), the angle and its cosine and sine in
-/// double as the CPU kernel's table.
+/// Rotates each pair (x[i], x[i + D/2]) of x [B, S, H, D] at position
+/// start + s by direction * (start + s) * theta^(-2i/D), the angle and its
+/// cosine and sine in double as the CPU kernel's table (`start`: a
+/// sequence shard's first position).
 __global__ void rope_forward_kernel(Floats x, Floats y, int64_t batch,
                                     int64_t seq, int64_t heads, int64_t dim,
-                                    double theta, double direction) {
+                                    double theta, RopeScaling scaling,
+                                    double direction, int64_t start) {
   int64_t half = dim / 2;
   LOOM_GRID_STRIDE(p, batch * seq * heads * half) {
     int64_t i = p % half;
     int64_t s = (p / (half * heads)) % seq;
     int64_t base = (p / half) * dim;
-    double frequency =
-        pow(theta, -2.0 * static_cast<double>(i) / static_cast<double>(dim));
-    double angle = direction * static_cast<double>(s) * frequency;
+    double frequency = ropeFrequency(i, dim, theta, scaling);
+    double angle = direction * static_cast<double>(start + s) * frequency;
     float c = static_cast<float>(cos(angle)),
           sn = static_cast<float>(sin(angle));
     float x1 = x[base + i], x2 = x[base + i + half];
@@ -543,21 +545,34 @@ __global__ void rope_forward_kernel(Floats x, Floats y, int64_t batch,
 }
 
 template <Kernel K>
-int32_t rotatePairs(KernelArgs &args, loom_cuda_context *context,
-                    const char *op, double direction) {
+int32_t rotatePairs(KernelArgs &args, const loom_call_frame *frame,
+                    loom_cuda_context *context, const char *op,
+                    double direction) {
   if (int32_t status = args.expect(op, 1, 1))
     return status;
-  double theta = readAttrs<K>(args).theta;
+  auto attrs = readAttrs<K>(args);
+  double theta = attrs.theta;
+  RopeScaling scaling;
+  scaling.factor = attrs.scaling_factor;
+  scaling.lowFreqFactor = attrs.low_freq_factor;
+  scaling.highFreqFactor = attrs.high_freq_factor;
+  scaling.originalMaxPositions = attrs.original_max_positions;
   const View &x = args.in(0);
   if (x.rank != 4 || x.dims[3] % 2 != 0 ||
       args.out(0).numElements() != x.numElements())
     return fail("loom_cuda_%s: expected [B, S, H, D] with even D", op);
+  int64_t start = 0;
+  char error[256];
+  if (!kernels::readPositionStart(args, frame, attrs.has_positions, x.dims, 4,
+                                  1, &start, error,
+                                  sizeof error))
+    return fail("loom_cuda_%s: %s", op, error);
   int64_t pairs = x.numElements() / 2;
   if (pairs == 0)
     return 0;
   rope_forward_kernel<<<blocksFor(pairs), kThreads, 0, context->stream>>>(
       floats(x), floats(args.out(0)), x.dims[0], x.dims[1], x.dims[2],
-      x.dims[3], theta, direction);
+      x.dims[3], theta, scaling, direction, start);
   return checkLaunch(op);
 }
 
@@ -659,8 +674,9 @@ LOOM_ROW_KERNEL(silu,
                 activation_forward<Activation::Silu>(args, context, "silu"))
 LOOM_ROW_KERNEL(silu_grad, activation_backward<Activation::Silu>(args, context,
                                                                  "silu_grad"))
-LOOM_ROW_KERNEL(rope, rotatePairs<Kernel::rope>(args, context, "rope", 1.0))
-LOOM_ROW_KERNEL(rope_grad, rotatePairs<Kernel::rope_grad>(args, context,
+LOOM_ROW_KERNEL(rope,
+                rotatePairs<Kernel::rope>(args, frame, context, "rope", 1.0))
+LOOM_ROW_KERNEL(rope_grad, rotatePairs<Kernel::rope_grad>(args, frame, context,
                                                           "rope_grad", -1.0))
 LOOM_ROW_KERNEL(dropout, applyDropoutMask<Kernel::dropout>(args, frame, context,
                                                            "dropout"))

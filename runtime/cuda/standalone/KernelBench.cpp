@@ -158,9 +158,9 @@ bool attentionBench(loom_cuda_context *context, cudaStream_t stream) {
   for (const Shape &sh : shapes) {
     const int64_t b = sh.batch, s = sh.seq, h = sh.heads, kv = sh.kvHeads,
                   d = sh.dim;
-    // causal, scale, has_step, dropout rate, seed, key
+    // causal, scale, has_step, dropout rate, seed, key, has_positions
     std::vector<int64_t> attrs = {
-        1, real(1.0 / std::sqrt(double(d))), 0, real(0.0), 0, 0};
+        1, real(1.0 / std::sqrt(double(d))), 0, real(0.0), 0, 0, 0};
     const double flops = 2.0 * b * h * s * s * d;
     TensorType q = bf16({b, s, h, d}), k = bf16({b, s, kv, d}),
                lse = f32({b, h, s});

@@ -567,10 +567,20 @@ func.func @attention_heads(%q: tensor<2x16x8x32xf32>, %k: tensor<2x16x3x32xf32>,
 
 // -----
 
-// causal attention needs as many keys as queries.
+// causal attention needs as many keys as queries (or a multiple on a shard).
 func.func @attention_causal_lengths(%q: tensor<2x16x8x32xf32>, %k: tensor<2x8x2x32xf32>, %v: tensor<2x8x2x32xf32>) {
-  // expected-error @+1 {{'loom.attention' op causal attention needs equal query and key lengths, got 16 and 8}}
+  // expected-error @+1 {{'loom.attention' op causal attention needs as many keys as queries (or, on a device, a multiple of them), got 16 and 8}}
   %o, %lse = loom.attention %q, %k, %v {causal, scale = 0.125 : f64} : (tensor<2x16x8x32xf32>, tensor<2x8x2x32xf32>, tensor<2x8x2x32xf32>) -> (tensor<2x16x8x32xf32>, tensor<2x8x16xf32>)
+  return
+}
+
+// -----
+
+// A causal shard of the sequence (fewer queries than keys) needs the split
+// that places its queries among the keys.
+func.func @attention_causal_shard(%q: tensor<2x8x8x32xf32>, %k: tensor<2x16x2x32xf32>, %v: tensor<2x16x2x32xf32>) {
+  // expected-error @+1 {{'loom.attention' op has fewer queries than keys under the causal mask, but no loom.mask_split_axes to place them among the keys}}
+  %o, %lse = loom.attention %q, %k, %v {causal, scale = 0.125 : f64} : (tensor<2x8x8x32xf32>, tensor<2x16x2x32xf32>, tensor<2x16x2x32xf32>) -> (tensor<2x8x8x32xf32>, tensor<2x8x8xf32>)
   return
 }
 

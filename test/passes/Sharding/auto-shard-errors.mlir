@@ -1,17 +1,25 @@
 // RUN: loom-opt %s --split-input-file --verify-diagnostics --loom-auto-shard="func=f mesh=2x4 cluster=a100-80g"
 // RUN: not loom-opt %S/Inputs/mlp.mlir --loom-auto-shard="func=mlp mesh=8 cluster=a100-80g memory-budget=1000" 2>&1 | FileCheck %s --check-prefix=BUDGET
 // RUN: not loom-opt %s --split-input-file --loom-auto-shard="func=f mesh=2xq cluster=a100-80g" 2>&1 | FileCheck %s --check-prefix=MESH
-// RUN: not loom-opt %s --split-input-file --loom-auto-shard="func=f mesh=4 cluster=a100-80g" 2>&1 | FileCheck %s --check-prefix=DEVICES
+// RUN: not loom-opt %s --split-input-file --loom-auto-shard="func=f mesh=16 cluster=a100-80g" 2>&1 | FileCheck %s --check-prefix=DEVICES
+// RUN: not loom-opt %S/Inputs/mlp.mlir --loom-auto-shard="func=mlp mesh=16 cluster=a100-80g" 2>&1 | FileCheck %s --check-prefix=DEVICES --implicit-check-not=operation
+// RUN: not loom-opt %S/Inputs/mlp.mlir --loom-auto-shard="func=mlp mesh=2 cluster=%t.missing.json" 2>&1 | FileCheck %s --check-prefix=NOFILE --implicit-check-not=operation
+// RUN: not loom-opt %S/Inputs/mlp.mlir --loom-auto-shard="func=mlp mesh=16 cluster=a100-80g" 2>&1 | count 1
+// RUN: not loom-opt %S/Inputs/mlp.mlir --loom-auto-shard="func=mlp mesh=2 cluster=%t.missing.json" 2>&1 | count 1
+// RUN: not loom-opt %S/Inputs/mlp.mlir --loom-auto-shard="func=mlp mesh=2x4 cluster=a100-80g context-axis=2" 2>&1 | FileCheck %s --check-prefix=CONTEXT
 // RUN: not loom-opt %s --split-input-file --loom-auto-shard="func=nosuch mesh=8 cluster=a100-80g" 2>&1 | FileCheck %s --check-prefix=FUNC
 
 // BUDGET: error: --loom-auto-shard: memory budget of 1000 bytes {{.*}} is infeasible: every allowed strategy choice needs at least
 // MESH: error: --loom-auto-shard: mesh="2xq" is not a list of axis sizes such as 2x4
-// DEVICES: error: --loom-auto-shard: the mesh 4 has 4 devices, the cluster 'a100-80g' 8
+// DEVICES: error: --loom-auto-shard: the step needs the mesh 16 = 16 devices, the cluster 'a100-80g' has 8
+// NOFILE: error: --loom-auto-shard: {{.*}}missing.json: {{.*}}No such file or directory
+// CONTEXT: error: --loom-auto-shard: context-axis=2 is not an axis of the mesh 2x4
 // FUNC: error: --loom-auto-shard: no function @nosuch
 
 // A call must be inlined first. (The other cases: a malformed mesh, a mesh
-// that is not the cluster's devices, a missing function, a budget below
-// what any choice needs.)
+// the cluster cannot hold, a missing cluster file, each one line without
+// the function's IR after it; a context axis outside the mesh, a missing
+// function, a budget below what any choice needs.)
 func.func private @g(tensor<8xf32>) -> tensor<8xf32>
 // expected-error @+1 {{--loom-auto-shard: }}
 func.func @f(%x: tensor<8xf32>) -> tensor<8xf32> {

@@ -95,3 +95,19 @@ shard.grid @mesh(shape = 8)
 func.func @f(%x: tensor<8x8xf32>) -> tensor<8x8xf32> {
   return %x : tensor<8x8xf32>
 }
+
+// -----
+
+// Pins no strategy meets are errors saying why (Inputs/unmet-pins.mlir,
+// planned with best-effort-pins=true in auto-shard-pins.mlir, warns and
+// plans without them).
+
+shard.grid @mesh(shape = 2x4)
+// expected-error @+1 {{--loom-auto-shard: cannot pin argument 0 to [{0, 1}, {}]: dimension 0 of size 6 does not divide over 8 devices (best-effort-pins=true plans without it)}}
+func.func @f(%x: tensor<6x8xf32> {loom.split_axes = [[0, 1]]}) -> tensor<6x8xf32> {
+  // expected-error @+1 {{--loom-auto-shard: cannot pin result 0 of 'loom.softmax' to [{}, {1}]: 'loom.softmax' has no strategy that leaves result 0 in this layout (best-effort-pins=true plans without it)}}
+  %y = loom.softmax %x : tensor<6x8xf32>
+  %s = shard.sharding @mesh split_axes = [[], [1]] : !shard.sharding
+  %p = shard.shard %y to %s : tensor<6x8xf32>
+  return %p : tensor<6x8xf32>
+}

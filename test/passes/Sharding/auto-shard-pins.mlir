@@ -1,4 +1,5 @@
 // RUN: loom-opt %s --split-input-file --verify-diagnostics --loom-auto-shard="func=mlp mesh=2x4 cluster=a100-80g" | FileCheck %s
+// RUN: loom-opt %S/Inputs/unmet-pins.mlir --verify-diagnostics --loom-auto-shard="func=mlp mesh=2x4 cluster=a100-80g best-effort-pins=true" | FileCheck %S/Inputs/unmet-pins.mlir --check-prefix=BEST
 
 // The MLP of Inputs/mlp.mlir with its tokens' batch pinned on mesh axis 0:
 // the planner keeps that layout (and drops the attribute, the annotation
@@ -46,23 +47,4 @@ func.func @mlp(%x: tensor<64x1024xf32>, %w1: tensor<1024x4096xf32>,
   %g = loom.gelu %h : tensor<64x4096xf32>
   %y = loom.matmul %g, %w2 : (tensor<64x4096xf32>, tensor<4096x1024xf32>) -> tensor<64x1024xf32>
   return %y : tensor<64x1024xf32>
-}
-
-// -----
-
-// Pins no strategy meets are warnings, and the planner goes on without
-// them: 6 rows do not divide over the 8 devices of axes 0 and 1, and a
-// softmax cannot leave its normalized dimension split.
-
-// CHECK-LABEL: func.func @mlp
-// CHECK-NOT:   split_axes = {{\[\[}}0, 1]
-// CHECK:       return
-shard.grid @mesh(shape = 2x4)
-// expected-warning @+1 {{--loom-auto-shard: cannot pin argument 0 to [{0, 1}, {}]: dimension 0 of size 6 does not divide over 8 devices; planning without this pin}}
-func.func @mlp(%x: tensor<6x8xf32> {loom.split_axes = [[0, 1]]}) -> tensor<6x8xf32> {
-  // expected-warning @+1 {{--loom-auto-shard: cannot pin result 0 of 'loom.softmax' to [{}, {1}]: 'loom.softmax' has no strategy that leaves result 0 in this layout; planning without this pin}}
-  %y = loom.softmax %x : tensor<6x8xf32>
-  %s = shard.sharding @mesh split_axes = [[], [1]] : !shard.sharding
-  %p = shard.shard %y to %s : tensor<6x8xf32>
-  return %p : tensor<6x8xf32>
 }

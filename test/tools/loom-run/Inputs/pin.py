@@ -14,6 +14,9 @@ Schemes (mesh axes as --loom-auto-shard's mesh= names them):
   zero3      batch over axis 0, parameters and moments split by rows over
              axis 0 where that divides (ZeRO-3)
   dp-tp      batch over axis 0, Megatron over axis 1
+  cp         the tokens split by position over axis 0, parameters and
+             moments replicated (context parallelism; plan it with
+             context-axis=0)
 """
 import re
 import sys
@@ -49,6 +52,8 @@ def pin(scheme, role, name, shape, mesh0):
         if state:
             return [[0]] + whole[1:] if shape and shape[0] % mesh0 == 0 else whole
         return None
+    if scheme == "cp":
+        return [[], [0]] if role == "data" else whole if state else None
     if scheme == "dp-tp":
         if role == "data":
             return [[0], []]
