@@ -244,7 +244,8 @@ void readQwen2(ConfigReader &reader, ModelConfig &config) {
   readLlamaLike(reader, config, ModelType::Qwen2, 0);
   config.qkvBias = true;
   if (reader.boolean("use_sliding_window", false))
-    config.slidingWindow = reader.positive("sliding_window", kMaxPositions, 4096);
+    config.slidingWindow =
+        reader.positive("sliding_window", kMaxPositions, 4096);
 }
 
 /// Mistral: Llama with grouped-query heads by default and a sliding window
@@ -253,7 +254,8 @@ void readMistral(ConfigReader &reader, ModelConfig &config) {
   readLlamaLike(reader, config, ModelType::Mistral, 8);
   const json::Value *window = reader.object.get("sliding_window");
   if (!window || window->kind() != json::Value::Null)
-    config.slidingWindow = reader.positive("sliding_window", kMaxPositions, 4096);
+    config.slidingWindow =
+        reader.positive("sliding_window", kMaxPositions, 4096);
 }
 
 /// GPT-NeoX (Pythia): LayerNorm with biases, one query_key_value

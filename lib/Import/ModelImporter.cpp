@@ -190,11 +190,10 @@ private:
       return scaling.factor == 0 ? FloatAttr() : b.getF64FloatAttr(value);
     };
     auto rotate = [&](Value part) -> Value {
-      return RopeOp::create(b, loc, part, b.getF64FloatAttr(config.ropeTheta),
-                            scaled(scaling.factor),
-                            scaled(scaling.lowFreqFactor),
-                            scaled(scaling.highFreqFactor),
-                            scaled(scaling.originalMaxPositions));
+      return RopeOp::create(
+          b, loc, part, b.getF64FloatAttr(config.ropeTheta),
+          scaled(scaling.factor), scaled(scaling.lowFreqFactor),
+          scaled(scaling.highFreqFactor), scaled(scaling.originalMaxPositions));
     };
     if (config.rotaryDim == d)
       return rotate(x);

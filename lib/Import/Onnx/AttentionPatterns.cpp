@@ -474,14 +474,16 @@ bool fuseRope(Matcher &m, const OnnxNode &root) {
         OpBuilder &b = m.im.builder();
         Location loc = m.im.locationOf(root);
         FloatAttr thetaAttr = b.getF64FloatAttr(*theta);
+        // Plain RoPE: no frequency scaling attributes.
+        auto rope = [&](Value in) -> Value {
+          return RopeOp::create(b, loc, in, thetaAttr, FloatAttr(), FloatAttr(),
+                                FloatAttr(), FloatAttr());
+        };
         Value out;
-        if (cos->positionAxis == 1) {
-          out = RopeOp::create(b, loc, xv, thetaAttr);
-        } else {
-          out = transposeHeads(
-              b, loc,
-              RopeOp::create(b, loc, transposeHeads(b, loc, xv), thetaAttr));
-        }
+        if (cos->positionAxis == 1)
+          out = rope(xv);
+        else
+          out = transposeHeads(b, loc, rope(transposeHeads(b, loc, xv)));
         m.im.noteFused("rope");
         m.im.define(root.outputs[0], out);
         return true;

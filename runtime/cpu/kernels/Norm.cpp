@@ -354,9 +354,8 @@ int32_t rotatePairs(KernelArgs &args, const loom_call_frame *frame,
           dim = xView.dims[3], half = dim / 2;
   int64_t start = 0;
   char error[256];
-  if (!kernels::readPositionStart(args, frame, attrs.has_positions,
-                                  xView.dims, 4, 1, &start, error,
-                                  sizeof error))
+  if (!kernels::readPositionStart(args, frame, attrs.has_positions, xView.dims,
+                                  4, 1, &start, error, sizeof error))
     return fail("loom_cpu_%s: %s", op, error);
   // cos and sin of every (position, pair), shared by batches and heads.
   std::vector<float> table(2 * seq * half);

@@ -564,8 +564,7 @@ int32_t rotatePairs(KernelArgs &args, const loom_call_frame *frame,
   int64_t start = 0;
   char error[256];
   if (!kernels::readPositionStart(args, frame, attrs.has_positions, x.dims, 4,
-                                  1, &start, error,
-                                  sizeof error))
+                                  1, &start, error, sizeof error))
     return fail("loom_cuda_%s: %s", op, error);
   int64_t pairs = x.numElements() / 2;
   if (pairs == 0)
