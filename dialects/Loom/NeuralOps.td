@@ -168,7 +168,7 @@ def Loom_RopeOp : Loom_Op<"rope", [SameOperandsAndResultType]> {
     Llama 3.1's frequency scaling (`rope_scaling` with `"rope_type":
     "llama3"`) comes as `scaling_factor`, `low_freq_factor`,
     `high_freq_factor` and `original_max_positions`, all four or none
-    (include/loom/Interpreter/RopeFrequency.h): the low frequencies are
+    (runtime/include/loom/RopeFrequency.h): the low frequencies are
     divided by the factor, the high ones kept, the band between blended.
 
     ```mlir

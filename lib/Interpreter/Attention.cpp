@@ -28,8 +28,8 @@
 #include "Kernels.h"
 
 #include "dialects/Loom/LoomOps.h"
-#include "loom/Interpreter/DropoutMask.h"
-#include "loom/Interpreter/RopeFrequency.h"
+#include "loom/DropoutMask.h"
+#include "loom/RopeFrequency.h"
 
 #include <cmath>
 #include <limits>

@@ -11,7 +11,7 @@
 #include "Kernels.h"
 
 #include "dialects/Loom/LoomOps.h"
-#include "loom/Interpreter/DropoutMask.h"
+#include "loom/DropoutMask.h"
 
 #include <cmath>
 

@@ -1,8 +1,8 @@
 //===- InputFile.cpp - Reading input files within bounds ------------------===//
 
 #include "loom/Support/InputFile.h"
+#include "loom/JsonDepth.h"
 #include "loom/Support/Json.h"
-#include "loom/Support/JsonDepth.h"
 
 #include "llvm/ADT/ScopeExit.h"
 #include "llvm/ADT/SmallString.h"

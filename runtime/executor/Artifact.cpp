@@ -2,7 +2,7 @@
 
 #include "Artifact.h"
 
-#include "loom/Support/JsonDepth.h"
+#include "loom/JsonDepth.h"
 
 #include <nlohmann/json.hpp>
 

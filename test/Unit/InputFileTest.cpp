@@ -7,8 +7,8 @@
 //===----------------------------------------------------------------------===//
 
 #include "loom/Support/InputFile.h"
+#include "loom/JsonDepth.h"
 #include "loom/Support/Json.h"
-#include "loom/Support/JsonDepth.h"
 
 #include "llvm/Support/FileSystem.h"
 

@@ -10,8 +10,8 @@
 #ifndef LOOM_TEST_UNIT_INTERPRETERTESTSUPPORT_H
 #define LOOM_TEST_UNIT_INTERPRETERTESTSUPPORT_H
 
+#include "loom/DropoutMask.h"
 #include "loom/Import/ModelImporter.h"
-#include "loom/Interpreter/DropoutMask.h"
 #include "loom/Interpreter/Interpreter.h"
 
 #include "dialects/Loom/LoomOps.h"

@@ -150,7 +150,7 @@ def param_specs(cfg):
 
 
 # --------------------------------------------------------------------------
-# Dropout: Loom's counter-based masks (include/loom/Interpreter/DropoutMask.h,
+# Dropout: Loom's counter-based masks (runtime/include/loom/DropoutMask.h,
 # written again here from Random123's definition of Philox4x32-10)
 # --------------------------------------------------------------------------
 

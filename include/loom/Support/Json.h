@@ -2,7 +2,7 @@
 //
 // Every JSON reader of the tools parses through parseJson, so that a file
 // nesting a hundred thousand arrays is an error, not a stack overflow in
-// llvm::json's recursive parser (loom/Support/JsonDepth.h).
+// llvm::json's recursive parser (loom/JsonDepth.h, the runtime's).
 //
 //===----------------------------------------------------------------------===//
 

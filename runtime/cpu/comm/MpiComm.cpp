@@ -13,6 +13,9 @@
 
 #include "MpiComm.h"
 
+#include "Bf16.h"
+#include "GroupSplit.h"
+
 #include <climits>
 #include <cstring>
 
@@ -38,30 +41,13 @@ std::string axesString(const std::vector<int16_t> &axes) {
   return text + "]";
 }
 
-float bf16ToFloat(uint16_t bits) {
-  uint32_t wide = static_cast<uint32_t>(bits) << 16;
-  float value;
-  std::memcpy(&value, &wide, sizeof value);
-  return value;
-}
-
-/// Rounds to nearest even; NaN stays a quiet NaN.
-uint16_t floatToBf16(float value) {
-  uint32_t bits;
-  std::memcpy(&bits, &value, sizeof bits);
-  if ((bits & 0x7fffffffu) > 0x7f800000u)
-    return static_cast<uint16_t>((bits | 0x00400000u) >> 16);
-  bits += 0x7fffu + ((bits >> 16) & 1u);
-  return static_cast<uint16_t>(bits >> 16);
-}
-
 /// The user-defined MPI operations on bf16 (carried as MPI_UINT16_T): each
 /// combines in float and rounds once.
 template <typename Combine> void bf16Reduce(void *in, void *inout, int *len) {
   const auto *a = static_cast<const uint16_t *>(in);
   auto *b = static_cast<uint16_t *>(inout);
   for (int i = 0; i < *len; ++i)
-    b[i] = floatToBf16(Combine()(bf16ToFloat(a[i]), bf16ToFloat(b[i])));
+    b[i] = toBf16Bits(Combine()(fromBf16Bits(a[i]), fromBf16Bits(b[i])));
 }
 struct Sum {
   float operator()(float a, float b) const { return a + b; }
@@ -186,28 +172,17 @@ std::unique_ptr<MpiComm> MpiComm::create(const MpiCommConfig &config,
     return nullptr;
   }
 
-  self->coords.resize(config.gridShape.size());
-  for (size_t a = config.gridShape.size(); a-- > 0;) {
-    self->coords[a] = linear % config.gridShape[a];
-    linear /= config.gridShape[a];
-  }
+  self->coords = gridCoordinates(linear, config.gridShape);
   self->groupAxes = config.groups;
   for (int g = 0; g < agreed[1]; ++g) {
     int color = MPI_UNDEFINED, key = 0;
     int64_t members = 1;
     if (g < static_cast<int>(config.groups.size())) {
-      // Member 0 has coordinate 0 on every axis of the group.
-      std::vector<int64_t> first = self->coords;
-      for (int16_t axis : config.groups[g]) {
-        key = key * static_cast<int>(config.gridShape[axis]) +
-              static_cast<int>(self->coords[axis]);
-        members *= config.gridShape[axis];
-        first[axis] = 0;
-      }
-      int64_t firstLinear = 0;
-      for (size_t a = 0; a < first.size(); ++a)
-        firstLinear = firstLinear * config.gridShape[a] + first[a];
-      color = config.gridRanks[firstLinear];
+      GroupSplit split = groupSplit(config.gridShape, config.gridRanks,
+                                    self->coords, config.groups[g]);
+      color = split.color;
+      key = split.key;
+      members = split.members;
     }
     MPI_Comm comm = MPI_COMM_NULL;
     if (int code = MPI_Comm_split(self->world, color, key, &comm)) {

@@ -29,7 +29,7 @@
 
 #include "KernelArgs.h"
 
-#include "loom/Interpreter/DropoutMask.h"
+#include "loom/DropoutMask.h"
 
 #include <cblas.h>
 

@@ -1,7 +1,7 @@
 //===- Collectives.cpp - The shard collectives over loom_comm -------------===//
 //
 // The kernels of the upstream `shard` collectives, with the meaning the
-// reference multi-rank interpreter gives them (include/loom/Interpreter/
+// reference multi-rank interpreter gives them (the compiler's
 // MultiRank.h): all_gather concatenates the members' inputs along
 // gather_axis in member order, reduce_scatter gives member i piece i of the
 // reduction along scatter_axis, all_to_all gives member i the concatenation

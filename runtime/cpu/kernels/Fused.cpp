@@ -26,14 +26,6 @@ using kernels::FusedProgram;
 
 constexpr int64_t kBlock = 256;
 
-/// `x` rounded to the nearest bf16 (ties to even), as a float.
-float roundToBf16(float x) {
-  uint32_t bits = static_cast<uint32_t>(toBf16Bits(x)) << 16;
-  float rounded;
-  std::memcpy(&rounded, &bits, sizeof rounded);
-  return rounded;
-}
-
 /// y[i] = instruction(a[i], b[i]) for the `n` elements of a block.
 void execute(const FusedInstruction &in, const float *a, const float *b,
              float *y, int64_t n) {

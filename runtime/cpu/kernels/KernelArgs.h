@@ -13,6 +13,7 @@
 
 #include "loom/loom_cpu_kernels.h"
 
+#include "Bf16.h"
 #include "KernelAttrs.h"
 
 #include <cstdint>
@@ -31,17 +32,8 @@ using kernels::stridesOf;
 using kernels::TensorList;
 using kernels::View;
 
-/// The bits of the bf16 nearest to `value` (ties to even; a NaN stays a
-/// quiet NaN).
-inline uint16_t toBf16Bits(float value) {
-  uint32_t bits;
-  std::memcpy(&bits, &value, sizeof bits);
-  if ((bits & 0x7fffffffu) > 0x7f800000u)
-    bits |= 0x00400000u;
-  else
-    bits += 0x7fffu + ((bits >> 16) & 1u);
-  return static_cast<uint16_t>(bits >> 16);
-}
+using rt::roundToBf16;
+using rt::toBf16Bits;
 
 /// Records `format` (printf-style) as this thread's last error; returns 1.
 int32_t fail(const char *format, ...) __attribute__((format(printf, 1, 2)));

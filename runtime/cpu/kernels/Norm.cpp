@@ -8,7 +8,7 @@
 // accumulate in double.
 //
 // Dropout draws each element's mask at its index in the global tensor
-// (include/loom/Interpreter/DropoutMask.h): readMaskIndex turns the mask
+// (loom/DropoutMask.h): readMaskIndex turns the mask
 // block of the meta (loom_cpu_kernels.h) and this rank's grid coordinates
 // into global strides and the global index of local element 0, as
 // interp::maskIndices does. Attention.cpp uses it too.
@@ -18,8 +18,8 @@
 #include "Activation.h"
 #include "KernelArgs.h"
 
-#include "loom/Interpreter/DropoutMask.h"
-#include "loom/Interpreter/RopeFrequency.h"
+#include "loom/DropoutMask.h"
+#include "loom/RopeFrequency.h"
 
 #include <cmath>
 #include <cstring>

@@ -9,7 +9,7 @@
 // splits as the rank with the most groups (stages may list different
 // groups), NCCL_SPLIT_NOCOLOR past its own list. A group's color is the
 // world rank of its member 0 (no other group of that index has it: stages
-// hold disjoint ranks) and its key the member index, as in MpiComm, so the
+// hold disjoint ranks) and its key the member index (GroupSplit.h), so the
 // split's ranks are the member order. The ranks agree (MPI_Allreduce) after
 // each step that can fail on one rank alone, so that none waits in an NCCL
 // call the others skip.
@@ -22,6 +22,8 @@
 //===----------------------------------------------------------------------===//
 
 #include "NcclComm.h"
+
+#include "GroupSplit.h"
 
 #include <chrono>
 #include <cstdio>
@@ -135,17 +137,10 @@ std::unique_ptr<NcclComm> NcclComm::create(const NcclCommConfig &config,
     bool mine = g < static_cast<int>(config.groups.size());
     int color = NCCL_SPLIT_NOCOLOR, key = 0;
     if (mine) {
-      // Member 0 has coordinate 0 on every axis of the group.
-      std::vector<int64_t> first = self->coords;
-      for (int16_t axis : config.groups[g]) {
-        key = key * static_cast<int>(config.gridShape[axis]) +
-              static_cast<int>(self->coords[axis]);
-        first[axis] = 0;
-      }
-      int64_t firstLinear = 0;
-      for (size_t a = 0; a < first.size(); ++a)
-        firstLinear = firstLinear * config.gridShape[a] + first[a];
-      color = config.gridRanks[firstLinear];
+      rt::GroupSplit split = rt::groupSplit(config.gridShape, config.gridRanks,
+                                            self->coords, config.groups[g]);
+      color = split.color;
+      key = split.key;
     }
     ncclComm_t comm = nullptr;
     ncclResult_t result =

@@ -43,7 +43,7 @@
 #include "CudnnAttention.h"
 #include "Device.cuh"
 
-#include "loom/Interpreter/DropoutMask.h"
+#include "loom/DropoutMask.h"
 
 #include <cstdlib>
 #include <cstring>

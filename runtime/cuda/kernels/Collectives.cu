@@ -26,6 +26,7 @@
 
 #include "Device.cuh"
 
+#include "Bf16.h"
 #include "CollectiveMeta.h"
 
 namespace loom::cuda {
@@ -92,15 +93,10 @@ __device__ void writeElement(void *data, int32_t dtype, int64_t i,
   case LOOM_DTYPE_I64:
     static_cast<int64_t *>(data)[i] = static_cast<int64_t>(value);
     return;
-  case LOOM_DTYPE_BF16: {
-    uint32_t bits = __float_as_uint(static_cast<float>(value));
-    if ((bits & 0x7fffffffu) > 0x7f800000u) // NaN stays a quiet NaN
-      bits |= 0x00400000u;
-    else
-      bits += 0x7fffu + ((bits >> 16) & 1u);
-    static_cast<uint16_t *>(data)[i] = static_cast<uint16_t>(bits >> 16);
+  case LOOM_DTYPE_BF16:
+    static_cast<uint16_t *>(data)[i] =
+        rt::toBf16Bits(static_cast<float>(value));
     return;
-  }
   default:
     static_cast<float *>(data)[i] = static_cast<float>(value);
     return;

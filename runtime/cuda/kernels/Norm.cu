@@ -20,8 +20,8 @@
 #include "Activation.cuh"
 #include "Device.cuh"
 
-#include "loom/Interpreter/DropoutMask.h"
-#include "loom/Interpreter/RopeFrequency.h"
+#include "loom/DropoutMask.h"
+#include "loom/RopeFrequency.h"
 
 #include <cstdlib>
 #include <cstring>

@@ -96,7 +96,7 @@
  * The mask block of a dropout site (dropout, dropout_grad, and attention /
  * attention_grad with has_step) says where the local tensor sits in the
  * global one, so that the kernel draws the global element's mask
- * (include/loom/Interpreter/DropoutMask.h): micro_batches M (1 outside a
+ * (loom/DropoutMask.h): micro_batches M (1 outside a
  * pipeline; frame->micro_batch says which one runs), the grid's rank G (0
  * when the tensor is not split), the grid's shape (G values), then for
  * each dimension of the masked tensor (x / dy, or attention's q) the

@@ -44,8 +44,8 @@
 //
 //===----------------------------------------------------------------------===//
 
-#ifndef LOOM_INTERPRETER_DROPOUTMASK_H
-#define LOOM_INTERPRETER_DROPOUTMASK_H
+#ifndef LOOM_DROPOUTMASK_H
+#define LOOM_DROPOUTMASK_H
 
 #include <cstdint>
 
@@ -113,4 +113,4 @@ LOOM_HOST_DEVICE inline bool dropoutKeeps(uint64_t seed, uint64_t key,
 
 } // namespace loom
 
-#endif // LOOM_INTERPRETER_DROPOUTMASK_H
+#endif // LOOM_DROPOUTMASK_H

@@ -18,8 +18,8 @@
 //
 //===----------------------------------------------------------------------===//
 
-#ifndef LOOM_INTERPRETER_ROPEFREQUENCY_H
-#define LOOM_INTERPRETER_ROPEFREQUENCY_H
+#ifndef LOOM_ROPEFREQUENCY_H
+#define LOOM_ROPEFREQUENCY_H
 
 #include <cmath>
 #include <cstdint>
@@ -64,4 +64,4 @@ LOOM_HOST_DEVICE inline double ropeFrequency(int64_t i, int64_t dim,
 
 } // namespace loom
 
-#endif // LOOM_INTERPRETER_ROPEFREQUENCY_H
+#endif // LOOM_ROPEFREQUENCY_H

@@ -11,8 +11,8 @@
 //
 //===----------------------------------------------------------------------===//
 
-#ifndef LOOM_RUNTIME_CPU_COMM_COMMTABLE_H
-#define LOOM_RUNTIME_CPU_COMM_COMMTABLE_H
+#ifndef LOOM_RUNTIME_COMMON_COMMTABLE_H
+#define LOOM_RUNTIME_COMMON_COMMTABLE_H
 
 #include "loom/loom_program.h"
 
@@ -84,4 +84,4 @@ inline int64_t coordinateOf(const std::vector<int64_t> &coords, int32_t axis) {
 
 } // namespace loom::rt
 
-#endif // LOOM_RUNTIME_CPU_COMM_COMMTABLE_H
+#endif // LOOM_RUNTIME_COMMON_COMMTABLE_H

@@ -9,8 +9,8 @@
 //
 //===----------------------------------------------------------------------===//
 
-#ifndef LOOM_SUPPORT_JSONDEPTH_H
-#define LOOM_SUPPORT_JSONDEPTH_H
+#ifndef LOOM_JSONDEPTH_H
+#define LOOM_JSONDEPTH_H
 
 #include <cstddef>
 #include <optional>
@@ -52,4 +52,4 @@ findJsonTooDeep(std::string_view text, unsigned maxDepth = kMaxJsonDepth) {
 
 } // namespace loom
 
-#endif // LOOM_SUPPORT_JSONDEPTH_H
+#endif // LOOM_JSONDEPTH_H
