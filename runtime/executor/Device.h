@@ -11,7 +11,10 @@
 //
 // A Device's operations are ordered among themselves (the CUDA device
 // queues them on its stream); `download` and `synchronize` return once
-// everything queued before them has finished.
+// everything queued before them has finished. Each returns a Status whose
+// code the device chose (Status.h): a kernel, CUDA or cuBLAS failure is a
+// kernel error, a failed allocation out of memory, and a communication
+// callback's failure inside a compiled function a communication error.
 //
 //===----------------------------------------------------------------------===//
 
@@ -19,6 +22,7 @@
 #define LOOM_RUNTIME_EXECUTOR_DEVICE_H
 
 #include "Artifact.h"
+#include "Status.h"
 
 #include <cstdint>
 #include <string>
@@ -31,34 +35,31 @@ public:
   virtual ~Device() = default;
 
   /// A zeroed allocation of `bytes` (at least one byte, so that an empty
-  /// tensor has an address), or null with `error` set.
-  virtual void *allocate(int64_t bytes, std::string &error) = 0;
+  /// tensor has an address) in `out`, or why not.
+  virtual Status allocate(int64_t bytes, void *&out) = 0;
   /// Gives back what allocate returned (`bytes` as asked for). Work queued
   /// before may still read it: the device reuses it only after that work.
   virtual void release(void *data, int64_t bytes) = 0;
 
   /// Host memory into a buffer; `src` may be reused once this returns.
-  virtual std::string upload(void *dst, const void *src, int64_t bytes) = 0;
+  virtual Status upload(void *dst, const void *src, int64_t bytes) = 0;
   /// A buffer into host memory, once the work queued before has finished.
-  virtual std::string download(void *dst, const void *src, int64_t bytes) = 0;
+  virtual Status download(void *dst, const void *src, int64_t bytes) = 0;
   /// Buffer to buffer.
-  virtual std::string copy(void *dst, const void *src, int64_t bytes) = 0;
+  virtual Status copy(void *dst, const void *src, int64_t bytes) = 0;
   /// `dst[i] += src[i]` for `count` floats (the sum of tied gradients).
-  virtual std::string accumulate(float *dst, const float *src,
-                                 int64_t count) = 0;
+  virtual Status accumulate(float *dst, const float *src, int64_t count) = 0;
 
-  /// Runs compiled function `fn` on `frame`; "" or the kernel's message.
-  virtual std::string call(const Function &fn,
-                           const loom_call_frame &frame) = 0;
+  /// Runs compiled function `fn` on `frame`.
+  virtual Status call(const Function &fn, const loom_call_frame &frame) = 0;
   /// The backend's kernel of collective `op`, "all_gather" or "all_slice"
   /// (loom_cpu_<op>'s buffers and meta): the executor brings state that a
   /// step wrote in another layout back to the one it reads with them.
-  virtual std::string collective(const std::string &op,
-                                 const loom_call_frame &frame,
-                                 void *const *buffers, const int64_t *meta) = 0;
+  virtual Status collective(const std::string &op, const loom_call_frame &frame,
+                            void *const *buffers, const int64_t *meta) = 0;
   /// Waits for everything queued; reports what only the device saw (a
   /// token id outside the vocabulary).
-  virtual std::string synchronize() = 0;
+  virtual Status synchronize() = 0;
 };
 
 /// A zeroed buffer of a Device, given back when it goes.
@@ -69,19 +70,15 @@ public:
   Buffer &operator=(const Buffer &) = delete;
   ~Buffer() { reset(); }
 
-  /// Replaces the buffer with `bytes` zeroed bytes of `owner`; "" or why
-  /// not.
-  std::string allocate(Device &owner, int64_t bytes) {
+  /// Replaces the buffer with `bytes` zeroed bytes of `owner`.
+  Status allocate(Device &owner, int64_t bytes) {
     reset();
-    std::string error;
-    storage = owner.allocate(bytes, error);
-    if (!storage)
-      return error.empty()
-                 ? "out of memory for " + std::to_string(bytes) + " bytes"
-                 : error;
+    void *data = nullptr;
+    LOOM_RETURN_IF_ERROR(owner.allocate(bytes, data));
+    storage = data;
     device = &owner;
     size = bytes;
-    return "";
+    return Status();
   }
   void reset() {
     if (storage)

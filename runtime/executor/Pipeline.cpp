@@ -56,12 +56,12 @@ using Values = std::map<std::string, std::unique_ptr<Value>>;
 
 /// A zeroed value of `spec`'s shape on `device`, or null with `error`.
 std::unique_ptr<Value> newValue(Device &device, const TensorSpec &spec,
-                                std::string &error) {
+                                Status &error) {
   auto value = std::make_unique<Value>();
   value->spec = spec;
   error = value->data.allocate(device, spec.bytes());
-  if (!error.empty()) {
-    error = "'" + spec.value + "': " + error;
+  if (!error.ok()) {
+    error = error.withContext("'" + spec.value + "'");
     return nullptr;
   }
   return value;
@@ -78,14 +78,14 @@ struct PipelineValues : Bindings {
   /// Sums of tied accumulators by (optimizer stage, value key).
   std::map<std::pair<int64_t, std::string>, std::unique_ptr<Value>> tiedSums;
 
-  std::string argument(const Function &fn, const TensorSpec &arg,
-                       Buffer &out) override {
-    auto bind = [&](const Values &values,
-                    const std::string &what) -> std::string {
+  Status argument(const Function &fn, const TensorSpec &arg,
+                  Buffer &out) override {
+    auto bind = [&](const Values &values, const std::string &what) -> Status {
       auto it = values.find(arg.value);
       if (it == values.end())
-        return fn.name + ": " + what + " '" + arg.value + "' of micro-batch " +
-               std::to_string(microBatch) + " is not here";
+        return artifactError(fn.name + ": " + what + " '" + arg.value +
+                             "' of micro-batch " + std::to_string(microBatch) +
+                             " is not here");
       return fill(fn, arg, *it->second, out);
     };
     if (arg.role == "activation")
@@ -96,35 +96,38 @@ struct PipelineValues : Bindings {
     if (arg.role == "saved")
       return bind(saved[{fn.stage, microBatch}], "saved value");
     if (arg.value.empty())
-      return fn.name + ": argument \"" + arg.role + ":" + arg.name +
-             "\" is neither state, step, data nor a pipeline value";
+      return artifactError(fn.name + ": argument \"" + arg.role + ":" +
+                           arg.name +
+                           "\" is neither state, step, data nor a pipeline "
+                           "value");
     if (!arg.tiedStages.empty()) {
       auto it = tiedSums.find({fn.stage, arg.value});
       if (it == tiedSums.end())
-        return fn.name + ": the tied gradient '" + arg.value +
-               "' was not summed (no all_reduce_gradients before it)";
+        return artifactError(
+            fn.name + ": the tied gradient '" + arg.value +
+            "' was not summed (no all_reduce_gradients before it)");
       return fill(fn, arg, *it->second, out);
     }
     const Values &mine = accumulators[fn.stage];
     auto it = mine.find(arg.value);
     if (it == mine.end()) // zero before the first: `out` is zeroed
-      return "";
+      return Status();
     return fill(fn, arg, *it->second, out);
   }
 
-  std::string result(const Function &fn, const TensorSpec &result,
-                     const void *data) override {
+  Status result(const Function &fn, const TensorSpec &result,
+                const void *data) override {
     if (result.value.empty())
-      return fn.name + ": result \"" + result.role + ":" + result.name +
-             "\" is neither state nor a pipeline value";
-    std::string error;
+      return artifactError(fn.name + ": result \"" + result.role + ":" +
+                           result.name +
+                           "\" is neither state nor a pipeline value");
+    Status error;
     std::unique_ptr<Value> value = newValue(device, result, error);
     if (!value)
-      return fn.name + ": " + error;
-    if (std::string error =
-            device.copy(value->data.data(), data, result.bytes());
-        !error.empty())
-      return fn.name + ": '" + result.value + "': " + error;
+      return error.withContext(fn.name);
+    if (Status error = device.copy(value->data.data(), data, result.bytes());
+        !error.ok())
+      return error.withContext(fn.name + ": '" + result.value + "'");
     if (result.role == "activation")
       outbox[{Activation, fn.stage, microBatch}][result.value] =
           std::move(value);
@@ -134,14 +137,15 @@ struct PipelineValues : Bindings {
       saved[{fn.stage, microBatch}][result.value] = std::move(value);
     else
       accumulators[fn.stage][result.value] = std::move(value);
-    return "";
+    return Status();
   }
 
-  std::string fill(const Function &fn, const TensorSpec &arg,
-                   const Value &value, Buffer &out) {
+  Status fill(const Function &fn, const TensorSpec &arg, const Value &value,
+              Buffer &out) {
     if (value.spec.shape != arg.shape || value.spec.dtype != arg.dtype)
-      return fn.name + ": '" + arg.value +
-             "' arrives with another shape or type than it takes";
+      return artifactError(fn.name + ": '" + arg.value +
+                           "' arrives with another shape or type than it "
+                           "takes");
     return device.copy(out.data(), value.data.data(), arg.bytes());
   }
 };
@@ -232,21 +236,24 @@ std::string transfersInOrder(const Artifact &artifact) {
   return "";
 }
 
-std::string Session::runPipelineStep(int64_t stepNumber, double &loss) {
+Status Session::runPipelineStep(int64_t stepNumber, double &loss) {
   int64_t devices = artifact.devices();
   int64_t gridIndex = worldRank % devices; // this rank's device of the grid
   int64_t stages = stageCount(artifact);
   if (stages * artifact.microBatches * 2 > kTransferTags)
-    return "the schedule has more transfers per step (" +
-           std::to_string(stages * artifact.microBatches * 2) +
-           ") than the runtime has tags for (" + std::to_string(kTransferTags) +
-           ")";
+    return artifactError("the schedule has more transfers per step (" +
+                         std::to_string(stages * artifact.microBatches * 2) +
+                         ") than the runtime has tags for (" +
+                         std::to_string(kTransferTags) + ")");
   auto rankOf = [&](int64_t stage) { return stage % artifact.pipelineRanks; };
   auto worldOf = [&](int64_t pipeline) {
     return static_cast<int32_t>(pipeline * devices + gridIndex);
   };
-  // The backend's own message follows at the C ABI (loom_mpi_comm_error).
-  auto commError = [](const std::string &what) { return what + " failed"; };
+  // A callback's failure is the communicator's: its own message follows at
+  // the C ABI.
+  auto commError = [](const std::string &what) {
+    return communicationError(what + " failed");
+  };
 
   PipelineValues values(device);
   const std::vector<Instr> &stream = artifact.streams[pipelineRank];
@@ -259,11 +266,12 @@ std::string Session::runPipelineStep(int64_t stepNumber, double &loss) {
         op == "backward_weight") {
       const Function *fn = artifact.stageFunction(instr.stage, op);
       if (!fn)
-        return where + "the artifact has no " + op + " function of stage " +
-               std::to_string(instr.stage);
-      if (std::string error = call(*fn, stepNumber, instr.microBatch, values);
-          !error.empty())
-        return where + error;
+        return artifactError(where + "the artifact has no " + op +
+                             " function of stage " +
+                             std::to_string(instr.stage));
+      if (Status error = call(*fn, stepNumber, instr.microBatch, values);
+          !error.ok())
+        return error.withContext(instr.describe());
       // What a call consumed is not needed again: a forward's incoming
       // activations, a micro-batch's saved values and incoming gradients
       // after its last backward part.
@@ -279,7 +287,8 @@ std::string Session::runPipelineStep(int64_t stepNumber, double &loss) {
       int direction = op == "send_activation" ? Activation : Gradient;
       auto it = values.outbox.find({direction, instr.stage, instr.microBatch});
       if (it == values.outbox.end())
-        return where + "nothing to send (its computation has not run)";
+        return artifactError(where +
+                             "nothing to send (its computation has not run)");
       // To a stage of this rank (virtual stages): the values stay where
       // its recv would put them.
       if (instr.peer == pipelineRank)
@@ -290,8 +299,8 @@ std::string Session::runPipelineStep(int64_t stepNumber, double &loss) {
                 transferTag(stages, direction, instr.stage, instr.microBatch),
                 value->data.data(), value->spec.numElements(),
                 value->spec.dtype))
-          return where + commError("sending '" + key + "' to world rank " +
-                                   std::to_string(worldOf(instr.peer)));
+          return commError(where + "sending '" + key + "' to world rank " +
+                           std::to_string(worldOf(instr.peer)));
       values.outbox.erase(it);
       continue;
     }
@@ -299,7 +308,8 @@ std::string Session::runPipelineStep(int64_t stepNumber, double &loss) {
       int direction = op == "recv_activation" ? Activation : Gradient;
       if (instr.peer == pipelineRank) {
         if (!values.outbox.count({direction, instr.stage, instr.microBatch}))
-          return where + "nothing was sent (its computation has not run)";
+          return artifactError(where + "nothing was sent (its computation "
+                                       "has not run)");
         continue;
       }
       const Function *producer =
@@ -309,22 +319,22 @@ std::string Session::runPipelineStep(int64_t stepNumber, double &loss) {
       if (!producer && direction == Gradient)
         producer = artifact.stageFunction(instr.stage, "backward_input");
       if (!producer)
-        return where + "the artifact has no function of stage " +
-               std::to_string(instr.stage) + " that produces it";
+        return artifactError(where + "the artifact has no function of stage " +
+                             std::to_string(instr.stage) + " that produces it");
       Values &into = values.outbox[{direction, instr.stage, instr.microBatch}];
       for (const TensorSpec *spec : resultsWithRole(
                *producer,
                direction == Activation ? "activation" : "activation_grad")) {
-        std::string error;
+        Status error;
         std::unique_ptr<Value> value = newValue(device, *spec, error);
         if (!value)
-          return where + error;
+          return error.withContext(instr.describe());
         if (comm->recv(
                 comm->ctx, worldOf(instr.peer),
                 transferTag(stages, direction, instr.stage, instr.microBatch),
                 value->data.data(), spec->numElements(), spec->dtype))
-          return where +
-                 commError("receiving '" + spec->value + "' from world rank " +
+          return commError(where + "receiving '" + spec->value +
+                           "' from world rank " +
                            std::to_string(worldOf(instr.peer)));
         into[spec->value] = std::move(value);
       }
@@ -338,7 +348,7 @@ std::string Session::runPipelineStep(int64_t stepNumber, double &loss) {
       std::map<std::tuple<int64_t, std::string, int64_t>,
                std::unique_ptr<Value>>
           received;
-      std::string error;
+      Status error;
       auto accumulatorOf = [&](int64_t stage,
                                const TensorSpec &arg) -> Value * {
         std::unique_ptr<Value> &slot = values.accumulators[stage][arg.value];
@@ -358,24 +368,24 @@ std::string Session::runPipelineStep(int64_t stepNumber, double &loss) {
               if (pass == 0 && from == pipelineRank) {
                 Value *value = accumulatorOf(tied, arg);
                 if (!value)
-                  return where + error;
+                  return error.withContext(instr.describe());
                 if (comm->send(comm->ctx, worldOf(to), kTiedTag,
                                value->data.data(), arg.numElements(),
                                arg.dtype))
-                  return where +
-                         commError("sending tied gradient '" + arg.value +
-                                   "' of stage " + std::to_string(tied));
+                  return commError(where + "sending tied gradient '" +
+                                   arg.value + "' of stage " +
+                                   std::to_string(tied));
               }
               if (pass == 1 && to == pipelineRank) {
                 std::unique_ptr<Value> value = newValue(device, arg, error);
                 if (!value)
-                  return where + error;
+                  return error.withContext(instr.describe());
                 if (comm->recv(comm->ctx, worldOf(from), kTiedTag,
                                value->data.data(), arg.numElements(),
                                arg.dtype))
-                  return where +
-                         commError("receiving tied gradient '" + arg.value +
-                                   "' of stage " + std::to_string(tied));
+                  return commError(where + "receiving tied gradient '" +
+                                   arg.value + "' of stage " +
+                                   std::to_string(tied));
                 received[{fn.stage, arg.value, tied}] = std::move(value);
               }
             }
@@ -387,26 +397,28 @@ std::string Session::runPipelineStep(int64_t stepNumber, double &loss) {
           if (arg.tiedStages.empty())
             continue;
           if (arg.dtype != LOOM_DTYPE_F32)
-            return where + "tied gradient '" + arg.value + "' is not f32";
+            return artifactError(where + "tied gradient '" + arg.value +
+                                 "' is not f32");
           std::unique_ptr<Value> sum = newValue(device, arg, error);
           if (!sum)
-            return where + error;
+            return error.withContext(instr.describe());
           for (int64_t tied : arg.tiedStages) {
             Value *part = rankOf(tied) == pipelineRank
                               ? accumulatorOf(tied, arg)
                               : received.at({fn.stage, arg.value, tied}).get();
             if (!part)
-              return where + error;
+              return error.withContext(instr.describe());
             if (part->spec.shape != arg.shape)
-              return where + "tied gradient '" + arg.value + "' of stage " +
-                     std::to_string(tied) + " has another shape";
-            if (std::string error = device.accumulate(
+              return artifactError(where + "tied gradient '" + arg.value +
+                                   "' of stage " + std::to_string(tied) +
+                                   " has another shape");
+            if (Status error = device.accumulate(
                     static_cast<float *>(sum->data.data()),
                     static_cast<const float *>(part->data.data()),
                     arg.numElements());
-                !error.empty())
-              return where + "summing tied gradient '" + arg.value +
-                     "': " + error;
+                !error.ok())
+              return error.withContext(where + "summing tied gradient '" +
+                                       arg.value + "'");
           }
           values.tiedSums[{fn.stage, arg.value}] = std::move(sum);
         }
@@ -416,16 +428,14 @@ std::string Session::runPipelineStep(int64_t stepNumber, double &loss) {
     if (op == "optimizer") {
       for (const Function &fn : artifact.functions)
         if (fn.kind == "optimizer" && rankOf(fn.stage) == pipelineRank)
-          if (std::string error = call(fn, stepNumber, -1, values);
-              !error.empty())
-            return where + error;
+          if (Status error = call(fn, stepNumber, -1, values); !error.ok())
+            return error.withContext(instr.describe());
       continue;
     }
-    return where + "unknown instruction '" + op + "'";
+    return artifactError(where + "unknown instruction '" + op + "'");
   }
   setCurrent("");
-  if (std::string error = commitState(); !error.empty())
-    return error;
+  LOOM_RETURN_IF_ERROR(commitState());
 
   // The loss: an accumulator of the stage whose forward returns it.
   const Function *lossFn = nullptr;
@@ -437,9 +447,9 @@ std::string Session::runPipelineStep(int64_t stepNumber, double &loss) {
         lossSpec = &result;
       }
   if (!lossFn)
-    return "no stage function returns the loss";
+    return artifactError("no stage function returns the loss");
   if (lossSpec->dtype != LOOM_DTYPE_F32 || lossSpec->numElements() != 1)
-    return lossFn->name + ": the loss is not one f32";
+    return artifactError(lossFn->name + ": the loss is not one f32");
   int64_t lossRank = rankOf(lossFn->stage);
   float value = 0;
   setCurrent("share the loss");
@@ -451,7 +461,7 @@ std::string Session::runPipelineStep(int64_t stepNumber, double &loss) {
     auto &mine = values.accumulators[lossFn->stage];
     auto it = mine.find(lossSpec->value);
     if (it == mine.end())
-      return lossFn->name + ": the loss was never computed";
+      return artifactError(lossFn->name + ": the loss was never computed");
     lossData = it->second->data.data();
     for (int64_t p = 0; p < artifact.pipelineRanks; ++p)
       if (p != pipelineRank && comm->send(comm->ctx, worldOf(p), kLossTag,
@@ -459,21 +469,20 @@ std::string Session::runPipelineStep(int64_t stepNumber, double &loss) {
         return commError("sending the loss to world rank " +
                          std::to_string(worldOf(p)));
   } else {
-    if (std::string error = lossBuffer.allocate(device, sizeof value);
-        !error.empty())
-      return "the loss: " + error;
+    if (Status error = lossBuffer.allocate(device, sizeof value); !error.ok())
+      return error.withContext("the loss");
     if (comm->recv(comm->ctx, worldOf(lossRank), kLossTag, lossBuffer.data(), 1,
                    LOOM_DTYPE_F32))
       return commError("receiving the loss from world rank " +
                        std::to_string(worldOf(lossRank)));
     lossData = lossBuffer.data();
   }
-  if (std::string error = device.download(&value, lossData, sizeof value);
-      !error.empty())
-    return "reading the loss: " + error;
+  if (Status error = device.download(&value, lossData, sizeof value);
+      !error.ok())
+    return error.withContext("reading the loss");
   setCurrent("");
   loss = value;
-  return "";
+  return Status();
 }
 
 } // namespace loom::rt

@@ -12,6 +12,8 @@
 
 #include "Session.h"
 
+#include "GroupSplit.h"
+
 #include <cstdlib>
 #include <cstring>
 #include <new>
@@ -77,21 +79,18 @@ Session::Session(const Artifact &artifact, Device &device, int32_t worldRank,
                  const loom_comm *comm)
     : artifact(artifact), device(device), worldRank(worldRank), comm(comm) {}
 
-std::string Session::init() {
+Status Session::init() {
   int64_t devices = artifact.devices();
   if (worldRank < 0 || worldRank >= artifact.worldSize())
-    return "rank " + std::to_string(worldRank) + " is outside the job's " +
-           std::to_string(artifact.worldSize()) + " ranks";
+    return invalidArgument("rank " + std::to_string(worldRank) +
+                           " is outside the job's " +
+                           std::to_string(artifact.worldSize()) + " ranks");
   if (!comm && artifact.worldSize() > 1)
-    return "a job of " + std::to_string(artifact.worldSize()) +
-           " ranks needs a communication backend";
+    return invalidArgument("a job of " + std::to_string(artifact.worldSize()) +
+                           " ranks needs a communication backend");
   pipelineRank = worldRank / devices;
   int64_t linear = worldRank % devices;
-  coords.assign(artifact.gridShape.size(), 0);
-  for (int64_t axis = int64_t(coords.size()) - 1; axis >= 0; --axis) {
-    coords[axis] = linear % artifact.gridShape[axis];
-    linear /= artifact.gridShape[axis];
-  }
+  coords = gridCoordinates(linear, artifact.gridShape);
 
   // The state this rank holds: the step's own param/m/v arguments of the
   // functions it runs, once each.
@@ -111,15 +110,14 @@ std::string Session::init() {
         entry.key = key;
         entry.spec = arg;
         entry.place = placeOf(arg, artifact.gridShape, coords);
-        if (std::string error = entry.current.allocate(device, arg.bytes());
-            !error.empty())
-          return key + ": " + error;
+        if (Status error = entry.current.allocate(device, arg.bytes());
+            !error.ok())
+          return error.withContext(key);
       }
     }
   }
-  if (std::string error = workspace.allocate(device, workspaceBytes);
-      !error.empty())
-    return "the workspace: " + error;
+  if (Status error = workspace.allocate(device, workspaceBytes); !error.ok())
+    return error.withContext("the workspace");
   // What the step writes back may be laid out differently (ZeRO: updated
   // parameters sharded over the data-parallel axes).
   for (const Function &fn : artifact.functions) {
@@ -130,17 +128,16 @@ std::string Session::init() {
         StateEntry &entry = *state[it->second];
         entry.resultSpec = result;
         if (result.globalShape != entry.spec.globalShape)
-          return fn.name + ": result " + entry.key +
-                 " has another global shape than the argument";
+          return artifactError(fn.name + ": result " + entry.key +
+                               " has another global shape than the argument");
       }
   }
   for (auto &entry : state) {
     if (entry->resultSpec.shape.empty() && !entry->spec.shape.empty())
       entry->resultSpec = entry->spec;
-    if (std::string error =
-            entry->next.allocate(device, entry->resultSpec.bytes());
-        !error.empty())
-      return entry->key + ": " + error;
+    if (Status error = entry->next.allocate(device, entry->resultSpec.bytes());
+        !error.ok())
+      return error.withContext(entry->key);
   }
   // A parameter tied across stages on several pipeline ranks (embedding and
   // output layer) is held by each; the lowest of them owns it.
@@ -152,8 +149,8 @@ std::string Session::init() {
         state[it->second]->place.owner = false;
   }
   if (artifact.batchRows == 0)
-    return "the artifact's functions take no token batch";
-  return "";
+    return artifactError("the artifact's functions take no token batch");
+  return Status();
 }
 
 bool Session::runsHere(const Function &fn) const {
@@ -162,24 +159,24 @@ bool Session::runsHere(const Function &fn) const {
   return fn.stage >= 0 && fn.stage % artifact.pipelineRanks == pipelineRank;
 }
 
-std::string Session::setBatch(const int32_t *tokens, const int32_t *labels) {
+Status Session::setBatch(const int32_t *tokens, const int32_t *labels) {
   globalTokens.assign(tokens, tokens + artifact.batchRows * artifact.seqLen);
   globalLabels.assign(labels, labels + artifact.batchRows * artifact.seqLen);
-  return "";
+  return Status();
 }
 
 void Session::setCurrent(const std::string &text) {
   std::snprintf(current, sizeof current, "%s", text.c_str());
 }
 
-std::string Session::dataArgument(const TensorSpec &arg, int64_t microBatch,
-                                  Buffer &out) {
+Status Session::dataArgument(const TensorSpec &arg, int64_t microBatch,
+                             Buffer &out) {
   if (arg.name != "tokens" && arg.name != "labels")
-    return "unknown data argument \"" + arg.name + "\"";
+    return artifactError("unknown data argument \"" + arg.name + "\"");
   const std::vector<int32_t> &whole =
       arg.name == "tokens" ? globalTokens : globalLabels;
   if (whole.empty())
-    return "no batch was set before the step";
+    return invalidArgument("no batch was set before the step");
   // The micro-batch's rows of the batch, then this device's shard of them.
   int64_t rowsPerMicroBatch = arg.globalShape[0];
   int64_t first = std::max<int64_t>(microBatch, 0) * rowsPerMicroBatch;
@@ -201,16 +198,16 @@ std::string Session::dataArgument(const TensorSpec &arg, int64_t microBatch,
   return device.upload(out.data(), local.data(), arg.bytes());
 }
 
-std::string Session::call(const Function &fn, int64_t step, int64_t microBatch,
-                          Bindings &bindings) {
+Status Session::call(const Function &fn, int64_t step, int64_t microBatch,
+                     Bindings &bindings) {
   std::vector<void *> args, results;
   std::vector<std::unique_ptr<Buffer>> scratch;
-  auto newBuffer = [&](const TensorSpec &spec, Buffer *&out) -> std::string {
+  auto newBuffer = [&](const TensorSpec &spec, Buffer *&out) -> Status {
     scratch.push_back(std::make_unique<Buffer>());
     out = scratch.back().get();
-    if (std::string error = out->allocate(device, spec.bytes()); !error.empty())
-      return fn.name + ": " + spec.role + ":" + spec.name + ": " + error;
-    return "";
+    if (Status error = out->allocate(device, spec.bytes()); !error.ok())
+      return error.withContext(fn.name + ": " + spec.role + ":" + spec.name);
+    return Status();
   };
   for (const TensorSpec &arg : fn.args) {
     std::string key = arg.stepKey();
@@ -219,24 +216,22 @@ std::string Session::call(const Function &fn, int64_t step, int64_t microBatch,
       continue;
     }
     Buffer *out = nullptr;
-    if (std::string error = newBuffer(arg, out); !error.empty())
+    if (Status error = newBuffer(arg, out); !error.ok())
       return error;
     Buffer &buffer = *out;
     if (arg.role == "step") {
       int32_t narrow = static_cast<int32_t>(step);
-      if (std::string error = device.upload(
-              buffer.data(),
-              arg.dtype == LOOM_DTYPE_I64 ? static_cast<const void *>(&step)
-                                          : static_cast<const void *>(&narrow),
-              arg.bytes());
-          !error.empty())
+      if (Status error = device.upload(buffer.data(),
+                                       arg.dtype == LOOM_DTYPE_I64
+                                           ? static_cast<const void *>(&step)
+                                           : static_cast<const void *>(&narrow),
+                                       arg.bytes());
+          !error.ok())
         return error;
     } else if (arg.role == "data") {
-      if (std::string error = dataArgument(arg, microBatch, buffer);
-          !error.empty())
+      if (Status error = dataArgument(arg, microBatch, buffer); !error.ok())
         return error;
-    } else if (std::string error = bindings.argument(fn, arg, buffer);
-               !error.empty()) {
+    } else if (Status error = bindings.argument(fn, arg, buffer); !error.ok()) {
       return error;
     }
     args.push_back(buffer.data());
@@ -248,15 +243,15 @@ std::string Session::call(const Function &fn, int64_t step, int64_t microBatch,
       continue;
     }
     Buffer *out = nullptr;
-    if (std::string error = newBuffer(result, out); !error.empty())
+    if (Status error = newBuffer(result, out); !error.ok())
       return error;
     results.push_back(out->data());
   }
   loom_call_frame frame{args.data(), results.data(),
                         static_cast<uint8_t *>(workspace.data()), comm,
                         std::max<int64_t>(microBatch, 0)};
-  if (std::string error = device.call(fn, frame); !error.empty())
-    return fn.name + ": " + error;
+  if (Status error = device.call(fn, frame); !error.ok())
+    return error.withContext(fn.name);
   // Updated state becomes current; other results go to the bindings.
   for (size_t j = 0; j < fn.results.size(); ++j) {
     const TensorSpec &result = fn.results[j];
@@ -265,14 +260,13 @@ std::string Session::call(const Function &fn, int64_t step, int64_t microBatch,
       state[it->second]->updated = true;
       continue;
     }
-    if (std::string error = bindings.result(fn, result, results[j]);
-        !error.empty())
+    if (Status error = bindings.result(fn, result, results[j]); !error.ok())
       return error;
   }
-  return "";
+  return Status();
 }
 
-std::string Session::commitState() {
+Status Session::commitState() {
   for (auto &entry : state) {
     if (!entry->updated)
       continue;
@@ -282,13 +276,13 @@ std::string Session::commitState() {
       entry->current.swap(entry->next);
       continue;
     }
-    if (std::string error = reshard(*entry); !error.empty())
+    if (Status error = reshard(*entry); !error.ok())
       return error;
   }
-  return "";
+  return Status();
 }
 
-std::string Session::reshard(StateEntry &entry) {
+Status Session::reshard(StateEntry &entry) {
   // Gather every split dimension of the result (all_gather over the axes
   // that split it, whose member order is the shard order), then keep this
   // device's piece of every dimension the step reads split (all_slice over
@@ -300,7 +294,7 @@ std::string Session::reshard(StateEntry &entry) {
   whole.swap(entry.next);
   loom_call_frame frame{nullptr, nullptr, nullptr, comm, 0};
   auto step = [&](const std::string &op, int64_t d,
-                  const std::vector<int64_t> &axes) -> std::string {
+                  const std::vector<int64_t> &axes) -> Status {
     int64_t members = 1;
     std::vector<int64_t> sizes;
     for (int64_t axis : axes) {
@@ -323,8 +317,8 @@ std::string Session::reshard(StateEntry &entry) {
         if (artifact.groups[g] == axes)
           group = static_cast<int64_t>(g);
       if (group < 0)
-        return "the plan has no communicator group for its layout "
-               "(recompile with this loom-compile)";
+        return artifactError("the plan has no communicator group for its "
+                             "layout (recompile with this loom-compile)");
       // Slot -1: the gather waits in its own call.
       meta.insert(meta.end(), {group, members, d, -1});
     } else {
@@ -337,35 +331,32 @@ std::string Session::reshard(StateEntry &entry) {
     for (int64_t extent : reshaped)
       bytes *= extent;
     Buffer next;
-    if (std::string error = next.allocate(device, bytes); !error.empty())
+    if (Status error = next.allocate(device, bytes); !error.ok())
       return error;
     void *buffers[] = {whole.data(), next.data()};
-    if (std::string error = device.collective(op, frame, buffers, meta.data());
-        !error.empty())
+    if (Status error = device.collective(op, frame, buffers, meta.data());
+        !error.ok())
       return error;
     whole.swap(next);
     shape = reshaped;
-    return "";
+    return Status();
   };
   for (int64_t d = 0; d < rank && d < int64_t(from.splitAxes.size()); ++d)
     if (!from.splitAxes[d].empty())
-      if (std::string error = step("all_gather", d, from.splitAxes[d]);
-          !error.empty())
-        return entry.key + ": gathering the updated shards: " + error;
+      if (Status error = step("all_gather", d, from.splitAxes[d]); !error.ok())
+        return error.withContext(entry.key + ": gathering the updated shards");
   const TensorSpec &to = entry.spec;
   for (int64_t d = 0; d < rank && d < int64_t(to.splitAxes.size()); ++d)
     if (!to.splitAxes[d].empty())
-      if (std::string error = step("all_slice", d, to.splitAxes[d]);
-          !error.empty())
-        return entry.key + ": taking this rank's shard: " + error;
+      if (Status error = step("all_slice", d, to.splitAxes[d]); !error.ok())
+        return error.withContext(entry.key + ": taking this rank's shard");
   if (shape != to.shape)
-    return entry.key + ": the resharded state has another shape than the "
-                       "step reads";
+    return artifactError(entry.key + ": the resharded state has another shape "
+                                     "than the step reads");
   entry.current.swap(whole);
-  if (std::string error = entry.next.allocate(device, from.bytes());
-      !error.empty())
-    return entry.key + ": " + error;
-  return "";
+  if (Status error = entry.next.allocate(device, from.bytes()); !error.ok())
+    return error.withContext(entry.key);
+  return Status();
 }
 
 namespace {
@@ -375,61 +366,60 @@ struct StepBindings : Bindings {
   explicit StepBindings(Device &device) : device(device) {}
   Device &device;
   float loss = 0.0f;
-  std::string argument(const Function &fn, const TensorSpec &arg,
-                       Buffer &) override {
-    return fn.name + ": argument \"" + arg.role + ":" + arg.name +
-           "\" is neither state, step nor data";
+  Status argument(const Function &fn, const TensorSpec &arg,
+                  Buffer &) override {
+    return artifactError(fn.name + ": argument \"" + arg.role + ":" + arg.name +
+                         "\" is neither state, step nor data");
   }
-  std::string result(const Function &fn, const TensorSpec &result,
-                     const void *data) override {
+  Status result(const Function &fn, const TensorSpec &result,
+                const void *data) override {
     if (result.role != "loss")
-      return "";
+      return Status();
     if (result.dtype != LOOM_DTYPE_F32 || result.numElements() != 1)
-      return fn.name + ": the loss is not one f32";
+      return artifactError(fn.name + ": the loss is not one f32");
     return device.download(&loss, data, sizeof loss);
   }
 };
 
 } // namespace
 
-std::string Session::step(int64_t stepNumber, double &loss) {
-  std::string error = artifact.streams.empty()
-                          ? runStep(stepNumber, loss)
-                          : runPipelineStep(stepNumber, loss);
+Status Session::step(int64_t stepNumber, double &loss) {
+  Status error = artifact.streams.empty() ? runStep(stepNumber, loss)
+                                          : runPipelineStep(stepNumber, loss);
   // What only the device saw (a token id outside the vocabulary) comes
   // with its synchronize; the step's own error, if any, comes first.
-  std::string late = device.synchronize();
-  return error.empty() ? late : error;
+  Status late = device.synchronize();
+  return error.ok() ? late : error;
 }
 
-std::string Session::runStep(int64_t stepNumber, double &loss) {
+Status Session::runStep(int64_t stepNumber, double &loss) {
   const Function *fn = artifact.find("train_step");
   setCurrent("call " + fn->name);
   StepBindings bindings(device);
-  std::string error = call(*fn, stepNumber, -1, bindings);
+  Status error = call(*fn, stepNumber, -1, bindings);
   setCurrent("");
-  if (!error.empty())
+  if (!error.ok())
     return error;
-  if (std::string error = commitState(); !error.empty())
+  if (Status error = commitState(); !error.ok())
     return error;
   loss = bindings.loss;
-  return "";
+  return Status();
 }
 
-std::string Session::readState(size_t index, void *host) {
+Status Session::readState(size_t index, void *host) {
   StateEntry &entry = *state.at(index);
   return device.download(host, entry.current.data(), entry.spec.bytes());
 }
 
-std::string Session::writeState(size_t index, const void *host) {
+Status Session::writeState(size_t index, const void *host) {
   StateEntry &entry = *state.at(index);
   return device.upload(entry.current.data(), host, entry.spec.bytes());
 }
 
-std::string Session::setStateGlobal(size_t index, const float *global) {
+Status Session::setStateGlobal(size_t index, const float *global) {
   StateEntry &entry = *state.at(index);
   if (entry.spec.dtype != LOOM_DTYPE_F32)
-    return entry.key + " is not f32";
+    return invalidArgument(entry.key + " is not f32");
   std::vector<uint8_t> local(entry.spec.bytes());
   copyShard(entry.spec, entry.place, global, local.data(), /*toLocal=*/true);
   return device.upload(entry.current.data(), local.data(), local.size());

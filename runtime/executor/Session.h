@@ -46,10 +46,10 @@ struct StateEntry {
 /// and where its results that are not state go (the pipeline's values).
 struct Bindings {
   virtual ~Bindings() = default;
-  virtual std::string argument(const Function &fn, const TensorSpec &arg,
-                               Buffer &out) = 0;
-  virtual std::string result(const Function &fn, const TensorSpec &result,
-                             const void *data) = 0;
+  virtual Status argument(const Function &fn, const TensorSpec &arg,
+                          Buffer &out) = 0;
+  virtual Status result(const Function &fn, const TensorSpec &result,
+                        const void *data) = 0;
 };
 
 /// "" when, for every pair of pipeline ranks, `artifact`'s schedule has
@@ -63,18 +63,18 @@ public:
   Session(const Artifact &artifact, Device &device, int32_t worldRank,
           const loom_comm *comm);
 
-  /// Places this rank and allocates its state; "" or an error.
-  std::string init();
-  std::string setBatch(const int32_t *tokens, const int32_t *labels);
-  std::string step(int64_t stepNumber, double &loss);
+  /// Places this rank and allocates its state.
+  Status init();
+  Status setBatch(const int32_t *tokens, const int32_t *labels);
+  Status step(int64_t stepNumber, double &loss);
 
   /// State tensor `index`'s shard to or from host memory (its local
-  /// shape); "" or an error.
-  std::string readState(size_t index, void *host);
-  std::string writeState(size_t index, const void *host);
+  /// shape).
+  Status readState(size_t index, void *host);
+  Status writeState(size_t index, const void *host);
   /// Sets state tensor `index` (f32) from the whole tensor: this rank's
   /// shard of `global`.
-  std::string setStateGlobal(size_t index, const float *global);
+  Status setStateGlobal(size_t index, const float *global);
 
   const Artifact &artifact;
   Device &device;
@@ -91,17 +91,16 @@ public:
 private:
   bool runsHere(const Function &fn) const;
   void setCurrent(const std::string &text);
-  std::string dataArgument(const TensorSpec &arg, int64_t microBatch,
-                           Buffer &out);
+  Status dataArgument(const TensorSpec &arg, int64_t microBatch, Buffer &out);
   /// Calls `fn` once: state and data bound here, other values by
   /// `bindings`; updated state goes to the next buffers.
-  std::string call(const Function &fn, int64_t step, int64_t microBatch,
-                   Bindings &bindings);
-  std::string commitState();
+  Status call(const Function &fn, int64_t step, int64_t microBatch,
+              Bindings &bindings);
+  Status commitState();
   /// Brings `entry.next` (resultSpec's layout) to `entry.current` (spec's).
-  std::string reshard(StateEntry &entry);
-  std::string runStep(int64_t stepNumber, double &loss);
-  std::string runPipelineStep(int64_t stepNumber, double &loss);
+  Status reshard(StateEntry &entry);
+  Status runStep(int64_t stepNumber, double &loss);
+  Status runPipelineStep(int64_t stepNumber, double &loss);
 
   std::vector<int32_t> globalTokens, globalLabels;
 };

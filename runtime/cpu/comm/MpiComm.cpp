@@ -249,7 +249,7 @@ MpiComm::~MpiComm() {
 
 int32_t MpiComm::failWith(std::string message) {
   error = std::move(message);
-  return 1;
+  return LOOM_ERROR_COMMUNICATION;
 }
 
 MPI_Comm MpiComm::groupComm(const char *call, int32_t group) {
@@ -321,13 +321,13 @@ int32_t MpiComm::prepareCollective(const char *call, int32_t group,
                                    const loom_reduction *op, Collective &out) {
   out.comm = groupComm(call, group);
   if (out.comm == MPI_COMM_NULL)
-    return 1;
+    return LOOM_ERROR_COMMUNICATION;
   if (int32_t status = prepare(call, count, dtype, out.type, out.count))
     return status;
   if (op) {
     out.op = reductionOp(call, dtype, *op);
     if (out.op == MPI_OP_NULL)
-      return 1;
+      return LOOM_ERROR_COMMUNICATION;
   }
   return 0;
 }
@@ -404,7 +404,7 @@ int32_t MpiComm::start(const char *call, int32_t slot, int32_t group,
     return status;
   MPI_Request *request = startSlot(call, slot, group);
   if (!request)
-    return 1;
+    return LOOM_ERROR_COMMUNICATION;
   return check(post(c, request), call, group);
 }
 

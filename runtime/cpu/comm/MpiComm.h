@@ -19,7 +19,8 @@
 // CPU backend keeps the split for the schedule's sake, and the compute in
 // between overlaps little of it.)
 //
-// Every MPI error becomes a non-zero status (MPI_ERRORS_RETURN on every
+// Every MPI error becomes the status LOOM_ERROR_COMMUNICATION (the
+// communicator is the layer that failed; MPI_ERRORS_RETURN on every
 // communicator MpiComm makes) with a message that lastError() returns, for
 // example "MPI_Allreduce on group 1 (axes [0]) failed: <MPI's text>".
 //
@@ -86,7 +87,7 @@ public:
 private:
   MpiComm() = default;
 
-  /// Records `message` as the last error; returns a non-zero status.
+  /// Records `message` as the last error; returns LOOM_ERROR_COMMUNICATION.
   int32_t failWith(std::string message);
   /// The communicator of `group`, or null after failWith (an unknown group).
   MPI_Comm groupComm(const char *call, int32_t group);

@@ -1,7 +1,8 @@
 //===- CApi.cpp - loom_runtime.h over the C++ runtime ---------------------===//
 //
-// The C ABI's boundary: C++ exceptions (plan parsing) and error strings
-// become status codes and messages here; nothing crosses as an exception.
+// The C ABI's boundary: C++ exceptions (plan parsing) become statuses, and
+// statuses their code and message here; nothing crosses as an exception.
+// The code is the one the failing layer set (Status.h).
 //
 //===----------------------------------------------------------------------===//
 
@@ -14,6 +15,7 @@
 
 #include <cstdio>
 #include <exception>
+#include <new>
 
 struct loom_artifact {
   loom::rt::Artifact impl;
@@ -40,9 +42,13 @@ int32_t report(char *error, size_t size, const std::string &message,
   return code;
 }
 
-int32_t sessionError(loom_session *session, std::string message, int32_t code) {
-  session->impl.error = std::move(message);
-  return code;
+int32_t report(char *error, size_t size, const loom::rt::Status &status) {
+  return report(error, size, status.message(), status.code());
+}
+
+int32_t sessionError(loom_session *session, const loom::rt::Status &status) {
+  session->impl.error = status.message();
+  return status.code();
 }
 
 } // namespace
@@ -110,9 +116,8 @@ int32_t loom_session_create(const loom_artifact *artifact, int32_t world_rank,
   *out_session = nullptr;
   auto session =
       std::make_unique<loom_session>(artifact->impl, world_rank, comm);
-  std::string message = session->impl.init();
-  if (!message.empty())
-    return report(error, error_size, message, LOOM_ERROR_INVALID_ARGUMENT);
+  if (loom::rt::Status status = session->impl.init(); !status.ok())
+    return report(error, error_size, status);
   *out_session = session.release();
   return LOOM_OK;
 }
@@ -174,36 +179,39 @@ void *loom_session_state_data(loom_session *session, int32_t index) {
 int32_t loom_session_set_state_global(loom_session *session, int32_t index,
                                       const float *global) {
   if (index < 0 || index >= loom_session_state_count(session))
-    return sessionError(session, "no state tensor " + std::to_string(index),
-                        LOOM_ERROR_INVALID_ARGUMENT);
-  std::string message = session->impl.setStateGlobal(index, global);
-  if (!message.empty())
-    return sessionError(session, message, LOOM_ERROR_INVALID_ARGUMENT);
+    return sessionError(
+        session,
+        loom::rt::invalidArgument("no state tensor " + std::to_string(index)));
+  if (loom::rt::Status status = session->impl.setStateGlobal(index, global);
+      !status.ok())
+    return sessionError(session, status);
   return LOOM_OK;
 }
 
 int32_t loom_session_set_batch(loom_session *session, const int32_t *tokens,
                                const int32_t *labels) {
-  std::string message = session->impl.setBatch(tokens, labels);
-  if (!message.empty())
-    return sessionError(session, message, LOOM_ERROR_INVALID_ARGUMENT);
+  if (loom::rt::Status status = session->impl.setBatch(tokens, labels);
+      !status.ok())
+    return sessionError(session, status);
   return LOOM_OK;
 }
 
 int32_t loom_session_step(loom_session *session, int64_t step,
                           double *out_loss) {
   double loss = 0.0;
-  std::string message;
+  loom::rt::Status status;
   try {
-    message = session->impl.step(step, loss);
+    status = session->impl.step(step, loss);
+  } catch (const std::bad_alloc &) {
+    status = loom::rt::outOfMemory("out of host memory");
   } catch (const std::exception &e) {
-    message = e.what();
+    status = loom::rt::invalidArgument(e.what());
   }
-  if (!message.empty())
-    return sessionError(session,
-                        "rank " + std::to_string(session->impl.worldRank) +
-                            ", step " + std::to_string(step) + ": " + message,
-                        LOOM_ERROR_KERNEL);
+  if (!status.ok())
+    return sessionError(
+        session,
+        status.withContext("rank " + std::to_string(session->impl.worldRank) +
+                           ", step " + std::to_string(step)));
   *out_loss = loss;
   return LOOM_OK;
 }

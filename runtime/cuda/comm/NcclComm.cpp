@@ -184,7 +184,7 @@ NcclComm::~NcclComm() {
 
 int32_t NcclComm::failWith(std::string message) {
   error = std::move(message);
-  return 1;
+  return LOOM_ERROR_COMMUNICATION;
 }
 
 int32_t NcclComm::checkNccl(ncclResult_t result, const std::string &what,
@@ -387,12 +387,12 @@ int32_t NcclComm::send(int32_t peer, int32_t tag, const void *buf,
   void *staging = nullptr;
   if (checkCuda(cudaMallocAsync(&staging, bytes, stream),
                 "cudaMallocAsync for the " + to))
-    return 1;
+    return LOOM_ERROR_COMMUNICATION;
   if (checkCuda(cudaMemcpyAsync(staging, buf, bytes, cudaMemcpyDeviceToDevice,
                                 stream),
                 "cudaMemcpyAsync for the " + to)) {
     cudaFreeAsync(staging, stream);
-    return 1;
+    return LOOM_ERROR_COMMUNICATION;
   }
   queuedSends.push_back({staging, static_cast<size_t>(count), type, peer});
   return 0;

@@ -47,9 +47,9 @@
 // then runs after them), and by synchronize(). The staging is freed
 // (cudaFreeAsync) after the group.
 //
-// Every NCCL or CUDA failure becomes a non-zero status with a message that
-// lastError() returns, naming the call and the group (its axes) or peer,
-// with NCCL's error string and ncclGetLastError's text, for example
+// Every NCCL or CUDA failure becomes LOOM_ERROR_COMMUNICATION with a
+// message that lastError() returns, naming the call and the group (its axes) or
+// peer, with NCCL's error string and ncclGetLastError's text, for example
 // "ncclAllReduce on group 1 (axes [0]) failed: invalid argument (...)".
 //
 // A peer that dies or hangs leaves this rank's streams waiting forever,
@@ -134,7 +134,7 @@ public:
 private:
   NcclComm() = default;
 
-  /// Records `message` as the last error; returns a non-zero status.
+  /// Records `message` as the last error; returns LOOM_ERROR_COMMUNICATION.
   int32_t failWith(std::string message);
   /// A status for `result` of the NCCL call `what` on `comm`.
   int32_t checkNccl(ncclResult_t result, const std::string &what,

@@ -95,7 +95,7 @@ StagedComm::~StagedComm() {
 
 int32_t StagedComm::failWith(std::string message) {
   error = std::move(message);
-  return 1;
+  return LOOM_ERROR_COMMUNICATION;
 }
 
 int32_t StagedComm::prepare(const char *call, int64_t count, loom_dtype dtype,
@@ -188,7 +188,7 @@ int32_t StagedComm::allReduce(int32_t group, void *buf, int64_t count,
   size_t bytes = 0, members = 0;
   if (prepareCollective(call, group, count, dtype, bytes, members) ||
       reserve(call, bytes) || download(call, buf, bytes, 0))
-    return 1;
+    return LOOM_ERROR_COMMUNICATION;
   if (int32_t status = checkHost(
           host->all_reduce(host->ctx, group, staging, count, dtype, op)))
     return status;
@@ -200,10 +200,10 @@ int32_t StagedComm::allGather(int32_t group, const void *send, void *recv,
   const char *call = "all_gather";
   size_t bytes = 0, members = 0;
   if (prepareCollective(call, group, count, dtype, bytes, members))
-    return 1;
+    return LOOM_ERROR_COMMUNICATION;
   size_t offset = receiveOffset(bytes), received = bytes * members;
   if (reserve(call, offset + received) || download(call, send, bytes, 0))
-    return 1;
+    return LOOM_ERROR_COMMUNICATION;
   if (int32_t status = checkHost(host->all_gather(
           host->ctx, group, staging, staging + offset, count, dtype)))
     return status;
@@ -216,10 +216,10 @@ int32_t StagedComm::reduceScatter(int32_t group, const void *send, void *recv,
   const char *call = "reduce_scatter";
   size_t bytes = 0, members = 0;
   if (prepareCollective(call, group, count, dtype, bytes, members))
-    return 1;
+    return LOOM_ERROR_COMMUNICATION;
   size_t sent = bytes * members, offset = receiveOffset(sent);
   if (reserve(call, offset + bytes) || download(call, send, sent, 0))
-    return 1;
+    return LOOM_ERROR_COMMUNICATION;
   if (int32_t status = checkHost(host->reduce_scatter(
           host->ctx, group, staging, staging + offset, count, dtype, op)))
     return status;
@@ -231,10 +231,10 @@ int32_t StagedComm::allToAll(int32_t group, const void *send, void *recv,
   const char *call = "all_to_all";
   size_t bytes = 0, members = 0;
   if (prepareCollective(call, group, count, dtype, bytes, members))
-    return 1;
+    return LOOM_ERROR_COMMUNICATION;
   size_t sent = bytes * members, offset = receiveOffset(sent);
   if (reserve(call, offset + sent) || download(call, send, sent, 0))
-    return 1;
+    return LOOM_ERROR_COMMUNICATION;
   if (int32_t status = checkHost(host->all_to_all(
           host->ctx, group, staging, staging + offset, count, dtype)))
     return status;
@@ -257,7 +257,7 @@ int32_t StagedComm::send(int32_t peer, int32_t tag, const void *buf,
   size_t bytes = 0;
   if (prepare(call, count, dtype, bytes) || reserve(call, bytes) ||
       download(call, buf, bytes, 0))
-    return 1;
+    return LOOM_ERROR_COMMUNICATION;
   // The host send keeps its own copy: the staging area is free at once.
   return checkHost(host->send(host->ctx, peer, tag, staging, count, dtype));
 }
@@ -267,7 +267,7 @@ int32_t StagedComm::recv(int32_t peer, int32_t tag, void *buf, int64_t count,
   const char *call = "recv";
   size_t bytes = 0;
   if (prepare(call, count, dtype, bytes) || reserve(call, bytes))
-    return 1;
+    return LOOM_ERROR_COMMUNICATION;
   if (int32_t status =
           checkHost(host->recv(host->ctx, peer, tag, staging, count, dtype)))
     return status;

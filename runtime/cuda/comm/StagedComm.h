@@ -24,7 +24,7 @@
 // slot no start took fail with a message, as they do over NCCL, so a
 // program that misuses its slots fails on one GPU too.
 //
-// Every CUDA failure becomes a non-zero status with a message that
+// Every CUDA failure becomes LOOM_ERROR_COMMUNICATION with a message that
 // lastError() returns, naming the callback, the copy and CUDA's text; a
 // failing host callback's status is returned with the host comm's own
 // message (StagedCommConfig::hostError).
@@ -89,7 +89,7 @@ public:
 private:
   StagedComm() = default;
 
-  /// Records `message` as the last error; returns a non-zero status.
+  /// Records `message` as the last error; returns LOOM_ERROR_COMMUNICATION.
   int32_t failWith(std::string message);
   /// Fails unless `count` and `dtype` are valid; sets the bytes of `count`
   /// elements.

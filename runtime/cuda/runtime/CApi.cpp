@@ -1,7 +1,8 @@
 //===- CApi.cpp - loom_cuda_runtime.h over the C++ runtime ----------------===//
 //
-// The C ABI's boundary: C++ exceptions (plan parsing) and error strings
-// become status codes and messages here; nothing crosses as an exception.
+// The C ABI's boundary: C++ exceptions (plan parsing) become statuses, and
+// statuses their code and message here; nothing crosses as an exception.
+// The code is the one the failing layer set (Status.h).
 //
 //===----------------------------------------------------------------------===//
 
@@ -21,6 +22,7 @@
 #include <cstdio>
 #include <dlfcn.h>
 #include <exception>
+#include <new>
 
 struct loom_cuda_artifact {
   loom::rt::Artifact impl;
@@ -50,10 +52,14 @@ int32_t report(char *error, size_t size, const std::string &message,
   return code;
 }
 
-int32_t sessionError(loom_cuda_session *session, std::string message,
-                     int32_t code) {
-  session->error = std::move(message);
-  return code;
+int32_t report(char *error, size_t size, const loom::rt::Status &status) {
+  return report(error, size, status.message(), status.code());
+}
+
+int32_t sessionError(loom_cuda_session *session,
+                     const loom::rt::Status &status) {
+  session->error = status.message();
+  return status.code();
 }
 
 /// Picks this rank's GPU: `device`, or when it is negative the rank's
@@ -90,15 +96,15 @@ int32_t finishSession(std::unique_ptr<loom_cuda_session> session,
                       const loom::rt::Artifact &artifact, int32_t rank,
                       const loom_comm *comm, loom_cuda_session **out,
                       char *error, size_t errorSize) {
-  std::string message;
+  loom::rt::Status status;
   try {
     session->impl = std::make_unique<loom::rt::Session>(
         artifact, session->device, rank, comm);
-    message = session->impl->init();
+    status = session->impl->init();
   } catch (const std::exception &e) {
-    message = e.what();
+    status = loom::rt::invalidArgument(e.what());
   }
-  if (message.empty()) {
+  if (status.ok()) {
     // The kernels' scratch: 64 MiB covers all but a bf16 embedding_grad,
     // which accumulates its table in f32 there (4 * V * D bytes: 154 MB
     // for GPT-2's 50257 x 768); the table is a parameter, so 4 bytes per
@@ -106,10 +112,10 @@ int32_t finishSession(std::unique_ptr<loom_cuda_session> session,
     int64_t scratchBytes = int64_t(64) << 20;
     for (const auto &entry : session->impl->state)
       scratchBytes = std::max(scratchBytes, 4 * entry->spec.numElements());
-    message = session->device.createContext(scratchBytes);
+    status = session->device.createContext(scratchBytes);
   }
-  if (!message.empty())
-    return report(error, errorSize, message, LOOM_ERROR_INVALID_ARGUMENT);
+  if (!status.ok())
+    return report(error, errorSize, status);
   *out = session.release();
   return LOOM_OK;
 }
@@ -118,11 +124,12 @@ int32_t finishSession(std::unique_ptr<loom_cuda_session> session,
 template <typename Action>
 int32_t onState(loom_cuda_session *session, int32_t index, Action action) {
   if (index < 0 || index >= static_cast<int32_t>(session->impl->state.size()))
-    return sessionError(session, "no state tensor " + std::to_string(index),
-                        LOOM_ERROR_INVALID_ARGUMENT);
-  std::string message = action(*session->impl->state[index]);
-  if (!message.empty())
-    return sessionError(session, message, LOOM_ERROR_INVALID_ARGUMENT);
+    return sessionError(
+        session,
+        loom::rt::invalidArgument("no state tensor " + std::to_string(index)));
+  if (loom::rt::Status status = action(*session->impl->state[index]);
+      !status.ok())
+    return sessionError(session, status);
   return LOOM_OK;
 }
 
@@ -189,8 +196,8 @@ int32_t loom_cuda_session_create(const loom_cuda_artifact *artifact,
                       "loom_cuda_session_create_rank",
                   LOOM_ERROR_INVALID_ARGUMENT);
   auto session = std::make_unique<loom_cuda_session>();
-  if (std::string message = session->device.init(device); !message.empty())
-    return report(error, error_size, message, LOOM_ERROR_INVALID_ARGUMENT);
+  if (loom::rt::Status status = session->device.init(device); !status.ok())
+    return report(error, error_size, status);
   return finishSession(std::move(session), a, 0, nullptr, out_session, error,
                        error_size);
 }
@@ -220,16 +227,17 @@ int32_t loom_cuda_session_create_rank(const loom_cuda_artifact *artifact,
   bool shared = false;
   auto session = std::make_unique<loom_cuda_session>();
   std::string message = pickDevice(device, shared);
-  if (message.empty())
-    message = session->device.init(device);
+  loom::rt::Status status = message.empty()
+                                ? session->device.init(device)
+                                : loom::rt::invalidArgument(message);
 
   // Every rank takes the same path: the choice is collective, and so is a
   // rank's failure to set up its GPU (the others would wait for it in the
   // collective setup below).
-  int anywhere[2] = {shared ? 1 : 0, message.empty() ? 0 : 1};
+  int anywhere[2] = {shared ? 1 : 0, status.ok() ? 0 : 1};
   MPI_Allreduce(MPI_IN_PLACE, anywhere, 2, MPI_INT, MPI_MAX, MPI_COMM_WORLD);
-  if (!message.empty())
-    return report(error, error_size, message, LOOM_ERROR_INVALID_ARGUMENT);
+  if (!status.ok())
+    return report(error, error_size, status);
   if (anywhere[1])
     return report(error, error_size, "another rank could not set up its GPU",
                   LOOM_ERROR_INVALID_ARGUMENT);
@@ -290,8 +298,11 @@ int32_t loom_cuda_session_create_rank(const loom_cuda_artifact *artifact,
     if (!session->nccl)
       return report(error, error_size, message, LOOM_ERROR_COMMUNICATION);
     loom::cuda_rt::NcclComm *channel = session->nccl.get();
+    // The watchdog's verdict is the communicator's.
     session->device.setWaiter([channel, timeout_seconds] {
-      return channel->synchronize(timeout_seconds);
+      std::string failure = channel->synchronize(timeout_seconds);
+      return failure.empty() ? loom::rt::Status()
+                             : loom::rt::communicationError(failure);
     });
     table = session->nccl->comm();
     session->commName = "nccl";
@@ -357,10 +368,11 @@ int32_t loom_cuda_session_get_state_global(loom_cuda_session *session,
                                            int32_t index, float *out_global) {
   return onState(session, index, [&](loom::rt::StateEntry &entry) {
     if (entry.spec.dtype != LOOM_DTYPE_F32)
-      return entry.key + " is not f32";
+      return loom::rt::invalidArgument(entry.key + " is not f32");
     if (entry.spec.shape != entry.spec.globalShape)
-      return entry.key +
-             " is sharded on this rank: read its shard with get_state";
+      return loom::rt::invalidArgument(
+          entry.key + " is sharded on this rank: read its shard with "
+                      "get_state");
     return session->impl->readState(index, out_global);
   });
 }
@@ -382,38 +394,40 @@ int32_t loom_cuda_session_set_state(loom_cuda_session *session, int32_t index,
 int32_t loom_cuda_session_set_batch(loom_cuda_session *session,
                                     const int32_t *tokens,
                                     const int32_t *labels) {
-  std::string message = session->impl->setBatch(tokens, labels);
-  if (!message.empty())
-    return sessionError(session, message, LOOM_ERROR_KERNEL);
+  if (loom::rt::Status status = session->impl->setBatch(tokens, labels);
+      !status.ok())
+    return sessionError(session, status);
   return LOOM_OK;
 }
 
 int32_t loom_cuda_session_step(loom_cuda_session *session, int64_t step,
                                double *out_loss) {
   double loss = 0.0;
-  std::string message;
+  loom::rt::Status status;
   try {
-    message = session->impl->step(step, loss);
+    status = session->impl->step(step, loss);
+  } catch (const std::bad_alloc &) {
+    status = loom::rt::outOfMemory("out of host memory");
   } catch (const std::exception &e) {
-    message = e.what();
+    status = loom::rt::invalidArgument(e.what());
   }
-  if (!message.empty()) {
-    // What the communication backend said, when it was the one that failed.
-    std::string detail;
-    if (session->staged && !session->staged->lastError().empty())
-      detail = session->staged->lastError();
+  if (!status.ok()) {
+    std::string message = "rank " + std::to_string(session->impl->worldRank) +
+                          ", step " + std::to_string(step) + ": " +
+                          status.message();
+    // The communicator's own message, when it was the layer that failed.
+    if (status.code() == LOOM_ERROR_COMMUNICATION) {
+      std::string detail;
+      if (session->staged && !session->staged->lastError().empty())
+        detail = session->staged->lastError();
 #ifdef LOOM_HAVE_NCCL
-    if (session->nccl && !session->nccl->lastError().empty())
-      detail = session->nccl->lastError();
+      if (session->nccl && !session->nccl->lastError().empty())
+        detail = session->nccl->lastError();
 #endif
-    bool comm = !detail.empty() && message.find(" failed") != std::string::npos;
-    return sessionError(session,
-                        "rank " + std::to_string(session->impl->worldRank) +
-                            ", step " + std::to_string(step) + ": " + message +
-                            (comm ? ": " + detail : ""),
-                        comm || message.find("NCCL") != std::string::npos
-                            ? LOOM_ERROR_COMMUNICATION
-                            : LOOM_ERROR_KERNEL);
+      if (!detail.empty() && message.find(detail) == std::string::npos)
+        message += ": " + detail;
+    }
+    return sessionError(session, loom::rt::Status(status.code(), message));
   }
   *out_loss = loss;
   return LOOM_OK;

@@ -9,11 +9,18 @@
 namespace loom::cuda_rt {
 namespace {
 
-/// "" or `what`'s CUDA error.
-std::string check(cudaError_t status, const std::string &what) {
+/// Success, or `what`'s CUDA error as a kernel error with the file and
+/// line of the call (a CUDA failure is the device's).
+#define CHECK_CUDA(call, what) checkCuda((call), (what), __FILE__, __LINE__)
+
+rt::Status checkCuda(cudaError_t status, const std::string &what,
+                     const char *file, int line) {
   if (status == cudaSuccess)
-    return "";
-  return what + ": " + cudaGetErrorString(status);
+    return rt::Status();
+  return rt::foreignStatus(status == cudaErrorMemoryAllocation
+                               ? LOOM_ERROR_OUT_OF_MEMORY
+                               : LOOM_ERROR_KERNEL,
+                           file, line, what, cudaGetErrorString(status));
 }
 
 __global__ void accumulateKernel(float *dst, const float *src, int64_t count) {
@@ -34,30 +41,27 @@ CudaDevice::~CudaDevice() {
     cudaStreamDestroy(queue);
 }
 
-std::string CudaDevice::init(int ordinal) {
-  if (std::string error =
-          check(cudaSetDevice(ordinal),
-                "cudaSetDevice(" + std::to_string(ordinal) + ")");
-      !error.empty())
-    return error;
+rt::Status CudaDevice::init(int ordinal) {
+  LOOM_RETURN_IF_ERROR(
+      CHECK_CUDA(cudaSetDevice(ordinal),
+                 "cudaSetDevice(" + std::to_string(ordinal) + ")"));
   device = ordinal;
   cudaStream_t created = nullptr;
-  if (std::string error =
-          check(cudaStreamCreateWithFlags(&created, cudaStreamNonBlocking),
-                "cudaStreamCreate");
-      !error.empty())
-    return error;
+  LOOM_RETURN_IF_ERROR(
+      CHECK_CUDA(cudaStreamCreateWithFlags(&created, cudaStreamNonBlocking),
+                 "cudaStreamCreate"));
   queue = created;
-  return "";
+  return rt::Status();
 }
 
-std::string CudaDevice::createContext(int64_t scratchBytes) {
+rt::Status CudaDevice::createContext(int64_t scratchBytes) {
   if (loom_cuda_context_create(queue, scratchBytes, &context))
-    return std::string("loom_cuda_context_create: ") + loom_cuda_last_error();
-  return "";
+    return rt::kernelError(std::string("loom_cuda_context_create: ") +
+                           loom_cuda_last_error());
+  return rt::Status();
 }
 
-void *CudaDevice::allocate(int64_t bytes, std::string &error) {
+rt::Status CudaDevice::allocate(int64_t bytes, void *&out) {
   // At least one byte, so that empty tensors still have an address.
   size_t size = static_cast<size_t>(std::max<int64_t>(bytes, 1));
   void *data = nullptr;
@@ -74,18 +78,18 @@ void *CudaDevice::allocate(int64_t bytes, std::string &error) {
     }
     if (status != cudaSuccess) {
       cudaGetLastError();
-      error = check(status, "cudaMalloc of " + std::to_string(bytes) +
-                                " bytes on device " + std::to_string(device));
-      return nullptr;
+      return CHECK_CUDA(status, "cudaMalloc of " + std::to_string(bytes) +
+                                    " bytes on device " +
+                                    std::to_string(device));
     }
   }
   if (cudaError_t status = cudaMemsetAsync(data, 0, size, queue);
       status != cudaSuccess) {
-    error = check(status, "cudaMemsetAsync");
     cudaFree(data);
-    return nullptr;
+    return CHECK_CUDA(status, "cudaMemsetAsync");
   }
-  return data;
+  out = data;
+  return rt::Status();
 }
 
 void CudaDevice::release(void *data, int64_t bytes) {
@@ -101,80 +105,86 @@ void CudaDevice::drainPool() {
   pooled = 0;
 }
 
-std::string CudaDevice::upload(void *dst, const void *src, int64_t bytes) {
+rt::Status CudaDevice::upload(void *dst, const void *src, int64_t bytes) {
   // From pageable memory: returns once `src` is staged, so it may go.
-  return check(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyHostToDevice, queue),
-               "copying " + std::to_string(bytes) + " bytes to the device");
+  return CHECK_CUDA(
+      cudaMemcpyAsync(dst, src, bytes, cudaMemcpyHostToDevice, queue),
+      "copying " + std::to_string(bytes) + " bytes to the device");
 }
 
-std::string CudaDevice::download(void *dst, const void *src, int64_t bytes) {
+rt::Status CudaDevice::download(void *dst, const void *src, int64_t bytes) {
   // Wait first: a pageable copy blocks in the driver, out of the
   // watchdog's reach.
-  if (std::string error = wait(); !error.empty())
-    return error;
-  if (std::string error =
-          check(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToHost, queue),
-                "copying " + std::to_string(bytes) + " bytes from the device");
-      !error.empty())
-    return error;
-  return check(cudaStreamSynchronize(queue), "cudaStreamSynchronize");
+  LOOM_RETURN_IF_ERROR(wait());
+  LOOM_RETURN_IF_ERROR(CHECK_CUDA(
+      cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToHost, queue),
+      "copying " + std::to_string(bytes) + " bytes from the device"));
+  return CHECK_CUDA(cudaStreamSynchronize(queue), "cudaStreamSynchronize");
 }
 
-std::string CudaDevice::copy(void *dst, const void *src, int64_t bytes) {
-  return check(
+rt::Status CudaDevice::copy(void *dst, const void *src, int64_t bytes) {
+  return CHECK_CUDA(
       cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToDevice, queue),
       "cudaMemcpyAsync of " + std::to_string(bytes) + " bytes");
 }
 
-std::string CudaDevice::accumulate(float *dst, const float *src,
-                                   int64_t count) {
+rt::Status CudaDevice::accumulate(float *dst, const float *src, int64_t count) {
   if (count == 0)
-    return "";
+    return rt::Status();
   int64_t blocks = std::min<int64_t>((count + 255) / 256, 4096);
   accumulateKernel<<<static_cast<unsigned>(blocks), 256, 0, queue>>>(dst, src,
                                                                      count);
-  return check(cudaGetLastError(), "launching the sum of tied gradients");
+  return CHECK_CUDA(cudaGetLastError(), "launching the sum of tied gradients");
 }
 
-std::string CudaDevice::call(const rt::Function &fn,
-                             const loom_call_frame &frame) {
+/// A compiled function's or collective kernel's failure: a communication
+/// callback's status passes through the compiled code unchanged (the
+/// communicator failed), anything else is the kernels'.
+static rt::Status kernelStatus(int32_t status, std::string message) {
+  if (status == LOOM_ERROR_COMMUNICATION)
+    return rt::communicationError(std::move(message));
+  return rt::kernelError(std::move(message));
+}
+
+rt::Status CudaDevice::call(const rt::Function &fn,
+                            const loom_call_frame &frame) {
   if (!context)
-    return "the CUDA device has no kernel context";
+    return rt::invalidArgument("the CUDA device has no kernel context");
   auto entry = reinterpret_cast<CudaEntryFn>(fn.symbol);
   if (int32_t status = entry(&frame, context))
-    return std::string(loom_cuda_last_error()) + " (status " +
-           std::to_string(status) + ")";
-  return "";
+    return kernelStatus(status, std::string(loom_cuda_last_error()) +
+                                    " (status " + std::to_string(status) + ")");
+  return rt::Status();
 }
 
-std::string CudaDevice::collective(const std::string &op,
-                                   const loom_call_frame &frame,
-                                   void *const *buffers, const int64_t *meta) {
+rt::Status CudaDevice::collective(const std::string &op,
+                                  const loom_call_frame &frame,
+                                  void *const *buffers, const int64_t *meta) {
   if (op != "all_gather" && op != "all_slice")
-    return "the CUDA device runs no collective '" + op + "'";
+    return rt::invalidArgument("the CUDA device runs no collective '" + op +
+                               "'");
   if (!context)
-    return "the CUDA device has no kernel context";
+    return rt::invalidArgument("the CUDA device has no kernel context");
   int32_t status = op == "all_gather"
                        ? loom_cuda_all_gather(&frame, buffers, meta, context)
                        : loom_cuda_all_slice(&frame, buffers, meta, context);
   if (status)
-    return loom_cuda_last_error();
-  return "";
+    return kernelStatus(status, loom_cuda_last_error());
+  return rt::Status();
 }
 
-std::string CudaDevice::wait() {
+rt::Status CudaDevice::wait() {
   if (waiter)
     return waiter();
-  return check(cudaStreamSynchronize(queue), "cudaStreamSynchronize");
+  return CHECK_CUDA(cudaStreamSynchronize(queue), "cudaStreamSynchronize");
 }
 
-std::string CudaDevice::synchronize() {
-  if (std::string error = wait(); !error.empty())
-    return error;
+rt::Status CudaDevice::synchronize() {
+  LOOM_RETURN_IF_ERROR(wait());
   // The device error word: what only the kernels saw.
   if (context && loom_cuda_context_synchronize(context))
-    return loom_cuda_last_error();
-  return "";
+    return rt::kernelError(loom_cuda_last_error());
+  return rt::Status();
 }
 
 } // namespace loom::cuda_rt

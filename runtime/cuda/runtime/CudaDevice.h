@@ -39,36 +39,36 @@ public:
   CudaDevice &operator=(const CudaDevice &) = delete;
   ~CudaDevice() override;
 
-  /// Makes device `ordinal` current and creates the stream; "" or an error.
-  std::string init(int ordinal);
+  /// Makes device `ordinal` current and creates the stream.
+  rt::Status init(int ordinal);
   /// Creates the kernels' context with `scratchBytes` of scratch.
-  std::string createContext(int64_t scratchBytes);
+  rt::Status createContext(int64_t scratchBytes);
   struct CUstream_st *stream() const { return queue; }
   int ordinal() const { return device; }
   /// Waits for the stream through `wait` from now on (a communication
-  /// backend's watchdog); it returns "" or why the stream did not finish.
-  void setWaiter(std::function<std::string()> wait) {
-    waiter = std::move(wait);
-  }
+  /// backend's watchdog); it returns success or why the stream did not
+  /// finish, as the layer that saw it (a communication error for NCCL's
+  /// watchdog).
+  void setWaiter(std::function<rt::Status()> wait) { waiter = std::move(wait); }
 
-  void *allocate(int64_t bytes, std::string &error) override;
+  rt::Status allocate(int64_t bytes, void *&out) override;
   void release(void *data, int64_t bytes) override;
-  std::string upload(void *dst, const void *src, int64_t bytes) override;
-  std::string download(void *dst, const void *src, int64_t bytes) override;
-  std::string copy(void *dst, const void *src, int64_t bytes) override;
-  std::string accumulate(float *dst, const float *src, int64_t count) override;
-  std::string call(const rt::Function &fn,
-                   const loom_call_frame &frame) override;
-  std::string collective(const std::string &op, const loom_call_frame &frame,
-                         void *const *buffers, const int64_t *meta) override;
-  std::string synchronize() override;
+  rt::Status upload(void *dst, const void *src, int64_t bytes) override;
+  rt::Status download(void *dst, const void *src, int64_t bytes) override;
+  rt::Status copy(void *dst, const void *src, int64_t bytes) override;
+  rt::Status accumulate(float *dst, const float *src, int64_t count) override;
+  rt::Status call(const rt::Function &fn,
+                  const loom_call_frame &frame) override;
+  rt::Status collective(const std::string &op, const loom_call_frame &frame,
+                        void *const *buffers, const int64_t *meta) override;
+  rt::Status synchronize() override;
 
   /// Bytes held by the pool (given back, not yet reused).
   int64_t pooledBytes() const { return pooled; }
 
 private:
   /// Waits for the stream: the waiter, or cudaStreamSynchronize.
-  std::string wait();
+  rt::Status wait();
   /// Frees the pool (after the stream's work): before giving up on an
   /// allocation that did not fit.
   void drainPool();
@@ -76,7 +76,7 @@ private:
   int device = -1;
   struct CUstream_st *queue = nullptr;
   loom_cuda_context *context = nullptr;
-  std::function<std::string()> waiter;
+  std::function<rt::Status()> waiter;
   std::multimap<int64_t, void *> pool;
   int64_t pooled = 0;
 };

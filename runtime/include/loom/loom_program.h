@@ -45,6 +45,21 @@
 extern "C" {
 #endif
 
+/* What failed: every fallible call of the runtime (loom_runtime.h) and
+ * every communication callback returns one of these, set by the layer
+ * that failed. A callback returns LOOM_ERROR_COMMUNICATION; compiled code
+ * passes its status on unchanged. */
+typedef enum loom_status_code {
+  LOOM_OK = 0,
+  LOOM_ERROR_INVALID_ARGUMENT = 1, /* a bad key, shape, rank or option */
+  LOOM_ERROR_ARTIFACT = 2,         /* a missing or malformed artifact */
+  LOOM_ERROR_KERNEL = 3,        /* a kernel, CUDA or cuBLAS failed (e.g. a bad
+                                   token id) */
+  LOOM_ERROR_COMMUNICATION = 4, /* MPI or NCCL failed, a peer is gone, or
+                                   the watchdog gave up waiting */
+  LOOM_ERROR_OUT_OF_MEMORY = 5, /* an allocation of the backend failed */
+} loom_status_code;
+
 /* Element types of buffers handed to communication callbacks. */
 typedef enum loom_dtype {
   LOOM_DTYPE_F32 = 0,

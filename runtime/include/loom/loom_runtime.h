@@ -33,13 +33,7 @@
 extern "C" {
 #endif
 
-typedef enum loom_status_code {
-  LOOM_OK = 0,
-  LOOM_ERROR_INVALID_ARGUMENT = 1, /* a bad key, shape or rank */
-  LOOM_ERROR_ARTIFACT = 2,         /* a missing or malformed artifact */
-  LOOM_ERROR_KERNEL = 3,           /* a kernel failed (e.g. a bad token id) */
-  LOOM_ERROR_COMMUNICATION = 4,    /* MPI failed or a peer is gone */
-} loom_status_code;
+/* loom_status_code: loom_program.h. */
 
 typedef struct loom_artifact loom_artifact;
 typedef struct loom_session loom_session;
