@@ -19,7 +19,7 @@ GPU's dense bf16 peak).
 Loom's row: with --loom ARTIFACT[,ARTIFACT...] (--target=cuda artifacts of
 the same model at several micro-batches, largest first: utils/gpu-node.sh
 prepare writes them, bf16, dropout off), runtime/cuda/tools/
-loom_cuda_train.py trains each through --loom-lib (libloom_cuda_runtime.so)
+loom_cuda_train.py trains each through --loom-lib (libloom_runtime.so)
 for the same steps, from random weights and tokens, until one does not run
 out of GPU memory; the row takes its median step with the same FLOP count.
 --loom-profile FILE then runs that artifact 5 more steps with
@@ -259,7 +259,7 @@ def main():
                         help="PyTorch engines, comma-separated (empty: none)")
     parser.add_argument("--loom", metavar="ARTIFACT[,ARTIFACT...]",
                         help="--target=cuda artifacts of --model, largest micro-batch first")
-    parser.add_argument("--loom-lib", metavar="LIB", help="libloom_cuda_runtime.so to train them through")
+    parser.add_argument("--loom-lib", metavar="LIB", help="libloom_runtime.so to train them through")
     parser.add_argument("--loom-profile", metavar="FILE",
                         help="then run Loom's artifact 5 more steps with LOOM_CUDA_PROFILE=FILE "
                              "and print its per-kernel table")

@@ -39,9 +39,9 @@
 # printed is shown as it comes and kept in OUT/run.log (default
 # ./gpu-node-out); OUT also gets build.log, ctest.log (every test's whole
 # output), ctest-fallback.log and profile-MODEL.txt, and nothing else.
-# LOOM_CUDA_RUNTIME=LIB trains and benchmarks through LIB instead of the
-# library built (the main build's libloom_cuda_runtime_fake.so runs the
-# host side on the fake device, docs/cuda.md).
+# LOOM_CUDA_DRIVER=LIB trains and benchmarks through the CUDA driver LIB
+# instead of the one built (the main build's libloom_cuda_driver_fake.so
+# runs the host side on the fake device, docs/cuda.md).
 #
 # Exit status: 0 when every phase passed (or skipped itself: PyTorch without
 # CUDA, say), 1 when one failed, ran out of time or was left out for the
@@ -198,13 +198,13 @@ configure() {
   cmake -S "$root/runtime/cuda/standalone" -B "$build" "${generator[@]}" -DCMAKE_BUILD_TYPE=Release \
     -DCMAKE_CUDA_COMPILER="$(command -v nvcc || echo /usr/local/cuda/bin/nvcc)" \
     -DLOOM_NLOHMANN_JSON_INCLUDE_DIR="$dir/include" -DLOOM_GPU_ARTIFACTS="$dir" \
-    -DLOOM_GPU_RUNTIME="${LOOM_CUDA_RUNTIME:-}" ${LOOM_CUDA_ARCH:+-DLOOM_CUDA_ARCH=$LOOM_CUDA_ARCH} &&
+    -DLOOM_GPU_DRIVER="${LOOM_CUDA_DRIVER:-}" ${LOOM_CUDA_ARCH:+-DLOOM_CUDA_ARCH=$LOOM_CUDA_ARCH} &&
     cmake --build "$build" --target loom-cuda-probe
 }
 # The device: the one the runtime trained through sees (a fake one too).
 probe() {
-  if [ -n "${LOOM_CUDA_RUNTIME:-}" ]; then
-    python3 "$root/runtime/cuda/tools/loom_cuda_check.py" devices --lib "$LOOM_CUDA_RUNTIME"
+  if [ -n "${LOOM_CUDA_DRIVER:-}" ]; then
+    python3 "$root/runtime/cuda/tools/loom_cuda_check.py" devices --lib "$runtime"
   else
     "$build/loom-cuda-probe"
   fi
@@ -235,7 +235,7 @@ bench() {  # bench MODEL loom|torch [ARGS...]: benchmarks/gpu-train.py, one engi
   python3 "$root/benchmarks/gpu-train.py" --model "$model" ${LOOM_GPU_BENCH_ARGS:---steps 20 --warmup 5} \
     --engines '' --loom "$artifacts" --loom-lib "$runtime" "$@"
 }
-runtime="${LOOM_CUDA_RUNTIME:-$build/libloom_cuda_runtime.so}"
+runtime="$build/libloom_runtime.so"
 export root dir out build runtime
 export -f fallback configure probe build_all tests bench
 

@@ -61,6 +61,9 @@ inline Status communicationError(std::string message) {
 inline Status outOfMemory(std::string message) {
   return Status(LOOM_ERROR_OUT_OF_MEMORY, std::move(message));
 }
+inline Status unavailable(std::string message) {
+  return Status(LOOM_ERROR_UNAVAILABLE, std::move(message));
+}
 
 /// A foreign library's failure at `file`:`line`: `what` (the call) and
 /// `detail` (the library's own text for its error code).

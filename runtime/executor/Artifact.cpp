@@ -307,10 +307,13 @@ std::string Artifact::parsePlan(const std::string &planPath,
   std::string compiled = "cpu";
   if (plan.contains("backend"))
     compiled = stringValue(plan["backend"], planPath + ": backend");
-  if (compiled != backend)
+  if (!backend.empty() && compiled != backend)
     return planPath + ": compiled for the " + compiled +
            " backend (loom-compile --target=" + compiled +
            "); this runtime runs --target=" + backend + " artifacts";
+  if (compiled != "cpu" && compiled != "cuda")
+    return planPath + ": unknown backend \"" + compiled + "\"";
+  this->backend = compiled;
   if (plan.contains("grid")) {
     std::string at = planPath + ": grid.shape";
     const json &dims = array(member(plan["grid"], "shape", planPath + ": grid"),
@@ -393,7 +396,8 @@ std::string Artifact::parsePlanText(const std::string &planPath,
   }
 }
 
-std::string Artifact::load(const std::string &dir, const std::string &backend) {
+std::string Artifact::load(const std::string &dir, const std::string &backend,
+                           const OpenBackend &openBackend) {
   path = dir;
   std::string planPath = dir + "/plan.json";
   std::string schedulePath = dir + "/schedule.json";
@@ -424,6 +428,9 @@ std::string Artifact::load(const std::string &dir, const std::string &backend) {
         seqLen = arg.globalShape[1];
       }
 
+  if (openBackend)
+    if (std::string error = openBackend(this->backend); !error.empty())
+      return error;
   std::string libraryPath = dir + "/program.so";
   // dlopen maps the file's segments as its headers say: a truncated file
   // would fault (SIGBUS) on the first page past its end.
@@ -447,7 +454,7 @@ std::string Artifact::load(const std::string &dir, const std::string &backend) {
     fn.symbol = dlsym(library, symbol.c_str());
     if (!fn.symbol)
       return libraryPath + ": no symbol " + symbol;
-    if (backend == "cpu")
+    if (this->backend == "cpu")
       fn.entry = reinterpret_cast<EntryFn>(fn.symbol);
   }
   return "";

@@ -12,6 +12,7 @@
 #include "loom/loom_program.h"
 
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -53,6 +54,7 @@ struct Instr {
 
 struct Artifact {
   std::string path;
+  std::string backend = "cpu";    ///< plan.json's "backend": "cpu" or "cuda"
   std::vector<int64_t> gridShape; ///< empty: one device per stage
   std::vector<std::vector<int64_t>> groups;
   std::vector<Function> functions;
@@ -69,10 +71,15 @@ struct Artifact {
   const Function *find(const std::string &name) const;
   const Function *stageFunction(int64_t stage, const std::string &kind) const;
 
+  /// Opens what a backend's program.so calls (its kernel library) before
+  /// program.so loads: "" or why the backend cannot run here.
+  using OpenBackend = std::function<std::string(const std::string &backend)>;
   /// Reads `dir`, an artifact plan.json says was compiled for `backend`
-  /// (loom-compile --target); returns "" or an error message. program.so's
-  /// kernel calls must resolve against a kernel library loaded already.
-  std::string load(const std::string &dir, const std::string &backend = "cpu");
+  /// (loom-compile --target; "": either, kept in `backend`); returns "" or
+  /// an error message. program.so's kernel calls must resolve against a
+  /// kernel library loaded already, or one `openBackend` loads.
+  std::string load(const std::string &dir, const std::string &backend = "cpu",
+                   const OpenBackend &openBackend = nullptr);
   /// Reads plan.json's text alone (what load does first): "" or an error
   /// message. Never throws.
   std::string parsePlanText(const std::string &planPath,

@@ -1,8 +1,8 @@
 //===- Session.h - One rank's executor --------------------------*- C++ -*-===//
 //
-// The executor behind loom_session (loom_runtime.h) and loom_cuda_session
-// (loom_cuda_runtime.h): this rank's place in the job, its shard of the
-// state, the workspace, and the step loop, on the buffers of a Device.
+// The executor behind loom_session (loom_runtime.h), for every backend:
+// this rank's place in the job, its shard of the state, the workspace, and
+// the step loop, on the buffers of a Device (its driver's, Driver.h).
 //
 //===----------------------------------------------------------------------===//
 

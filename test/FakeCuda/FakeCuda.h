@@ -6,7 +6,7 @@
  * copies and memsets are carried out, and kernel launches, GEMMs and cuDNN
  * graphs are checked and recorded but not computed. Linked instead of
  * libcudart, libcublasLt and libcudnn (the
- * loom_cuda_kernels_fake / loom_cuda_runtime_fake libraries of the test
+ * loom_cuda_kernels_fake / loom_cuda_driver_fake libraries of the test
  * build), it lets a machine without a GPU run every host-side line of the
  * CUDA backend: meta decoding, shape and dtype checks, path selection,
  * scratch sizing, launch configurations, cuBLASLt descriptors, the

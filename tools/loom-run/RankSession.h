@@ -1,12 +1,11 @@
-//===- RankSession.h - One rank's compiled session, of either runtime -*- C++
-//-*-//
+//===- RankSession.h - One rank's compiled session --------------*- C++ -*-===//
 //
 // What loom-run asks of a compiled artifact's runtime on one MPI rank: the
-// state (to load, checkpoint and resume it), the batch, the step. The CPU
-// runtime (loom_runtime.h) is linked in; the CUDA runtime
-// (loom_cuda_runtime.h) is opened at run time from libloom_cuda_runtime.so,
-// so that loom-run builds and runs on machines without CUDA and says what
-// is missing only when --backend=cuda asks for it.
+// state (to load, checkpoint and resume it), the batch, the step, through
+// loom_runtime.h on either backend. The runtime opens the CUDA driver
+// (libloom_cuda_driver.so) only when a cuda session asks for it, so that
+// loom-run builds and runs on machines without CUDA and says what is
+// missing only then.
 //
 //===----------------------------------------------------------------------===//
 

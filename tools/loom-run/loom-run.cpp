@@ -76,7 +76,7 @@ cl::opt<Backend> backend(
                clEnumValN(Backend::CUDA, "cuda",
                           "a --target=cuda artifact, one GPU per MPI rank "
                           "(or shared, --comm=staged); needs "
-                          "libloom_cuda_runtime.so")));
+                          "the CUDA driver, libloom_cuda_driver.so")));
 cl::opt<std::string> commKind(
     "comm", cl::init("auto"), cl::cat(category),
     cl::value_desc("auto|nccl|staged"),

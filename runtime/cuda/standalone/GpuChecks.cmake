@@ -1,7 +1,8 @@
 # The training checks of a GPU node (ctest label `cuda-gpu`, with the
 # conformance and communicator tests): each trains a --target=cuda artifact
 # prepared on a machine with LLVM (utils/gpu-node.sh prepare DIR writes
-# DIR/train) through the CUDA runtime, with runtime/cuda/tools/
+# DIR/train) through the runtime (libloom_runtime.so and its CUDA driver,
+# libloom_cuda_driver.so), with runtime/cuda/tools/
 # loom_cuda_train.py, and compares its losses step by step with the log of
 # the same step on the CPU or in the reference interpreter, prepared with
 # it (runtime/cuda/tools/loom_cuda_check.py). Each is skipped (77) when the
@@ -11,14 +12,15 @@
 #     -DLOOM_NLOHMANN_JSON_INCLUDE_DIR=DIR/include
 #   cmake --build build-gpu && ctest --test-dir build-gpu -L cuda-gpu
 #
-# LOOM_GPU_RUNTIME names another runtime library to train through than the
-# one built here: the main build's libloom_cuda_runtime_fake.so runs every
-# check's host side on Loom's fake device (docs/cuda.md), where the losses
-# are meaningless and the comparisons fail.
+# LOOM_GPU_DRIVER names another CUDA driver to train through than the one
+# built here (the tests set LOOM_CUDA_DRIVER to it): the main build's
+# libloom_cuda_driver_fake.so runs every check's host side on Loom's fake
+# device (docs/cuda.md), where the losses are meaningless and the
+# comparisons fail.
 set(LOOM_GPU_ARTIFACTS "" CACHE PATH
     "Artifacts of utils/gpu-node.sh prepare: adds the training checks")
-set(LOOM_GPU_RUNTIME "" CACHE FILEPATH
-    "The CUDA runtime library the training checks load (default: this build's)")
+set(LOOM_GPU_DRIVER "" CACHE FILEPATH
+    "The CUDA driver the training checks train through (default: this build's)")
 if(NOT LOOM_GPU_ARTIFACTS)
   return()
 endif()
@@ -33,13 +35,15 @@ foreach(file corpus.tokens init.safetensors cpu.jsonl gpt2-bf16.loom
                         "(utils/gpu-node.sh prepare writes it)")
   endif()
 endforeach()
-if(LOOM_GPU_RUNTIME)
-  set(runtime ${LOOM_GPU_RUNTIME})
-elseif(TARGET loom_cuda_runtime)
-  set(runtime $<TARGET_FILE:loom_cuda_runtime>)
-else()
+if(NOT TARGET loom_runtime OR NOT TARGET loom_cuda_driver)
   message(FATAL_ERROR "LOOM_GPU_ARTIFACTS: the training checks need "
-                      "loom_cuda_runtime, which this build lacks (above)")
+                      "loom_runtime and loom_cuda_driver, which this build "
+                      "lacks (above)")
+endif()
+set(runtime $<TARGET_FILE:loom_runtime>)
+set(driver_environment)
+if(LOOM_GPU_DRIVER)
+  set(driver_environment ENVIRONMENT LOOM_CUDA_DRIVER=${LOOM_GPU_DRIVER})
 endif()
 find_package(Python3 REQUIRED COMPONENTS Interpreter)
 file(MAKE_DIRECTORY ${PROJECT_BINARY_DIR}/train)
@@ -73,7 +77,7 @@ function(loom_gpu_train_check name artifact steps reference rtol)
                    --reference ${train}/${reference} --rtol ${rtol} ${extra}
                    --log-json ${PROJECT_BINARY_DIR}/train/${name}.jsonl)
   set_tests_properties(train/${name} PROPERTIES LABELS "cuda-gpu;train"
-                       SKIP_RETURN_CODE 77 TIMEOUT 180)
+                       SKIP_RETURN_CODE 77 TIMEOUT 180 ${driver_environment})
 endfunction()
 
 # The tiny GPT-2 (batch 8 x 64, AdamW lr 3e-3), 50 steps on one GPU against

@@ -1,8 +1,8 @@
 #!/usr/bin/env python3
 """One GPU training check: train an artifact, compare its losses with a log.
 
-usage: loom_cuda_check.py devices --lib libloom_cuda_runtime.so [--min N]
-       loom_cuda_check.py train --lib libloom_cuda_runtime.so --artifact MODEL.loom
+usage: loom_cuda_check.py devices --lib libloom_runtime.so [--min N]
+       loom_cuda_check.py train --lib libloom_runtime.so --artifact MODEL.loom
            --init INIT.safetensors --data CORPUS.tokens --steps K
            --reference REF.jsonl --rtol R [--mean-rtol M]
            [--ranks N --comm staged|nccl [--mpirun MPIEXEC]] [--min-devices N]
@@ -22,10 +22,13 @@ or 77 when the runtime library sees fewer than --min-devices devices
 (default 1): ctest's skip. A library that does not load is a failure.
 
 `devices` asks the same question alone: exit 0 when the library sees at
-least N devices, 77 when it sees fewer, 1 when it does not load. The devices are counted by the CUDA runtime
-that --lib is linked against (cudaGetDeviceCount, looked up through the
-library), so a runtime linked against Loom's fake device
-(libloom_cuda_runtime_fake.so, docs/cuda.md) counts the fake one.
+least N devices, 77 when it sees fewer, 1 when it does not load. The
+devices are counted by the CUDA runtime that the runtime's CUDA driver is
+linked against ($LOOM_CUDA_DRIVER, else libloom_cuda_driver.so next to
+--lib, as libloom_runtime.so finds it; cudaGetDeviceCount, looked up
+through the driver), so the driver linked against Loom's fake device
+(LOOM_CUDA_DRIVER=libloom_cuda_driver_fake.so, docs/cuda.md) counts the
+fake one.
 """
 import argparse
 import ctypes
@@ -38,13 +41,22 @@ import sys
 TOOLS = os.path.dirname(os.path.abspath(__file__))
 
 
+def cuda_driver(lib):
+    """The CUDA driver libloom_runtime.so at `lib` opens (loom_runtime.h)."""
+    named = os.environ.get("LOOM_CUDA_DRIVER")
+    if named:
+        return named
+    return os.path.join(os.path.dirname(os.path.abspath(lib)), "libloom_cuda_driver.so")
+
+
 def device_count(lib):
-    """(devices, why) as the CUDA runtime under `lib` sees them; devices is
-    None when the library does not load."""
+    """(devices, why) as the CUDA runtime under `lib`'s CUDA driver sees
+    them; devices is None when the driver does not load."""
+    driver = cuda_driver(lib)
     try:
-        runtime = ctypes.CDLL(os.path.abspath(lib))
+        runtime = ctypes.CDLL(driver)
     except OSError as error:
-        return None, f"{lib} does not load: {error}"
+        return None, f"{driver} does not load: {error}"
     count = ctypes.c_int(0)
     status = runtime.cudaGetDeviceCount(ctypes.byref(count))
     if status != 0:

@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
-"""Trains a --target=cuda artifact on GPUs through loom_cuda_runtime.h.
+"""Trains a --target=cuda artifact on GPUs through loom_runtime.h.
 
-usage: [mpirun -np R] loom_cuda_train.py MODEL.loom --lib libloom_cuda_runtime.so
+usage: [mpirun -np R] loom_cuda_train.py MODEL.loom --lib libloom_runtime.so
            (--init INIT.safetensors | --random-init)
            (--data CORPUS.tokens | --random-data VOCAB) [--seed N]
            [--steps K] [--warmup W] [--log-json FILE] [--device N]
@@ -9,7 +9,9 @@ usage: [mpirun -np R] loom_cuda_train.py MODEL.loom --lib libloom_cuda_runtime.s
 
 The GPU twin of `loom-run MODEL.loom --np R` for machines without LLVM
 (a GPU node, utils/gpu-node.sh): it needs only Python 3, numpy, the runtime
-library (runtime/cuda/standalone builds it) and, for an artifact of more
+library and its CUDA driver (libloom_runtime.so, libloom_cuda_driver.so
+next to it or named by $LOOM_CUDA_DRIVER; runtime/cuda/standalone builds
+both) and, for an artifact of more
 than one rank, mpi4py under mpirun (one process per rank). Each rank
 drives --device (default: its rank on the node modulo the node's GPUs);
 --comm picks how ranks talk: nccl (one GPU per rank), staged (MPI through
@@ -44,7 +46,17 @@ import time
 import numpy as np
 
 
-COMM_KINDS = {"auto": 0, "nccl": 1, "staged": 2}  # loom_cuda_comm_kind
+COMM_KINDS = {"auto": 0, "nccl": 2, "staged": 3}  # loom_comm_kind
+LOOM_BACKEND_CUDA = 1
+
+
+class SessionOptions(ctypes.Structure):
+    _fields_ = [
+        ("backend", ctypes.c_int),
+        ("device", ctypes.c_int32),
+        ("comm", ctypes.c_int),
+        ("timeout_seconds", ctypes.c_double),
+    ]
 
 
 class StateInfo(ctypes.Structure):
@@ -62,31 +74,32 @@ class StateInfo(ctypes.Structure):
 def load_library(path):
     lib = ctypes.CDLL(path)
     p = ctypes.c_void_p
-    lib.loom_cuda_artifact_load.argtypes = [ctypes.c_char_p, ctypes.POINTER(p), ctypes.c_char_p, ctypes.c_size_t]
-    lib.loom_cuda_artifact_free.argtypes = [p]
-    lib.loom_cuda_artifact_batch_rows.argtypes = [p]
-    lib.loom_cuda_artifact_batch_rows.restype = ctypes.c_int64
-    lib.loom_cuda_artifact_seq_len.argtypes = [p]
-    lib.loom_cuda_artifact_seq_len.restype = ctypes.c_int64
-    lib.loom_cuda_artifact_world_size.argtypes = [p]
-    lib.loom_cuda_session_create.argtypes = [p, ctypes.c_int32, ctypes.POINTER(p), ctypes.c_char_p, ctypes.c_size_t]
-    lib.loom_cuda_session_create_rank.argtypes = [p, ctypes.c_int32, ctypes.c_int, ctypes.c_double, ctypes.POINTER(p),
-                                                  ctypes.c_char_p, ctypes.c_size_t]
-    lib.loom_cuda_session_comm_name.argtypes = [p]
-    lib.loom_cuda_session_comm_name.restype = ctypes.c_char_p
-    lib.loom_cuda_session_free.argtypes = [p]
-    lib.loom_cuda_session_error.argtypes = [p]
-    lib.loom_cuda_session_error.restype = ctypes.c_char_p
-    lib.loom_cuda_session_workspace_bytes.argtypes = [p]
-    lib.loom_cuda_session_workspace_bytes.restype = ctypes.c_int64
-    lib.loom_cuda_session_state_bytes.argtypes = [p]
-    lib.loom_cuda_session_state_bytes.restype = ctypes.c_int64
-    lib.loom_cuda_session_state_count.argtypes = [p]
-    lib.loom_cuda_session_state_info.argtypes = [p, ctypes.c_int32, ctypes.POINTER(StateInfo)]
-    lib.loom_cuda_session_set_state_global.argtypes = [p, ctypes.c_int32, p]
-    lib.loom_cuda_session_get_state_global.argtypes = [p, ctypes.c_int32, p]
-    lib.loom_cuda_session_set_batch.argtypes = [p, p, p]
-    lib.loom_cuda_session_step.argtypes = [p, ctypes.c_int64, ctypes.POINTER(ctypes.c_double)]
+    lib.loom_artifact_load.argtypes = [ctypes.c_char_p, ctypes.POINTER(p), ctypes.c_char_p, ctypes.c_size_t]
+    lib.loom_artifact_free.argtypes = [p]
+    lib.loom_artifact_batch_rows.argtypes = [p]
+    lib.loom_artifact_batch_rows.restype = ctypes.c_int64
+    lib.loom_artifact_seq_len.argtypes = [p]
+    lib.loom_artifact_seq_len.restype = ctypes.c_int64
+    lib.loom_artifact_world_size.argtypes = [p]
+    lib.loom_session_options_init.argtypes = [ctypes.POINTER(SessionOptions)]
+    lib.loom_session_options_init.restype = None
+    lib.loom_session_create.argtypes = [p, ctypes.POINTER(SessionOptions), ctypes.POINTER(p), ctypes.c_char_p,
+                                        ctypes.c_size_t]
+    lib.loom_session_comm_name.argtypes = [p]
+    lib.loom_session_comm_name.restype = ctypes.c_char_p
+    lib.loom_session_free.argtypes = [p]
+    lib.loom_session_error.argtypes = [p]
+    lib.loom_session_error.restype = ctypes.c_char_p
+    lib.loom_session_workspace_bytes.argtypes = [p]
+    lib.loom_session_workspace_bytes.restype = ctypes.c_int64
+    lib.loom_session_state_bytes.argtypes = [p]
+    lib.loom_session_state_bytes.restype = ctypes.c_int64
+    lib.loom_session_state_count.argtypes = [p]
+    lib.loom_session_state_info.argtypes = [p, ctypes.c_int32, ctypes.POINTER(StateInfo)]
+    lib.loom_session_set_state_global.argtypes = [p, ctypes.c_int32, p]
+    lib.loom_session_get_state_global.argtypes = [p, ctypes.c_int32, p]
+    lib.loom_session_set_batch.argtypes = [p, p, p]
+    lib.loom_session_step.argtypes = [p, ctypes.c_int64, ctypes.POINTER(ctypes.c_double)]
     return lib
 
 
@@ -137,7 +150,7 @@ def random_parameter(rng, name, shape):
 def main():
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("artifact")
-    parser.add_argument("--lib", required=True, help="libloom_cuda_runtime.so")
+    parser.add_argument("--lib", required=True, help="libloom_runtime.so")
     init = parser.add_mutually_exclusive_group(required=True)
     init.add_argument("--init", help="initial weights (F32 safetensors)")
     init.add_argument("--random-init", action="store_true")
@@ -165,34 +178,37 @@ def main():
     lib = load_library(args.lib)
     error = ctypes.create_string_buffer(4096)
     artifact = ctypes.c_void_p()
-    if lib.loom_cuda_artifact_load(args.artifact.encode(), ctypes.byref(artifact), error, len(error)):
+    if lib.loom_artifact_load(args.artifact.encode(), ctypes.byref(artifact), error, len(error)):
         fail(error.value.decode())
-    ranks = lib.loom_cuda_artifact_world_size(artifact)
+    ranks = lib.loom_artifact_world_size(artifact)
     session = ctypes.c_void_p()
+    options = SessionOptions()
+    lib.loom_session_options_init(ctypes.byref(options))
+    options.backend = LOOM_BACKEND_CUDA
+    options.timeout_seconds = args.timeout
     if ranks == 1 and args.comm is None:
-        created = lib.loom_cuda_session_create(artifact, args.device or 0, ctypes.byref(session), error, len(error))
+        options.device = args.device or 0  # one rank without MPI
     else:
         try:
             from mpi4py import MPI  # initializes MPI
         except ImportError:
             fail(f"the artifact runs on {ranks} ranks: that needs mpi4py, under mpirun -np {ranks}")
         world = MPI.COMM_WORLD
-        device = -1 if args.device is None else args.device  # -1: the runtime picks by node rank
-        created = lib.loom_cuda_session_create_rank(artifact, device, COMM_KINDS[args.comm or "auto"], args.timeout,
-                                                    ctypes.byref(session), error, len(error))
-    if created:
+        options.device = -1 if args.device is None else args.device  # -1: the runtime picks by node rank
+        options.comm = COMM_KINDS[args.comm or "auto"]
+    if lib.loom_session_create(artifact, ctypes.byref(options), ctypes.byref(session), error, len(error)):
         fail(error.value.decode())
     rank = world.Get_rank() if world is not None else 0
 
     def check(status, what):
         if status:
-            fail(f"{what}: {lib.loom_cuda_session_error(session).decode()}")
+            fail(f"{what}: {lib.loom_session_error(session).decode()}")
 
     rng = np.random.default_rng(args.seed)
     weights = None if args.random_init else read_safetensors(args.init)
-    for i in range(lib.loom_cuda_session_state_count(session)):
+    for i in range(lib.loom_session_state_count(session)):
         info = StateInfo()
-        check(lib.loom_cuda_session_state_info(session, i, ctypes.byref(info)), "state info")
+        check(lib.loom_session_state_info(session, i, ctypes.byref(info)), "state info")
         key = info.key.decode()
         if not key.startswith("param:"):
             continue  # moments start at zero
@@ -206,15 +222,15 @@ def main():
             fail(f"{args.init}: {name} is {list(weights[name].shape)}, the artifact takes {shape}")
         else:
             value = np.ascontiguousarray(weights[name], dtype=np.float32)
-        check(lib.loom_cuda_session_set_state_global(session, i, value.ctypes.data), key)
+        check(lib.loom_session_set_state_global(session, i, value.ctypes.data), key)
         if [info.shape[d] for d in range(info.rank)] == shape:  # whole here
             back = np.empty_like(value)
-            check(lib.loom_cuda_session_get_state_global(session, i, back.ctypes.data), key)
+            check(lib.loom_session_get_state_global(session, i, back.ctypes.data), key)
             if not np.array_equal(back, value):
                 fail(f"{key} did not round-trip through the device")
 
-    rows = lib.loom_cuda_artifact_batch_rows(artifact)
-    seq_len = lib.loom_cuda_artifact_seq_len(artifact)
+    rows = lib.loom_artifact_batch_rows(artifact)
+    seq_len = lib.loom_artifact_seq_len(artifact)
     if args.data:
         ids = read_tokens(args.data)
         if len(ids) <= seq_len:
@@ -225,11 +241,11 @@ def main():
         if rank == 0:
             print(text, flush=True)
 
-    comm = lib.loom_cuda_session_comm_name(session).decode()
+    comm = lib.loom_session_comm_name(session).decode()
     say(f"loom_cuda_train: CUDA backend, {ranks} rank{'s' if ranks > 1 else ''}"
         + (f" ({comm} communication)" if comm != "none" else "") + f", batch {rows} x {seq_len} tokens, "
-        f"workspace {lib.loom_cuda_session_workspace_bytes(session)} bytes, "
-        f"state {lib.loom_cuda_session_state_bytes(session)} bytes (rank 0)")
+        f"workspace {lib.loom_session_workspace_bytes(session)} bytes, "
+        f"state {lib.loom_session_state_bytes(session)} bytes (rank 0)")
     lines = []
     loss = ctypes.c_double()
     for step in range(1, args.steps + 1):
@@ -239,8 +255,8 @@ def main():
             tokens, labels = (rng.integers(0, args.random_data, (rows, seq_len), dtype=np.int32)
                               for _ in range(2))
         start = time.perf_counter()
-        check(lib.loom_cuda_session_set_batch(session, tokens.ctypes.data, labels.ctypes.data), "set_batch")
-        check(lib.loom_cuda_session_step(session, step, ctypes.byref(loss)), f"step {step}")
+        check(lib.loom_session_set_batch(session, tokens.ctypes.data, labels.ctypes.data), "set_batch")
+        check(lib.loom_session_step(session, step, ctypes.byref(loss)), f"step {step}")
         seconds = time.perf_counter() - start
         tokens_per_second = rows * seq_len / seconds
         say(f"step {step:4d}  loss {loss.value:.6f}  {tokens_per_second:9.0f} tokens/s  {seconds * 1e3:8.1f} ms")
@@ -254,8 +270,8 @@ def main():
         "ranks": ranks, "rows": rows, "seq_len": seq_len, "steps": args.steps, "warmup": args.warmup,
         "median_step_ms": median_ms, "tokens_per_second": rows * seq_len / (median_ms * 1e-3),
         "last_loss": loss.value}))
-    lib.loom_cuda_session_free(session)
-    lib.loom_cuda_artifact_free(artifact)
+    lib.loom_session_free(session)
+    lib.loom_artifact_free(artifact)
     return 0
 
 

@@ -58,6 +58,7 @@ typedef enum loom_status_code {
   LOOM_ERROR_COMMUNICATION = 4, /* MPI or NCCL failed, a peer is gone, or
                                    the watchdog gave up waiting */
   LOOM_ERROR_OUT_OF_MEMORY = 5, /* an allocation of the backend failed */
+  LOOM_ERROR_UNAVAILABLE = 6,   /* the backend's driver library is missing */
 } loom_status_code;
 
 /* Element types of buffers handed to communication callbacks. */
