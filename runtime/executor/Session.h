@@ -85,7 +85,6 @@ public:
   std::vector<std::unique_ptr<StateEntry>> state;
   std::map<std::string, size_t> stateIndex;
   Buffer workspace;
-  std::string error;
   char current[128] = "";
 
 private:

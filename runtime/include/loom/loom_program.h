@@ -30,7 +30,7 @@
  * plan.json's `groups`, each a list of grid axes; the members of a group
  * are the devices that share every coordinate outside those axes, ordered
  * by the row-major index of their coordinates on the group's axes (the
- * order of `shard` collectives, see include/loom/Interpreter/MultiRank.h).
+ * order of `shard` collectives, see the compiler's Interpreter/MultiRank.h).
  * The runtime's collectives move contiguous blocks in member order; the
  * compiled code packs and unpacks tensor dimensions around them.
  *
