@@ -65,16 +65,20 @@ inline Status unavailable(std::string message) {
   return Status(LOOM_ERROR_UNAVAILABLE, std::move(message));
 }
 
+/// " (File.cpp:123)": where a foreign call failed, for its message.
+inline std::string foreignWhere(const char *file, int line) {
+  std::string name = file;
+  if (size_t slash = name.rfind('/'); slash != std::string::npos)
+    name = name.substr(slash + 1);
+  return " (" + name + ":" + std::to_string(line) + ")";
+}
+
 /// A foreign library's failure at `file`:`line`: `what` (the call) and
 /// `detail` (the library's own text for its error code).
 inline Status foreignStatus(loom_status_code code, const char *file, int line,
                             const std::string &what,
                             const std::string &detail) {
-  std::string where = file;
-  if (size_t slash = where.rfind('/'); slash != std::string::npos)
-    where = where.substr(slash + 1);
-  return Status(code, what + " failed: " + detail + " (" + where + ":" +
-                          std::to_string(line) + ")");
+  return Status(code, what + " failed: " + detail + foreignWhere(file, line));
 }
 
 } // namespace loom::rt

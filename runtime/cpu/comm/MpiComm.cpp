@@ -15,6 +15,7 @@
 
 #include "Bf16.h"
 #include "GroupSplit.h"
+#include "Status.h"
 
 #include <climits>
 #include <cstring>
@@ -26,12 +27,18 @@ namespace {
 constexpr int kMaxTag = 32767;
 
 /// MPI's text for error `code`.
-std::string mpiErrorString(int code) {
+std::string mpiErrorText(int code) {
   char text[MPI_MAX_ERROR_STRING];
   int length = 0;
   if (MPI_Error_string(code, text, &length) != MPI_SUCCESS)
     return "MPI error " + std::to_string(code);
   return std::string(text, length);
+}
+
+/// MPI's text for error `code` and where the failed call is (a foreign
+/// error's file and line, Status.h).
+std::string mpiErrorString(int code, int line = __builtin_LINE()) {
+  return mpiErrorText(code) + foreignWhere(__FILE__, line);
 }
 
 std::string axesString(const std::vector<int16_t> &axes) {
@@ -261,12 +268,12 @@ MPI_Comm MpiComm::groupComm(const char *call, int32_t group) {
   return groups[group];
 }
 
-int32_t MpiComm::check(int code, const char *call, int32_t group) {
+int32_t MpiComm::check(int code, const char *call, int32_t group, int line) {
   if (code == MPI_SUCCESS)
     return 0;
   return failWith(std::string(call) + " on group " + std::to_string(group) +
-                  " (axes " + axesString(groupAxes[group]) +
-                  ") failed: " + mpiErrorString(code));
+                  " (axes " + axesString(groupAxes[group]) + ") failed: " +
+                  mpiErrorText(code) + foreignWhere(__FILE__, line));
 }
 
 int32_t MpiComm::prepare(const char *call, int64_t count, loom_dtype dtype,

@@ -91,8 +91,10 @@ private:
   int32_t failWith(std::string message);
   /// The communicator of `group`, or null after failWith (an unknown group).
   MPI_Comm groupComm(const char *call, int32_t group);
-  /// Converts `code` of the MPI call `call` on `group` to a status.
-  int32_t check(int code, const char *call, int32_t group);
+  /// Converts `code` of the MPI call `call` on `group` to a status, the
+  /// message naming the caller's line.
+  int32_t check(int code, const char *call, int32_t group,
+                int line = __builtin_LINE());
   /// Fails unless `count` fits MPI's int counts and `dtype` is known; sets
   /// `type`.
   int32_t prepare(const char *call, int64_t count, loom_dtype dtype,

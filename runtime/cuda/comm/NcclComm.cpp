@@ -24,6 +24,7 @@
 #include "NcclComm.h"
 
 #include "GroupSplit.h"
+#include "Status.h"
 
 #include <chrono>
 #include <cstdio>
@@ -188,16 +189,19 @@ int32_t NcclComm::failWith(std::string message) {
 }
 
 int32_t NcclComm::checkNccl(ncclResult_t result, const std::string &what,
-                            ncclComm_t comm) {
+                            ncclComm_t comm, int line) {
   if (result == ncclSuccess)
     return 0;
-  return failWith(what + " failed: " + ncclText(result, comm));
+  return failWith(what + " failed: " + ncclText(result, comm) +
+                  rt::foreignWhere(__FILE__, line));
 }
 
-int32_t NcclComm::checkCuda(cudaError_t result, const std::string &what) {
+int32_t NcclComm::checkCuda(cudaError_t result, const std::string &what,
+                            int line) {
   if (result == cudaSuccess)
     return 0;
-  return failWith(what + " failed: " + cudaGetErrorString(result));
+  return failWith(what + " failed: " + cudaGetErrorString(result) +
+                  rt::foreignWhere(__FILE__, line));
 }
 
 std::string NcclComm::groupName(int32_t group) const {

@@ -136,11 +136,13 @@ private:
 
   /// Records `message` as the last error; returns LOOM_ERROR_COMMUNICATION.
   int32_t failWith(std::string message);
-  /// A status for `result` of the NCCL call `what` on `comm`.
+  /// A status for `result` of the NCCL call `what` on `comm`, the message
+  /// naming the caller's line.
   int32_t checkNccl(ncclResult_t result, const std::string &what,
-                    ncclComm_t comm);
-  /// A status for `result` of the CUDA call `what`.
-  int32_t checkCuda(cudaError_t result, const std::string &what);
+                    ncclComm_t comm, int line = __builtin_LINE());
+  /// A status for `result` of the CUDA call `what` (the caller's line too).
+  int32_t checkCuda(cudaError_t result, const std::string &what,
+                    int line = __builtin_LINE());
   /// Fails once aborted, or when `count` or `dtype` is invalid; sets `type`
   /// and `bytes` (of `count` elements).
   int32_t prepare(const char *call, int64_t count, loom_dtype dtype,
