@@ -40,6 +40,7 @@ using loom::cuda_rt::StagedComm;
 using loom::cuda_rt::StagedCommConfig;
 using loom::rt::MpiComm;
 using loom::rt::MpiCommConfig;
+using loom::rt::Status;
 using namespace loom::rt::commtest;
 
 namespace {
@@ -287,9 +288,9 @@ void checkStaged(cudaStream_t stream) {
   config.gridShape = {2};
   config.gridRanks = {1, 0};
   config.groups = {{0}, {}};
-  std::string error;
-  std::unique_ptr<MpiComm> mpi = MpiComm::create(config, error);
-  expect(mpi != nullptr, "MpiComm::create: " + error);
+  Status created;
+  std::unique_ptr<MpiComm> mpi = MpiComm::create(config, created);
+  expect(mpi != nullptr, "MpiComm::create: " + created.message());
   if (!mpi)
     return;
   StagedCommConfig staged;
@@ -297,8 +298,9 @@ void checkStaged(cudaStream_t stream) {
   staged.hostError = [&mpi] { return mpi->lastError(); };
   staged.gridShape = config.gridShape;
   staged.groups = config.groups;
-  std::unique_ptr<StagedComm> comm = StagedComm::create(staged, stream, error);
-  expect(comm != nullptr, "StagedComm::create: " + error);
+  std::unique_ptr<StagedComm> comm =
+      StagedComm::create(staged, stream, created);
+  expect(comm != nullptr, "StagedComm::create: " + created.message());
   if (!comm)
     return;
   const loom_comm *table = comm->comm();
@@ -342,9 +344,9 @@ void checkNccl(cudaStream_t stream) {
   config.gridRanks = {0};
   config.groups = {{0}, {}};
   config.device = 0;
-  std::string error;
-  std::unique_ptr<NcclComm> comm = NcclComm::create(config, stream, error);
-  expect(comm != nullptr, "NcclComm::create: " + error);
+  Status created;
+  std::unique_ptr<NcclComm> comm = NcclComm::create(config, stream, created);
+  expect(comm != nullptr, "NcclComm::create: " + created.message());
   if (comm) {
     const loom_comm *table = comm->comm();
     auto lastError = [&comm] { return comm->lastError(); };

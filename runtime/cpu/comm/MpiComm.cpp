@@ -141,19 +141,22 @@ MpiCommConfig::forStageGrid(int rank, const std::vector<int64_t> &gridShape,
 }
 
 std::unique_ptr<MpiComm> MpiComm::create(const MpiCommConfig &config,
-                                         std::string &error) {
+                                         Status &status) {
+  auto fail = [&status](loom_status_code code, std::string message) {
+    status = Status(code, std::move(message));
+    return nullptr;
+  };
   int initialized = 0;
   MPI_Initialized(&initialized);
   if (!initialized) {
-    error = "MPI is not initialized";
-    return nullptr;
+    return fail(LOOM_ERROR_INVALID_ARGUMENT, "MPI is not initialized");
   }
   std::unique_ptr<MpiComm> self(new MpiComm());
   // A duplicate keeps our traffic apart from the caller's and lets us set
   // MPI_ERRORS_RETURN without touching the caller's communicator.
   if (int code = MPI_Comm_dup(config.world, &self->world)) {
-    error = "MPI_Comm_dup failed: " + mpiErrorString(code);
-    return nullptr;
+    return fail(LOOM_ERROR_COMMUNICATION,
+                "MPI_Comm_dup failed: " + mpiErrorString(code));
   }
   MPI_Comm_set_errhandler(self->world, MPI_ERRORS_RETURN);
   int worldRank = 0, worldSize = 0;
@@ -168,15 +171,15 @@ std::unique_ptr<MpiComm> MpiComm::create(const MpiCommConfig &config,
                    static_cast<int>(config.groups.size())};
   if (int code = MPI_Allreduce(MPI_IN_PLACE, agreed, 2, MPI_INT, MPI_MAX,
                                self->world)) {
-    error =
-        "MPI_Allreduce of the configuration failed: " + mpiErrorString(code);
-    return nullptr;
+    return fail(LOOM_ERROR_COMMUNICATION,
+                "MPI_Allreduce of the configuration failed: " +
+                    mpiErrorString(code));
   }
   if (agreed[0]) {
-    error = local.empty() ? "another rank's communicator configuration is "
-                            "invalid"
-                          : local;
-    return nullptr;
+    return fail(LOOM_ERROR_INVALID_ARGUMENT,
+                local.empty() ? "another rank's communicator configuration is "
+                                "invalid"
+                              : local);
   }
 
   self->coords = gridCoordinates(linear, config.gridShape);
@@ -193,9 +196,9 @@ std::unique_ptr<MpiComm> MpiComm::create(const MpiCommConfig &config,
     }
     MPI_Comm comm = MPI_COMM_NULL;
     if (int code = MPI_Comm_split(self->world, color, key, &comm)) {
-      error = "MPI_Comm_split for group " + std::to_string(g) +
-              " failed: " + mpiErrorString(code);
-      return nullptr;
+      return fail(LOOM_ERROR_COMMUNICATION,
+                  "MPI_Comm_split for group " + std::to_string(g) +
+                      " failed: " + mpiErrorString(code));
     }
     self->groups.push_back(comm);
     if (comm == MPI_COMM_NULL)
@@ -212,21 +215,22 @@ std::unique_ptr<MpiComm> MpiComm::create(const MpiCommConfig &config,
   int failed = local.empty() ? 0 : 1;
   if (int code = MPI_Allreduce(MPI_IN_PLACE, &failed, 1, MPI_INT, MPI_MAX,
                                self->world)) {
-    error = "MPI_Allreduce of the group check failed: " + mpiErrorString(code);
-    return nullptr;
+    return fail(LOOM_ERROR_COMMUNICATION,
+                "MPI_Allreduce of the group check failed: " +
+                    mpiErrorString(code));
   }
   if (failed) {
-    error =
-        local.empty() ? "another rank's groups do not match its grid" : local;
-    return nullptr;
+    return fail(LOOM_ERROR_INVALID_ARGUMENT,
+                local.empty() ? "another rank's groups do not match its grid"
+                              : local);
   }
 
   MPI_User_function *bf16Functions[3] = {bf16Sum, bf16Max, bf16Min};
   for (int k = 0; k < 3; ++k)
     if (int code =
             MPI_Op_create(bf16Functions[k], /*commute=*/1, &self->bf16Ops[k])) {
-      error = "MPI_Op_create failed: " + mpiErrorString(code);
-      return nullptr;
+      return fail(LOOM_ERROR_COMMUNICATION,
+                  "MPI_Op_create failed: " + mpiErrorString(code));
     }
 
   fillCommTable(self->table, self.get());

@@ -30,6 +30,7 @@
 #define LOOM_RUNTIME_CPU_COMM_MPICOMM_H
 
 #include "CommTable.h"
+#include "Status.h"
 #include "loom/loom_program.h"
 
 #include <mpi.h>
@@ -66,11 +67,12 @@ class MpiComm {
 public:
   /// Sets up the communicators of `config`. Collective over `config.world`:
   /// every rank of it calls create, whatever its stage, and the ranks of a
-  /// stage pass the same grid and groups. Returns null and sets `error` on
-  /// invalid input or an MPI error. MPI must be initialized; destroy the
-  /// MpiComm before MPI_Finalize.
+  /// stage pass the same grid and groups. Returns null and sets `status`
+  /// on invalid input (an invalid argument) or an MPI error (a
+  /// communication error). MPI must be initialized; destroy the MpiComm
+  /// before MPI_Finalize.
   static std::unique_ptr<MpiComm> create(const MpiCommConfig &config,
-                                         std::string &error);
+                                         Status &status);
   ~MpiComm();
   MpiComm(const MpiComm &) = delete;
   MpiComm &operator=(const MpiComm &) = delete;

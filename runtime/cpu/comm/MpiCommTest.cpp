@@ -26,6 +26,7 @@
 
 using loom::rt::MpiComm;
 using loom::rt::MpiCommConfig;
+using loom::rt::Status;
 using namespace loom::rt::commtest;
 
 namespace {
@@ -79,9 +80,9 @@ void checkCollectives() {
   config.gridShape = kGrid;
   config.gridRanks = kGridRanks;
   config.groups = kGroups;
-  std::string error;
-  std::unique_ptr<MpiComm> mpi = MpiComm::create(config, error);
-  expect(mpi != nullptr, "create: " + error);
+  Status created;
+  std::unique_ptr<MpiComm> mpi = MpiComm::create(config, created);
+  expect(mpi != nullptr, "create: " + created.message());
   if (!mpi)
     return;
   const loom_comm *comm = mpi->comm();
@@ -265,9 +266,9 @@ void checkStages() {
   config.gridRanks = first ? std::vector<int>{2, 0} : std::vector<int>{1, 3};
   config.groups = first ? std::vector<std::vector<int16_t>>{{0}}
                         : std::vector<std::vector<int16_t>>{{}, {0}};
-  std::string error;
-  std::unique_ptr<MpiComm> mpi = MpiComm::create(config, error);
-  expect(mpi != nullptr, "create (stages): " + error);
+  Status created;
+  std::unique_ptr<MpiComm> mpi = MpiComm::create(config, created);
+  expect(mpi != nullptr, "create (stages): " + created.message());
   if (!mpi)
     return;
   const loom_comm *comm = mpi->comm();
@@ -331,14 +332,16 @@ void checkBadConfig() {
   config.gridShape = kGrid;
   config.gridRanks = {1, 1, 2, 3};
   config.groups = kGroups;
-  std::string error;
-  std::unique_ptr<MpiComm> mpi = MpiComm::create(config, error);
+  Status created;
+  std::unique_ptr<MpiComm> mpi = MpiComm::create(config, created);
   expect(mpi == nullptr, "create with a bad grid succeeds");
   std::string want = worldRank == 0 ? "world rank 0 is not in its stage's grid"
                      : worldRank == 1 ? "world rank 1 is listed twice"
                                       : "another rank's";
-  expect(error.find(want) == 0,
-         "bad grid: '" + error + "', want '" + want + "...'");
+  // A bad configuration is the caller's argument, not MPI's failure.
+  expect(created.message().find(want) == 0 &&
+             created.code() == LOOM_ERROR_INVALID_ARGUMENT,
+         "bad grid: '" + created.message() + "', want '" + want + "...'");
 }
 
 } // namespace

@@ -48,13 +48,13 @@ public:
         return invalidArgument(
             "the artifact runs on " + std::to_string(artifact.worldSize()) +
             " ranks, but MPI started " + std::to_string(size));
-      std::string message;
+      Status status;
       rank->mpi =
           MpiComm::create(MpiCommConfig::forStageGrid(
                               worldRank, artifact.gridShape, artifact.groups),
-                          message);
+                          status);
       if (!rank->mpi)
-        return communicationError(message);
+        return status;
     }
     out = std::move(rank);
     return Status();

@@ -72,14 +72,27 @@ std::string agree(MPI_Comm world, const std::string &local,
 
 std::unique_ptr<NcclComm> NcclComm::create(const NcclCommConfig &config,
                                            cudaStream_t stream,
-                                           std::string &error) {
+                                           rt::Status &status) {
   std::vector<int64_t> coords;
   {
-    std::unique_ptr<rt::MpiComm> mpi = rt::MpiComm::create(config, error);
+    std::unique_ptr<rt::MpiComm> mpi = rt::MpiComm::create(config, status);
     if (!mpi)
       return nullptr;
     coords = mpi->coordinates();
   }
+  // From here on every failure is NCCL's, MPI's or CUDA's: the
+  // communicator's.
+  std::string error;
+  std::unique_ptr<NcclComm> self = setUp(config, stream, coords, error);
+  if (!self)
+    status = rt::communicationError(error);
+  return self;
+}
+
+std::unique_ptr<NcclComm> NcclComm::setUp(const NcclCommConfig &config,
+                                          cudaStream_t stream,
+                                          std::vector<int64_t> coords,
+                                          std::string &error) {
   std::unique_ptr<NcclComm> self(new NcclComm());
   self->coords = std::move(coords);
   self->groupAxes = config.groups;

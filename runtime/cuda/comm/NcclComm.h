@@ -103,9 +103,10 @@ public:
   /// callbacks expect it to stay current) and creates the communication
   /// stream there. The callbacks are ordered with `stream`, which must
   /// belong to that device and outlive the NcclComm. Returns null and sets
-  /// `error` on failure. MPI must be initialized.
+  /// `status` on failure (MpiComm's for the configuration, else a
+  /// communication error). MPI must be initialized.
   static std::unique_ptr<NcclComm>
-  create(const NcclCommConfig &config, cudaStream_t stream, std::string &error);
+  create(const NcclCommConfig &config, cudaStream_t stream, rt::Status &status);
   /// Issues the queued sends and destroys the communicators (ncclCommDestroy
   /// waits for what is in flight), or only lets go of them once aborted;
   /// then (as a member) the communication stream and its events.
@@ -132,6 +133,12 @@ public:
   std::string synchronize(double timeoutSeconds);
 
 private:
+  /// create() past the configuration check: the NCCL communicators of this
+  /// rank at `coords`; null and `error` on failure.
+  static std::unique_ptr<NcclComm> setUp(const NcclCommConfig &config,
+                                         cudaStream_t stream,
+                                         std::vector<int64_t> coords,
+                                         std::string &error);
   NcclComm() = default;
 
   /// Records `message` as the last error; returns LOOM_ERROR_COMMUNICATION.

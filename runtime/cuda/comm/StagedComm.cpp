@@ -37,10 +37,14 @@ int32_t StagedComm::start(const char *call, int32_t slot, int32_t group,
 
 std::unique_ptr<StagedComm> StagedComm::create(const StagedCommConfig &config,
                                                cudaStream_t stream,
-                                               std::string &error) {
-  if (!config.host || !config.hostError) {
-    error = "StagedComm needs a host communicator and its error function";
+                                               rt::Status &status) {
+  auto fail = [&status](loom_status_code code, std::string message) {
+    status = rt::Status(code, std::move(message));
     return nullptr;
+  };
+  if (!config.host || !config.hostError) {
+    return fail(LOOM_ERROR_INVALID_ARGUMENT,
+                "StagedComm needs a host communicator and its error function");
   }
   std::unique_ptr<StagedComm> self(new StagedComm());
   int64_t gridRank = static_cast<int64_t>(config.gridShape.size());
@@ -48,10 +52,10 @@ std::unique_ptr<StagedComm> StagedComm::create(const StagedCommConfig &config,
     int64_t members = 1;
     for (int16_t axis : config.groups[g]) {
       if (axis < 0 || axis >= gridRank) {
-        error = "group " + std::to_string(g) + " names axis " +
-                std::to_string(axis) + " of a " + std::to_string(gridRank) +
-                "-d grid";
-        return nullptr;
+        return fail(LOOM_ERROR_INVALID_ARGUMENT,
+                    "group " + std::to_string(g) + " names axis " +
+                        std::to_string(axis) + " of a " +
+                        std::to_string(gridRank) + "-d grid");
       }
       members *= config.gridShape[axis];
     }

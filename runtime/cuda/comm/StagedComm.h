@@ -35,6 +35,7 @@
 #define LOOM_RUNTIME_CUDA_COMM_STAGEDCOMM_H
 
 #include "CommTable.h"
+#include "Status.h"
 #include "loom/loom_program.h"
 
 #include <cuda_runtime.h>
@@ -63,13 +64,13 @@ struct StagedCommConfig {
 
 class StagedComm {
 public:
-  /// Returns null and sets `error` when `config` lacks the host
-  /// communicator or its error function, or a group names an axis outside
-  /// the grid. The callbacks copy on `stream`, which must outlive the
-  /// StagedComm.
+  /// Returns null and sets `status` (an invalid argument) when `config`
+  /// lacks the host communicator or its error function, or a group names
+  /// an axis outside the grid. The callbacks copy on `stream`, which must
+  /// outlive the StagedComm.
   static std::unique_ptr<StagedComm> create(const StagedCommConfig &config,
                                             cudaStream_t stream,
-                                            std::string &error);
+                                            rt::Status &status);
   ~StagedComm();
   StagedComm(const StagedComm &) = delete;
   StagedComm &operator=(const StagedComm &) = delete;

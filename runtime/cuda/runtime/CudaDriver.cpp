@@ -167,18 +167,19 @@ private:
         rt::MpiCommConfig::forStageGrid(worldRank, a.gridShape, a.groups);
     cudaStream_t stream = rank.gpu.stream();
     if (comm == LOOM_COMM_STAGED) {
-      rank.hostComm = rt::MpiComm::create(config, message);
+      Status created;
+      rank.hostComm = rt::MpiComm::create(config, created);
       if (!rank.hostComm)
-        return rt::communicationError(message);
+        return created;
       StagedCommConfig staged;
       staged.host = rank.hostComm->comm();
       rt::MpiComm *host = rank.hostComm.get();
       staged.hostError = [host] { return host->lastError(); };
       staged.gridShape = config.gridShape;
       staged.groups = config.groups;
-      rank.staged = StagedComm::create(staged, stream, message);
+      rank.staged = StagedComm::create(staged, stream, created);
       if (!rank.staged)
-        return rt::communicationError(message);
+        return created;
       rank.table = rank.staged->comm();
       rank.name = "staged";
     }
@@ -187,9 +188,10 @@ private:
       NcclCommConfig nccl;
       static_cast<rt::MpiCommConfig &>(nccl) = config;
       nccl.device = device;
-      rank.nccl = NcclComm::create(nccl, stream, message);
+      Status created;
+      rank.nccl = NcclComm::create(nccl, stream, created);
       if (!rank.nccl)
-        return rt::communicationError(message);
+        return created;
       NcclComm *channel = rank.nccl.get();
       double timeout = options.timeout_seconds;
       // The watchdog's verdict is the communicator's.
