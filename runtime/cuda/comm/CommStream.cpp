@@ -2,14 +2,19 @@
 
 #include "CommStream.h"
 
+#include "Status.h"
+
 namespace loom::cuda_rt {
 namespace {
 
-/// "" or "`what` failed: <CUDA's text>".
-std::string check(cudaError_t code, const std::string &what) {
+/// "" or "`what` failed: <CUDA's text> (CommStream.cpp:<the caller's
+/// line>)".
+std::string check(cudaError_t code, const std::string &what,
+                  int line = __builtin_LINE()) {
   if (code == cudaSuccess)
     return "";
-  return what + " failed: " + cudaGetErrorString(code);
+  return what + " failed: " + cudaGetErrorString(code) +
+         rt::foreignWhere(__FILE__, line);
 }
 
 /// Makes stream `to` wait for the work enqueued on `from` so far, through

@@ -12,6 +12,11 @@
 namespace loom::cuda_rt {
 namespace {
 
+/// CUDA's text for `code` and where the failed call is (the caller's line).
+std::string cudaText(cudaError_t code, int line = __builtin_LINE()) {
+  return cudaGetErrorString(code) + rt::foreignWhere(__FILE__, line);
+}
+
 /// Where the receive blocks start after `sendBytes` of send blocks.
 size_t receiveOffset(size_t sendBytes) { return (sendBytes + 63) / 64 * 64; }
 
@@ -138,8 +143,7 @@ int32_t StagedComm::reserve(const char *call, size_t bytes) {
   void *pinned = nullptr;
   if (cudaError_t code = cudaMallocHost(&pinned, bytes))
     return failWith(std::string(call) + ": cudaMallocHost of " +
-                    std::to_string(bytes) +
-                    " bytes failed: " + cudaGetErrorString(code));
+                    std::to_string(bytes) + " bytes failed: " + cudaText(code));
   staging = static_cast<unsigned char *>(pinned);
   stagingBytes = bytes;
   return 0;
@@ -151,14 +155,13 @@ int32_t StagedComm::download(const char *call, const void *from, size_t bytes,
     return 0;
   if (cudaError_t code = cudaMemcpyAsync(staging + offset, from, bytes,
                                          cudaMemcpyDeviceToHost, stream))
-    return failWith(
-        std::string(call) +
-        ": cudaMemcpyAsync to the host failed: " + cudaGetErrorString(code));
+    return failWith(std::string(call) +
+                    ": cudaMemcpyAsync to the host failed: " + cudaText(code));
   if (cudaError_t code = cudaStreamSynchronize(stream))
     return failWith(std::string(call) +
                     ": cudaStreamSynchronize after the copy to the host "
                     "failed: " +
-                    cudaGetErrorString(code));
+                    cudaText(code));
   return 0;
 }
 
@@ -170,13 +173,13 @@ int32_t StagedComm::upload(const char *call, void *to, size_t bytes,
                                          cudaMemcpyHostToDevice, stream))
     return failWith(
         std::string(call) +
-        ": cudaMemcpyAsync to the device failed: " + cudaGetErrorString(code));
+        ": cudaMemcpyAsync to the device failed: " + cudaText(code));
   // The staging area is reused by the next callback.
   if (cudaError_t code = cudaStreamSynchronize(stream))
     return failWith(std::string(call) +
                     ": cudaStreamSynchronize after the copy to the device "
                     "failed: " +
-                    cudaGetErrorString(code));
+                    cudaText(code));
   return 0;
 }
 
@@ -280,8 +283,7 @@ int32_t StagedComm::recv(int32_t peer, int32_t tag, void *buf, int64_t count,
 
 std::string StagedComm::synchronize(double) {
   if (cudaError_t code = cudaStreamSynchronize(stream))
-    return std::string("cudaStreamSynchronize failed: ") +
-           cudaGetErrorString(code);
+    return std::string("cudaStreamSynchronize failed: ") + cudaText(code);
   return "";
 }
 
