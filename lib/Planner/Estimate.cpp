@@ -698,7 +698,10 @@ llvm::Expected<Estimate> PlanEvaluator::estimate(const ParallelPlan &plan,
     // The slowest stage's devices: their busy time less compute is exposed
     // communication, the rest of the pipelined time is bubble.
     double busy = estimate.pipeline.rankCompute[bottleneck - stages.begin()];
-    estimate.exposedComm = busy - double(m) * bottleneck->compute + dpComm;
+    // busy >= m * compute by construction; the difference of the two sums
+    // can round below zero when nothing is exposed (ZeRO-3, no TP).
+    estimate.exposedComm =
+        std::max(0.0, busy - double(m) * bottleneck->compute) + dpComm;
     estimate.bubble = estimate.pipeline.pipelineTime - busy;
     estimate.stepTime = estimate.pipeline.stepTime;
   } else {
