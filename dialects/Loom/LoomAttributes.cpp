@@ -183,7 +183,7 @@ LogicalResult verifyModuleAttribute(ModuleOp module, NamedAttribute attr) {
              << "`" << kScheduleAttr << "` must be a dictionary";
     return success();
   }
-  if (name == "loom.groups") {
+  if (name == kGroupsAttr) {
     auto groups = dyn_cast<ArrayAttr>(value);
     if (!groups || !llvm::all_of(groups, [](Attribute group) {
           auto axes = dyn_cast<DenseI64ArrayAttr>(group);
@@ -212,12 +212,12 @@ LogicalResult verifyFunctionAttribute(Operation *fn, NamedAttribute attr) {
                   "backward_input | backward_weight | optimizer}");
     return success();
   }
-  if (name == "loom.optimizer") {
+  if (name == kOptimizerAttr) {
     if (!isa<DictionaryAttr>(value))
       return fail("must be a dictionary");
     return success();
   }
-  if (name == "loom.args" || name == "loom.results") {
+  if (name == kArgsAttr || name == kResultsAttr) {
     auto list = dyn_cast<ArrayAttr>(value);
     if (!list || !llvm::all_of(list, [](Attribute entry) {
           auto dict = dyn_cast<DictionaryAttr>(entry);
@@ -226,12 +226,12 @@ LogicalResult verifyFunctionAttribute(Operation *fn, NamedAttribute attr) {
       return fail("must be an array of {type, attrs} dictionaries");
     return success();
   }
-  if (name == "loom.workspace_bytes" || name == "loom.peak_live_bytes") {
+  if (name == kWorkspaceBytesAttr || name == kPeakLiveBytesAttr) {
     if (!isNonNegativeInteger(value))
       return fail("must be a non-negative integer");
     return success();
   }
-  if (name == "loom.target") {
+  if (name == kTargetAttr) {
     if (!isa<StringAttr>(value))
       return fail("must be a string");
     return success();
@@ -265,7 +265,7 @@ LogicalResult verifyValueAttribute(Operation *op, Type type,
       return fail("must be an array of stage numbers");
     return success();
   }
-  if (name == "loom.split_axes") {
+  if (name == kSplitAxesAttr) {
     auto tensor = dyn_cast<RankedTensorType>(type);
     if (!tensor)
       return fail("is on a value that is not a ranked tensor");
@@ -338,7 +338,7 @@ LogicalResult LoomDialect::verifyOperationAttribute(Operation *op,
                   "reduce_scatter or all_gather");
     return success();
   }
-  if (name == "loom.partial_axes") {
+  if (name == kPartialAxesAttr) {
     auto axes = dyn_cast<DenseI64ArrayAttr>(value);
     llvm::SmallSet<int64_t, 4> seen;
     if (!axes || !llvm::all_of(axes.asArrayRef(), [&](int64_t a) {

@@ -173,7 +173,7 @@ private:
                                    b.getFunctionType(argTypes, resultTypes));
     fn.setAllArgAttrs(argAttrs);
     fn.setAllResultAttrs(resultAttrs);
-    fn->setAttr("loom.optimizer", optimizerAttr(b));
+    fn->setAttr(kOptimizerAttr, optimizerAttr(b));
     Block *entry = fn.addEntryBlock();
     b.setInsertionPointToStart(entry);
 

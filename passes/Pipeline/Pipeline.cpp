@@ -187,7 +187,7 @@ struct PipelinePass : impl::LoomPipelineBase<PipelinePass> {
           double(sched::peakInFlight(*kind, stages, microBatches, virtualStages,
                                      s % stages)) /
           virtualStages);
-    auto optimizer = step->getAttrOfType<DictionaryAttr>("loom.optimizer");
+    auto optimizer = step->getAttrOfType<DictionaryAttr>(kOptimizerAttr);
     auto optimizerKind =
         optimizer ? optimizer.getAs<StringAttr>("kind") : StringAttr();
     double stateCopies =
