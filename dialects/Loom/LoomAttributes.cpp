@@ -11,7 +11,8 @@
 //                 stage), loom.tied_gradient (unit, on loom.add only),
 //                 loom.attention_core (unit), loom.mask_split_axes,
 //                 loom.mask_grid, loom.mask_micro_batches (>= 1),
-//                 loom.partial_axes (distinct axes >= 0)
+//                 loom.partial_axes (distinct axes >= 0), loom.layer
+//                 (i64 >= 0)
 //   on a module   loom.state (consistent with loom.pipeline and
 //                 loom.schedule), loom.pipeline (its whole dictionary),
 //                 loom.schedule, loom.groups
@@ -19,7 +20,8 @@
 //                 loom.args, loom.results, loom.workspace_bytes,
 //                 loom.peak_live_bytes, loom.target
 //   on arguments  loom.name, loom.role (a known role), loom.grad_of,
-//   and results   loom.value, loom.tied_stages, loom.split_axes (one list
+//   and results   loom.layer (i64 >= 0), loom.value, loom.tied_stages,
+//   loom.split_axes (one list
 //                 of distinct axes per dimension of a ranked tensor, each
 //                 axis on the module's grid when it has one)
 //
@@ -260,6 +262,11 @@ LogicalResult verifyValueAttribute(Operation *op, Type type,
                   "activation_grad, saved, accumulator");
     return success();
   }
+  if (name == kLayerAttr) {
+    if (!isNonNegativeInteger(value))
+      return fail("must be a non-negative integer layer");
+    return success();
+  }
   if (name == kTiedStagesAttr) {
     if (!isIndexArray(value))
       return fail("must be an array of stage numbers");
@@ -294,6 +301,11 @@ LogicalResult LoomDialect::verifyOperationAttribute(Operation *op,
   if (name == kStageAttr) {
     if (!isNonNegativeInteger(value))
       return fail("must be a non-negative integer stage");
+    return success();
+  }
+  if (name == kLayerAttr) {
+    if (!isNonNegativeInteger(value))
+      return fail("must be a non-negative integer layer");
     return success();
   }
   if (name == kBackwardAttr) {

@@ -26,6 +26,13 @@ constexpr llvm::StringLiteral kGradOfAttr = "loom.grad_of";
 /// step, data or loss.
 constexpr llvm::StringLiteral kRoleAttr = "loom.role";
 
+/// The transformer layer (i64 >= 0) of a parameter argument (and of its
+/// gradient, moments and updated value) and of the forward ops the
+/// importer built for that layer: what the pipeline's stages and the
+/// planner's repeated layers are made of. Ops and arguments outside every
+/// layer (the embedding, the head) have none.
+constexpr llvm::StringLiteral kLayerAttr = "loom.layer";
+
 /// A unit attribute on the ops `--loom-decompose-attention` creates for the
 /// core of attention (the scores matmul, softmax, dropout and the output
 /// matmul): what selective activation recomputation recomputes instead of

@@ -22,17 +22,25 @@ namespace loom {
 FailureOr<ForwardItems> findForwardItems(func::FuncOp forward) {
   Block &body = forward.getBody().front();
   ForwardItems items;
+  // The importers mark each layer's parameters (loom.layer); IR written
+  // without the marks has the layer in the parameters' names.
+  bool marked = llvm::any_of(forward.getArguments(), [&](BlockArgument arg) {
+    return forward.getArgAttr(arg.getArgNumber(), kLayerAttr);
+  });
   std::vector<int> argLayer;
   for (unsigned i = 0; i < forward.getNumArguments(); ++i) {
+    auto layer = forward.getArgAttrOfType<IntegerAttr>(i, kLayerAttr);
     auto name = forward.getArgAttrOfType<StringAttr>(i, kNameAttr);
-    argLayer.push_back(name ? autoshard::layerOfName(name.getValue()) : -1);
+    argLayer.push_back(marked ? (layer ? int(layer.getInt()) : -1)
+                       : name ? autoshard::layerOfName(name.getValue())
+                              : -1);
     items.numLayers = std::max(items.numLayers, argLayer.back() + 1);
   }
   if (items.numLayers == 0)
     return forward.emitError(
-        "--loom-pipeline: no argument names a transformer layer "
-        "(`h.<i>.`, `layers.<i>.`, `blocks.<i>.`), so there is nothing to "
-        "cut into stages");
+        "--loom-pipeline: no argument is marked with a transformer layer "
+        "(`loom.layer`) or names one (`h.<i>.`, `layers.<i>.`, "
+        "`blocks.<i>.`), so there is nothing to cut into stages");
   int last = items.numLayers - 1;
 
   // A cast of an argument (a weight's bf16 copy under mixed precision)
