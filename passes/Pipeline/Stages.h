@@ -1,9 +1,10 @@
 //===- Stages.h - Which pipeline stage runs each forward op -----*- C++ -*-===//
 //
 // A transformer's forward pass is a chain of items: the embedding, the
-// layers (numbered by their parameters' names, `h.<i>.` / `layers.<i>.`)
-// and the head. Pipeline stages are contiguous ranges of items; this file
-// finds each op's item and chooses the ranges.
+// layers (numbered by the `loom.layer` the importers put on their
+// parameters; in IR written without it, by the names, `h.<i>.` /
+// `layers.<i>.`) and the head. Pipeline stages are contiguous ranges of items;
+// this file finds each op's item and chooses the ranges.
 //
 //===----------------------------------------------------------------------===//
 
@@ -32,7 +33,7 @@ struct ForwardItems {
 
 /// The items of `forward`'s ops. An op of layer i depends on layer i's
 /// parameters and on no deeper layer's, so items never decrease along the
-/// dataflow. Fails when no argument names a layer.
+/// dataflow. Fails when no argument is marked with or names a layer.
 mlir::FailureOr<ForwardItems> findForwardItems(mlir::func::FuncOp forward);
 
 /// What each item costs one device, for the stage DP: forward and backward
