@@ -546,8 +546,10 @@ double closedFormPipeline(llvm::ArrayRef<Stage> stages,
 
 PlanEvaluator::PlanEvaluator(MLIRContext &context, const ModelConfig &config,
                              const ClusterSpec &cluster,
-                             const TrainingSetup &setup)
-    : context(context), config(config), cluster(cluster), setup(setup) {}
+                             const TrainingSetup &setup,
+                             ProgramBuilder buildProgram)
+    : context(context), config(config), cluster(cluster), setup(setup),
+      buildProgram(std::move(buildProgram)) {}
 
 PlanEvaluator::~PlanEvaluator() = default;
 
@@ -556,7 +558,7 @@ PlanEvaluator::modelCosts(int64_t tp, int64_t microBatch, int64_t cp) {
   auto &slot = cache[{tp, microBatch, cp}];
   if (!slot) {
     auto costs = detail::costModel(context, config, cluster.device, tp,
-                                   microBatch, cp, setup);
+                                   microBatch, cp, setup, buildProgram);
     if (!costs) {
       cache.erase({tp, microBatch, cp});
       return costs.takeError();
@@ -734,12 +736,12 @@ llvm::Expected<Estimate> PlanEvaluator::estimate(const ParallelPlan &plan,
   return estimate;
 }
 
-llvm::Expected<Estimate> estimatePlan(MLIRContext &context,
-                                      const ModelConfig &config,
-                                      const ClusterSpec &cluster,
-                                      const ParallelPlan &plan,
-                                      const TrainingSetup &setup) {
-  return PlanEvaluator(context, config, cluster, setup).estimate(plan);
+llvm::Expected<Estimate>
+estimatePlan(MLIRContext &context, const ModelConfig &config,
+             const ClusterSpec &cluster, const ParallelPlan &plan,
+             const TrainingSetup &setup, ProgramBuilder buildProgram) {
+  return PlanEvaluator(context, config, cluster, setup, std::move(buildProgram))
+      .estimate(plan);
 }
 
 } // namespace loom::plan
