@@ -4,7 +4,7 @@
 # with CUDA and loom-cuda-probe finds a device, `torch` when Debian's
 # /usr/bin/python3 imports torch (python3-torch; utils/run-tests.sh
 # installs it), `onnx` when it imports onnx (python3-onnx, which builds the
-# ONNX importer's small test graphs). Substitutions: %examples, %reference (the PyTorch reference
+# ONNX importer's small test graphs). Substitutions: %loom_src (the source tree), %examples, %reference (the PyTorch reference
 # scripts in test/reference) and %python (/usr/bin/python3: Debian's Python
 # packages install for it, whatever python3 comes first on PATH) and
 # %mpirun (mpirun allowed to oversubscribe the cores, and to run as root).
@@ -27,6 +27,7 @@ config.excludes = [
 config.substitutions.append(("%examples", os.path.join(config.loom_src_root, "examples")))
 config.substitutions.append(("%reference", os.path.join(config.loom_src_root, "test", "reference")))
 config.substitutions.append(("%python", "/usr/bin/python3"))
+config.substitutions.append(("%loom_src", config.loom_src_root))
 
 llvm_config.with_system_environment(["HOME", "PATH"])
 llvm_config.use_default_substitutions()

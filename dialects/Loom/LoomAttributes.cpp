@@ -11,7 +11,8 @@
 //                 stage), loom.tied_gradient (unit, on loom.add only),
 //                 loom.attention_core (unit), loom.mask_split_axes,
 //                 loom.mask_grid, loom.mask_micro_batches (>= 1),
-//                 loom.partial_axes (distinct axes >= 0)
+//                 loom.partial_axes (distinct axes >= 0), loom.layer
+//                 (i64 >= 0)
 //   on a module   loom.state (consistent with loom.pipeline and
 //                 loom.schedule), loom.pipeline (its whole dictionary),
 //                 loom.schedule, loom.groups
@@ -19,7 +20,8 @@
 //                 loom.args, loom.results, loom.workspace_bytes,
 //                 loom.peak_live_bytes, loom.target
 //   on arguments  loom.name, loom.role (a known role), loom.grad_of,
-//   and results   loom.value, loom.tied_stages, loom.split_axes (one list
+//   and results   loom.layer (i64 >= 0), loom.value, loom.tied_stages,
+//   loom.split_axes (one list
 //                 of distinct axes per dimension of a ranked tensor, each
 //                 axis on the module's grid when it has one)
 //
@@ -183,7 +185,7 @@ LogicalResult verifyModuleAttribute(ModuleOp module, NamedAttribute attr) {
              << "`" << kScheduleAttr << "` must be a dictionary";
     return success();
   }
-  if (name == "loom.groups") {
+  if (name == kGroupsAttr) {
     auto groups = dyn_cast<ArrayAttr>(value);
     if (!groups || !llvm::all_of(groups, [](Attribute group) {
           auto axes = dyn_cast<DenseI64ArrayAttr>(group);
@@ -212,12 +214,12 @@ LogicalResult verifyFunctionAttribute(Operation *fn, NamedAttribute attr) {
                   "backward_input | backward_weight | optimizer}");
     return success();
   }
-  if (name == "loom.optimizer") {
+  if (name == kOptimizerAttr) {
     if (!isa<DictionaryAttr>(value))
       return fail("must be a dictionary");
     return success();
   }
-  if (name == "loom.args" || name == "loom.results") {
+  if (name == kArgsAttr || name == kResultsAttr) {
     auto list = dyn_cast<ArrayAttr>(value);
     if (!list || !llvm::all_of(list, [](Attribute entry) {
           auto dict = dyn_cast<DictionaryAttr>(entry);
@@ -226,12 +228,12 @@ LogicalResult verifyFunctionAttribute(Operation *fn, NamedAttribute attr) {
       return fail("must be an array of {type, attrs} dictionaries");
     return success();
   }
-  if (name == "loom.workspace_bytes" || name == "loom.peak_live_bytes") {
+  if (name == kWorkspaceBytesAttr || name == kPeakLiveBytesAttr) {
     if (!isNonNegativeInteger(value))
       return fail("must be a non-negative integer");
     return success();
   }
-  if (name == "loom.target") {
+  if (name == kTargetAttr) {
     if (!isa<StringAttr>(value))
       return fail("must be a string");
     return success();
@@ -260,12 +262,17 @@ LogicalResult verifyValueAttribute(Operation *op, Type type,
                   "activation_grad, saved, accumulator");
     return success();
   }
+  if (name == kLayerAttr) {
+    if (!isNonNegativeInteger(value))
+      return fail("must be a non-negative integer layer");
+    return success();
+  }
   if (name == kTiedStagesAttr) {
     if (!isIndexArray(value))
       return fail("must be an array of stage numbers");
     return success();
   }
-  if (name == "loom.split_axes") {
+  if (name == kSplitAxesAttr) {
     auto tensor = dyn_cast<RankedTensorType>(type);
     if (!tensor)
       return fail("is on a value that is not a ranked tensor");
@@ -294,6 +301,11 @@ LogicalResult LoomDialect::verifyOperationAttribute(Operation *op,
   if (name == kStageAttr) {
     if (!isNonNegativeInteger(value))
       return fail("must be a non-negative integer stage");
+    return success();
+  }
+  if (name == kLayerAttr) {
+    if (!isNonNegativeInteger(value))
+      return fail("must be a non-negative integer layer");
     return success();
   }
   if (name == kBackwardAttr) {
@@ -338,7 +350,7 @@ LogicalResult LoomDialect::verifyOperationAttribute(Operation *op,
                   "reduce_scatter or all_gather");
     return success();
   }
-  if (name == "loom.partial_axes") {
+  if (name == kPartialAxesAttr) {
     auto axes = dyn_cast<DenseI64ArrayAttr>(value);
     llvm::SmallSet<int64_t, 4> seen;
     if (!axes || !llvm::all_of(axes.asArrayRef(), [&](int64_t a) {

@@ -26,6 +26,13 @@ constexpr llvm::StringLiteral kGradOfAttr = "loom.grad_of";
 /// step, data or loss.
 constexpr llvm::StringLiteral kRoleAttr = "loom.role";
 
+/// The transformer layer (i64 >= 0) of a parameter argument (and of its
+/// gradient, moments and updated value) and of the forward ops the
+/// importer built for that layer: what the pipeline's stages and the
+/// planner's repeated layers are made of. Ops and arguments outside every
+/// layer (the embedding, the head) have none.
+constexpr llvm::StringLiteral kLayerAttr = "loom.layer";
+
 /// A unit attribute on the ops `--loom-decompose-attention` creates for the
 /// core of attention (the scores matmul, softmax, dropout and the output
 /// matmul): what selective activation recomputation recomputes instead of
@@ -76,6 +83,34 @@ constexpr llvm::StringLiteral kTiedStagesAttr = "loom.tied_stages";
 /// (`--loom-overlap-collectives`): the lowering starts its transfer where it
 /// stands and waits for it just before the first op that reads its result.
 constexpr llvm::StringLiteral kOverlapAttr = "loom.overlap";
+/// Sharding (`--loom-auto-shard`, `--loom-partition`). On an argument or
+/// result: a tensor's split axes in `shard.sharding`'s order, e.g.
+/// `loom.split_axes = [[0], [], [1]]`: one list of mesh axes per dimension,
+/// major axis first; trailing dimensions may be left out (not split). On an
+/// argument of the function --loom-auto-shard plans it pins that
+/// argument's layout; the partitioner marks the layout of partitioned
+/// arguments and results with it. On a `shard.shard`: the mesh axes its
+/// value holds partial sums over (upstream `shard` has no partial state on
+/// values).
+constexpr llvm::StringLiteral kSplitAxesAttr = "loom.split_axes";
+constexpr llvm::StringLiteral kPartialAxesAttr = "loom.partial_axes";
+
+/// On @train_step (`--loom-optimizer`): the optimizer and its
+/// hyperparameters, a dictionary {kind, lr, ...}.
+constexpr llvm::StringLiteral kOptimizerAttr = "loom.optimizer";
+
+/// The lowering (`--loom-lower-cpu`, `--loom-lower-cuda`). On a lowered
+/// function: its arguments' and results' buffers (kArgsAttr,
+/// kResultsAttr), its workspace and peak live bytes, and the backend whose
+/// kernels it calls (loom-compile copies it into plan.json's "backend");
+/// on the module: the communicator groups its collectives use.
+constexpr llvm::StringLiteral kArgsAttr = "loom.args";
+constexpr llvm::StringLiteral kResultsAttr = "loom.results";
+constexpr llvm::StringLiteral kWorkspaceBytesAttr = "loom.workspace_bytes";
+constexpr llvm::StringLiteral kPeakLiveBytesAttr = "loom.peak_live_bytes";
+constexpr llvm::StringLiteral kTargetAttr = "loom.target";
+constexpr llvm::StringLiteral kGroupsAttr = "loom.groups";
+
 /// On the module: how far the passes have taken the training step, so that
 /// every tool can tell whether it can execute it (checkExecutable).
 /// Absent: whole (@train_step as --loom-optimizer wrote it, perhaps

@@ -2,17 +2,17 @@
 //
 // Two steps, both linear in the size of the function:
 //
-// 1. Assign ops to layers. Arguments carry their layer in their name. An
-//    op's forward layer A is the deepest layer among the arguments it
-//    depends on (an op of layer i's forward pass depends on layers 0..i);
-//    its backward layer B is the deepest layer among the named results it
-//    reaches (a gradient op of layer i, or the update of a layer-i
-//    parameter, reaches results of layers 0..i only, while every forward op
-//    reaches the loss and through it every gradient). The op's layer is
-//    min(A, B): forward ops get A, gradient and optimizer ops get B. A
-//    function whose results carry no layer (a forward pass) uses A alone.
-//    Ops that depend on no layer (the embedding, constants) are outside
-//    every layer.
+// 1. Assign ops to layers. Arguments carry their layer (loom.layer, or in
+//    IR written without it, their name). An op's forward layer A is the
+//    deepest layer among the arguments it depends on (an op of layer i's
+//    forward pass depends on layers 0..i); its backward layer B is the
+//    deepest layer among the marked results it reaches (a gradient op of
+//    layer i, or the update of a layer-i parameter, reaches results of
+//    layers 0..i only, while every forward op reaches the loss and through
+//    it every gradient). The op's layer is min(A, B): forward ops get A,
+//    gradient and optimizer ops get B. A function whose results carry no
+//    layer (a forward pass) uses A alone. Ops that depend on no layer (the
+//    embedding, constants) are outside every layer.
 //
 // 2. Tie layers. A layer's members in order (its arguments, then its ops in
 //    block order) are compared with each earlier representative's: the same
@@ -121,9 +121,26 @@ private:
     Block &body = fn.getBody().front();
     std::vector<int> argLayer;
     int numLayers = 0;
+    // The importers mark each layer's parameters, and the passes their
+    // gradients, moments and updates (loom.layer); IR written without the
+    // marks has the layer in the names.
+    bool marked = false;
+    for (unsigned i = 0; i < fn.getNumArguments(); ++i)
+      marked |= static_cast<bool>(fn.getArgAttr(i, kLayerAttr));
+    auto layerOf = [&](DictionaryAttr attrs) {
+      if (!attrs)
+        return -1;
+      if (marked) {
+        auto layer = attrs.getAs<IntegerAttr>(kLayerAttr);
+        return layer ? int(layer.getInt()) : -1;
+      }
+      auto name = attrs.getAs<StringAttr>(kNameAttr);
+      if (!name)
+        name = attrs.getAs<StringAttr>(kGradOfAttr);
+      return name ? layerOfName(name.getValue()) : -1;
+    };
     for (unsigned i = 0; i < fn.getNumArguments(); ++i) {
-      auto name = fn.getArgAttrOfType<StringAttr>(i, kNameAttr);
-      argLayer.push_back(name ? layerOfName(name.getValue()) : -1);
+      argLayer.push_back(layerOf(fn.getArgAttrDict(i)));
       numLayers = std::max(numLayers, argLayer.back() + 1);
     }
     if (numLayers < 2)
@@ -148,10 +165,7 @@ private:
     std::vector<int> resultLayer;
     bool resultsHaveLayers = false;
     for (unsigned i = 0; i < fn.getNumResults(); ++i) {
-      auto name = fn.getResultAttrOfType<StringAttr>(i, kNameAttr);
-      if (!name)
-        name = fn.getResultAttrOfType<StringAttr>(i, kGradOfAttr);
-      resultLayer.push_back(name ? layerOfName(name.getValue()) : -1);
+      resultLayer.push_back(layerOf(fn.getResultAttrDict(i)));
       resultsHaveLayers |= resultLayer.back() >= 0;
     }
     llvm::DenseMap<Operation *, int> backward;

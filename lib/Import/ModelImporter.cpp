@@ -33,9 +33,12 @@ int64_t ParamSpec::numElements() const {
 
 SmallVector<ParamSpec> listParameters(const ModelConfig &c) {
   SmallVector<ParamSpec> params;
+  // The layer the parameters added belong to (-1: none), set by the loops
+  // over the layers.
+  int64_t layer = -1;
   auto add = [&](std::string name, SmallVector<int64_t, 2> shape,
                  InitKind init = InitKind::Normal) {
-    params.push_back({std::move(name), std::move(shape), init});
+    params.push_back({std::move(name), std::move(shape), init, layer});
   };
   constexpr InitKind zeros = InitKind::Zeros, ones = InitKind::Ones;
   int64_t h = c.hidden, aw = c.attentionWidth(),
@@ -44,6 +47,7 @@ SmallVector<ParamSpec> listParameters(const ModelConfig &c) {
     add("transformer.wte.weight", {c.vocab, h});
     add("transformer.wpe.weight", {c.maxPositions, h});
     for (int64_t l = 0; l < c.numLayers; ++l) {
+      layer = l;
       std::string p = "transformer.h." + std::to_string(l) + ".";
       add(p + "ln_1.weight", {h}, ones);
       add(p + "ln_1.bias", {h}, zeros);
@@ -58,6 +62,7 @@ SmallVector<ParamSpec> listParameters(const ModelConfig &c) {
       add(p + "mlp.c_proj.weight", {c.intermediate, h},
           InitKind::ResidualNormal);
       add(p + "mlp.c_proj.bias", {h}, zeros);
+      layer = -1;
     }
     add("transformer.ln_f.weight", {h}, ones);
     add("transformer.ln_f.bias", {h}, zeros);
@@ -67,6 +72,7 @@ SmallVector<ParamSpec> listParameters(const ModelConfig &c) {
     // GPTNeoXLayer registers its norms before attention and MLP.
     add("gpt_neox.embed_in.weight", {c.vocab, h});
     for (int64_t l = 0; l < c.numLayers; ++l) {
+      layer = l;
       std::string p = c.layerPrefix(l);
       add(p + "input_layernorm.weight", {h}, ones);
       add(p + "input_layernorm.bias", {h}, zeros);
@@ -82,6 +88,7 @@ SmallVector<ParamSpec> listParameters(const ModelConfig &c) {
       add(p + "mlp.dense_h_to_4h.bias", {c.intermediate}, zeros);
       add(p + "mlp.dense_4h_to_h.weight", {h, c.intermediate});
       add(p + "mlp.dense_4h_to_h.bias", {h}, zeros);
+      layer = -1;
     }
     add("gpt_neox.final_layer_norm.weight", {h}, ones);
     add("gpt_neox.final_layer_norm.bias", {h}, zeros);
@@ -92,6 +99,7 @@ SmallVector<ParamSpec> listParameters(const ModelConfig &c) {
   // Llama, Qwen2 and Mistral; Qwen2's q, k and v have biases.
   add("model.embed_tokens.weight", {c.vocab, h});
   for (int64_t l = 0; l < c.numLayers; ++l) {
+    layer = l;
     std::string p = c.layerPrefix(l);
     add(p + "self_attn.q_proj.weight", {aw, h});
     if (c.qkvBias)
@@ -108,6 +116,7 @@ SmallVector<ParamSpec> listParameters(const ModelConfig &c) {
     add(p + "mlp.down_proj.weight", {h, c.intermediate});
     add(p + "input_layernorm.weight", {h}, ones);
     add(p + "post_attention_layernorm.weight", {h}, ones);
+    layer = -1;
   }
   add("model.norm.weight", {h}, ones);
   if (!c.tieEmbeddings)
@@ -126,13 +135,35 @@ public:
       : b(builder), loc(loc), config(config), options(options),
         batch(options.microBatch), seq(seqLen), step(step) {}
 
-  /// Makes `value` (an f32 master weight) available under `name`, cast to
-  /// the compute type once.
-  void addParam(StringRef name, Value value) {
-    if (options.precision == Precision::BF16)
+  /// Makes `value` (an f32 master weight of `layer`, or -1) available under
+  /// `name`, cast to the compute type once.
+  void addParam(StringRef name, Value value, int64_t layer) {
+    if (options.precision == Precision::BF16) {
       value = CastOp::create(b, loc, value, b.getBF16Type());
+      if (layer >= 0)
+        value.getDefiningOp()->setAttr(kLayerAttr, b.getI64IntegerAttr(layer));
+    }
     params[name] = value;
   }
+
+  /// Marks the ops built while it lives as ops of layer `l` (kLayerAttr).
+  class LayerScope {
+  public:
+    LayerScope(OpBuilder &b, int64_t l)
+        : b(b), block(b.getInsertionBlock()), layer(l),
+          before(block->empty() ? nullptr : &block->back()) {}
+    ~LayerScope() {
+      auto it = before ? std::next(before->getIterator()) : block->begin();
+      for (Operation &op : llvm::make_range(it, block->end()))
+        op.setAttr(kLayerAttr, b.getI64IntegerAttr(layer));
+    }
+
+  private:
+    OpBuilder &b;
+    Block *block;
+    int64_t layer;
+    Operation *before;
+  };
 
   Value buildGPT2(Value tokens, Value labels);
   Value buildLlama(Value tokens, Value labels);
@@ -266,6 +297,7 @@ Value ForwardBuilder::buildGPT2(Value tokens, Value labels) {
   Value x = dropout(AddOp::create(b, loc, tok, pos), embdDrop);
 
   for (int64_t l = 0; l < config.numLayers; ++l) {
+    LayerScope scope(b, l);
     std::string p = "transformer.h." + std::to_string(l) + ".";
     // Attention: one fused projection, split into q, k, v, then heads.
     Value qkv = linear(layerNorm(x, p + "ln_1"), p + "attn.c_attn.weight",
@@ -314,6 +346,7 @@ Value ForwardBuilder::buildLlama(Value tokens, Value labels) {
   Value x =
       EmbeddingOp::create(b, loc, param("model.embed_tokens.weight"), tokens);
   for (int64_t l = 0; l < config.numLayers; ++l) {
+    LayerScope scope(b, l);
     std::string p = config.layerPrefix(l);
     Value hn = rmsNorm(x, p + "input_layernorm.weight");
     Value q = heads(projection(hn, p + "self_attn.q_proj"), config.numHeads);
@@ -355,6 +388,7 @@ Value ForwardBuilder::buildGPTNeoX(Value tokens, Value labels) {
   Value x =
       EmbeddingOp::create(b, loc, param("gpt_neox.embed_in.weight"), tokens);
   for (int64_t l = 0; l < config.numLayers; ++l) {
+    LayerScope scope(b, l);
     std::string p = config.layerPrefix(l);
     // query_key_value's output is [B, S, heads, 3 * head_dim]: each head's
     // q, k and v side by side.
@@ -457,8 +491,11 @@ importModel(MLIRContext &context, const ModelConfig &config,
   auto lossType = RankedTensorType::get({}, b.getF32Type());
   auto func = func::FuncOp::create(b, loc, "forward",
                                    b.getFunctionType(inputs, {lossType}));
-  for (auto [i, spec] : llvm::enumerate(specs))
+  for (auto [i, spec] : llvm::enumerate(specs)) {
     func.setArgAttr(i, kNameAttr, b.getStringAttr(spec.name));
+    if (spec.layer >= 0)
+      func.setArgAttr(i, kLayerAttr, b.getI64IntegerAttr(spec.layer));
+  }
   func.setArgAttr(specs.size(), kNameAttr, b.getStringAttr("tokens"));
   func.setArgAttr(specs.size() + 1, kNameAttr, b.getStringAttr("labels"));
   if (usesDropout)
@@ -469,7 +506,7 @@ importModel(MLIRContext &context, const ModelConfig &config,
   Value step = usesDropout ? entry->getArgument(specs.size() + 2) : Value();
   ForwardBuilder builder(b, loc, config, options, seq, step);
   for (auto [i, spec] : llvm::enumerate(specs))
-    builder.addParam(spec.name, entry->getArgument(i));
+    builder.addParam(spec.name, entry->getArgument(i), spec.layer);
   Value tokens = entry->getArgument(specs.size());
   Value labels = entry->getArgument(specs.size() + 1);
   Value loss =

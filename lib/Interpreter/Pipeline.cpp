@@ -169,7 +169,7 @@ llvm::Error Runner::load() {
 
 /// `attrs`' loom.split_axes (none: replicated).
 std::vector<llvm::SmallVector<int16_t>> splitAxesOf(DictionaryAttr attrs) {
-  return splitAxesFromAttr(attrs ? attrs.getAs<ArrayAttr>("loom.split_axes")
+  return splitAxesFromAttr(attrs ? attrs.getAs<ArrayAttr>(kSplitAxesAttr)
                                  : ArrayAttr());
 }
 

@@ -546,8 +546,10 @@ double closedFormPipeline(llvm::ArrayRef<Stage> stages,
 
 PlanEvaluator::PlanEvaluator(MLIRContext &context, const ModelConfig &config,
                              const ClusterSpec &cluster,
-                             const TrainingSetup &setup)
-    : context(context), config(config), cluster(cluster), setup(setup) {}
+                             const TrainingSetup &setup,
+                             ProgramBuilder buildProgram)
+    : context(context), config(config), cluster(cluster), setup(setup),
+      buildProgram(std::move(buildProgram)) {}
 
 PlanEvaluator::~PlanEvaluator() = default;
 
@@ -556,7 +558,7 @@ PlanEvaluator::modelCosts(int64_t tp, int64_t microBatch, int64_t cp) {
   auto &slot = cache[{tp, microBatch, cp}];
   if (!slot) {
     auto costs = detail::costModel(context, config, cluster.device, tp,
-                                   microBatch, cp, setup);
+                                   microBatch, cp, setup, buildProgram);
     if (!costs) {
       cache.erase({tp, microBatch, cp});
       return costs.takeError();
@@ -698,7 +700,10 @@ llvm::Expected<Estimate> PlanEvaluator::estimate(const ParallelPlan &plan,
     // The slowest stage's devices: their busy time less compute is exposed
     // communication, the rest of the pipelined time is bubble.
     double busy = estimate.pipeline.rankCompute[bottleneck - stages.begin()];
-    estimate.exposedComm = busy - double(m) * bottleneck->compute + dpComm;
+    // busy >= m * compute by construction; the difference of the two sums
+    // can round below zero when nothing is exposed (ZeRO-3, no TP).
+    estimate.exposedComm =
+        std::max(0.0, busy - double(m) * bottleneck->compute) + dpComm;
     estimate.bubble = estimate.pipeline.pipelineTime - busy;
     estimate.stepTime = estimate.pipeline.stepTime;
   } else {
@@ -731,12 +736,12 @@ llvm::Expected<Estimate> PlanEvaluator::estimate(const ParallelPlan &plan,
   return estimate;
 }
 
-llvm::Expected<Estimate> estimatePlan(MLIRContext &context,
-                                      const ModelConfig &config,
-                                      const ClusterSpec &cluster,
-                                      const ParallelPlan &plan,
-                                      const TrainingSetup &setup) {
-  return PlanEvaluator(context, config, cluster, setup).estimate(plan);
+llvm::Expected<Estimate>
+estimatePlan(MLIRContext &context, const ModelConfig &config,
+             const ClusterSpec &cluster, const ParallelPlan &plan,
+             const TrainingSetup &setup, ProgramBuilder buildProgram) {
+  return PlanEvaluator(context, config, cluster, setup, std::move(buildProgram))
+      .estimate(plan);
 }
 
 } // namespace loom::plan

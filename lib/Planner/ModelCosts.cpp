@@ -1,8 +1,8 @@
 //===- ModelCosts.cpp - A model's per-device programs, costed -------------===//
 //
 // Builds the per-device programs of a model (ModelCosts.h) through the
-// importer and --loom-autodiff, and costs them op by op (OpCost.h) with the
-// activations they save (MemoryModel.h).
+// importer and the pipeline it is given (--loom-autodiff), and costs them
+// op by op (OpCost.h) with the activations they save (MemoryModel.h).
 //
 //===----------------------------------------------------------------------===//
 
@@ -10,14 +10,11 @@
 
 #include "loom/CostModel/OpCost.h"
 #include "loom/Import/ModelImporter.h"
-#include "passes/Autodiff/Passes.h"
-#include "passes/Transforms/Passes.h"
 
 #include "dialects/Loom/LoomOps.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/BuiltinOps.h"
-#include "mlir/Pass/PassManager.h"
 #include "llvm/ADT/DenseMap.h"
 
 using namespace mlir;
@@ -44,10 +41,11 @@ struct Program {
 };
 
 /// The model's @forward_backward with `layers` layers on `seqLen` tokens.
-llvm::Expected<Program> buildProgram(MLIRContext &context,
-                                     const ModelConfig &config, int64_t layers,
-                                     const TrainingSetup &setup,
-                                     int64_t microBatch, int64_t seqLen) {
+llvm::Expected<Program>
+differentiatedProgram(MLIRContext &context, const ModelConfig &config,
+                      int64_t layers, const TrainingSetup &setup,
+                      int64_t microBatch, int64_t seqLen,
+                      const ProgramBuilder &build) {
   ModelConfig c = config;
   c.numLayers = layers;
   ImportOptions options;
@@ -58,13 +56,9 @@ llvm::Expected<Program> buildProgram(MLIRContext &context,
   auto module = importModel(context, c, options);
   if (!module)
     return module.takeError();
-  PassManager pm(&context);
-  if (setup.unfusedAttention)
-    pm.addPass(createLoomDecomposeAttention());
-  pm.addPass(createLoomAutodiff());
-  if (failed(pm.run(**module)))
+  if (failed(build(**module, setup.unfusedAttention)))
     return llvm::createStringError(
-        "differentiating the model (--loom-autodiff) failed");
+        "building @forward_backward (--loom-device-program-pipeline) failed");
   Program program;
   program.module = std::move(*module);
   program.forwardBackward =
@@ -189,18 +183,18 @@ ParamCounts countParams(const ModelConfig &config, bool tiedCopy) {
 llvm::Expected<std::unique_ptr<ModelCosts>>
 costModel(MLIRContext &context, const ModelConfig &config,
           const DeviceSpec &device, int64_t tp, int64_t microBatch, int64_t cp,
-          const TrainingSetup &setup) {
+          const TrainingSetup &setup, const ProgramBuilder &build) {
   ModelConfig local = tensorParallelShard(config, tp);
   int64_t seq = setup.seqLen ? setup.seqLen : config.maxPositions;
   ProgramCost costs[2];
   double fullFlops[2];
   for (int64_t layers : {0, 1}) {
-    auto localProgram =
-        buildProgram(context, local, layers, setup, microBatch, seq / cp);
+    auto localProgram = differentiatedProgram(context, local, layers, setup,
+                                              microBatch, seq / cp, build);
     if (!localProgram)
       return localProgram.takeError();
-    auto globalProgram =
-        buildProgram(context, config, layers, setup, microBatch, seq / cp);
+    auto globalProgram = differentiatedProgram(context, config, layers, setup,
+                                               microBatch, seq / cp, build);
     if (!globalProgram)
       return globalProgram.takeError();
     costs[layers] = costProgram(localProgram->forwardBackward,

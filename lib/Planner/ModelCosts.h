@@ -103,7 +103,8 @@ struct ModelCosts {
 llvm::Expected<std::unique_ptr<ModelCosts>>
 costModel(mlir::MLIRContext &context, const ModelConfig &config,
           const cost::DeviceSpec &device, int64_t tp, int64_t microBatch,
-          int64_t cp, const TrainingSetup &setup);
+          int64_t cp, const TrainingSetup &setup,
+          const ProgramBuilder &buildProgram);
 
 } // namespace loom::plan::detail
 

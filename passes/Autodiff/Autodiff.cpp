@@ -246,8 +246,12 @@ void setSignature(func::FuncOp fn, func::FuncOp forward) {
         forward.getArgAttrOfType<StringAttr>(arg.getArgNumber(), kNameAttr);
     if (!name)
       name = StringAttr::get(ctx, "arg" + Twine(arg.getArgNumber()));
-    resultAttrs.push_back(DictionaryAttr::get(
-        ctx, NamedAttribute(StringAttr::get(ctx, kGradOfAttr), name)));
+    // A gradient has its parameter's layer.
+    SmallVector<NamedAttribute, 2> attrs{
+        NamedAttribute(StringAttr::get(ctx, kGradOfAttr), name)};
+    if (Attribute layer = forward.getArgAttr(arg.getArgNumber(), kLayerAttr))
+      attrs.push_back(NamedAttribute(StringAttr::get(ctx, kLayerAttr), layer));
+    resultAttrs.push_back(DictionaryAttr::get(ctx, attrs));
   }
   fn.setAllResultAttrs(resultAttrs);
 }

@@ -427,13 +427,13 @@ void FunctionLowering::emit() {
     }
     return b.getArrayAttr(entries);
   };
-  lowered->setAttr("loom.args",
+  lowered->setAttr(kArgsAttr,
                    describe(fn.getArgumentTypes(), fn.getArgAttrsAttr()));
-  lowered->setAttr("loom.results",
+  lowered->setAttr(kResultsAttr,
                    describe(fn.getResultTypes(), fn.getResAttrsAttr()));
   lowered->setAttr(kTargetAttr, b.getStringAttr(target.backend));
-  lowered->setAttr("loom.workspace_bytes", b.getI64IntegerAttr(workspaceBytes));
-  lowered->setAttr("loom.peak_live_bytes", b.getI64IntegerAttr(peakLiveBytes));
+  lowered->setAttr(kWorkspaceBytesAttr, b.getI64IntegerAttr(workspaceBytes));
+  lowered->setAttr(kPeakLiveBytesAttr, b.getI64IntegerAttr(peakLiveBytes));
   if (Attribute stage = fn->getAttr(kStageFunctionAttr))
     lowered->setAttr(kStageFunctionAttr, stage);
 }
@@ -445,7 +445,7 @@ LogicalResult FunctionLowering::run() {
   // The runtime gathers a result split differently from the argument it
   // feeds next step (ZeRO's updated parameters) over these groups.
   for (unsigned j = 0; j < fn.getNumResults(); ++j)
-    if (auto split = fn.getResultAttrOfType<ArrayAttr>(j, "loom.split_axes"))
+    if (auto split = fn.getResultAttrOfType<ArrayAttr>(j, kSplitAxesAttr))
       for (Attribute dim : split) {
         SmallVector<int16_t> axes;
         for (Attribute axis : cast<ArrayAttr>(dim))
@@ -495,7 +495,7 @@ LogicalResult lowerToKernels(ModuleOp module, const Target &target) {
   for (const auto &axes : groups.groups())
     groupAttrs.push_back(
         b.getDenseI64ArrayAttr(SmallVector<int64_t>(axes.begin(), axes.end())));
-  module->setAttr("loom.groups", b.getArrayAttr(groupAttrs));
+  module->setAttr(kGroupsAttr, b.getArrayAttr(groupAttrs));
 
   // The contract's version (loom_program.h).
   b.setInsertionPointToEnd(module.getBody());

@@ -14,11 +14,6 @@
 
 namespace loom::lowering {
 
-/// The attribute of a lowered function naming the backend whose kernels it
-/// calls (Target::backend): loom-compile copies it into plan.json's
-/// "backend".
-constexpr llvm::StringLiteral kTargetAttr = "loom.target";
-
 /// Lowers the functions the runtime calls (the stage functions, else
 /// @train_step) to `loom_fn_<name>` calling `target`'s kernels, and removes
 /// the other functions; emits a diagnostic and fails on what the target

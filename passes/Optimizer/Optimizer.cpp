@@ -136,11 +136,15 @@ private:
                              : RankedTensorType::get({}, b.getI64Type());
     SmallVector<Type> argTypes;
     SmallVector<DictionaryAttr> argAttrs;
-    auto addArg = [&](Type type, StringRef role, StringAttr name) {
+    // A parameter's moments and updated value keep its name and layer.
+    auto addArg = [&](Type type, StringRef role, StringAttr name,
+                      Attribute layer = {}) {
       SmallVector<NamedAttribute> attrs{
           b.getNamedAttr(kRoleAttr, b.getStringAttr(role))};
       if (name)
         attrs.push_back(b.getNamedAttr(kNameAttr, name));
+      if (layer)
+        attrs.push_back(b.getNamedAttr(kLayerAttr, layer));
       argTypes.push_back(type);
       argAttrs.push_back(b.getDictionaryAttr(attrs));
     };
@@ -152,7 +156,8 @@ private:
       groups.append({"m", "v"});
     for (StringRef role : groups)
       for (unsigned arg : sig.params)
-        addArg(grads.getArgument(arg).getType(), role, paramName(arg));
+        addArg(grads.getArgument(arg).getType(), role, paramName(arg),
+               grads.getArgAttr(arg, kLayerAttr));
     addArg(stepType, "step", b.getStringAttr("step"));
     for (unsigned arg : sig.others)
       addArg(grads.getArgument(arg).getType(), "data", paramName(arg));
@@ -173,7 +178,7 @@ private:
                                    b.getFunctionType(argTypes, resultTypes));
     fn.setAllArgAttrs(argAttrs);
     fn.setAllResultAttrs(resultAttrs);
-    fn->setAttr("loom.optimizer", optimizerAttr(b));
+    fn->setAttr(kOptimizerAttr, optimizerAttr(b));
     Block *entry = fn.addEntryBlock();
     b.setInsertionPointToStart(entry);
 

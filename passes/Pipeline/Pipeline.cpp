@@ -187,17 +187,18 @@ struct PipelinePass : impl::LoomPipelineBase<PipelinePass> {
           double(sched::peakInFlight(*kind, stages, microBatches, virtualStages,
                                      s % stages)) /
           virtualStages);
-    auto optimizer = step->getAttrOfType<DictionaryAttr>("loom.optimizer");
+    auto optimizer = step->getAttrOfType<DictionaryAttr>(kOptimizerAttr);
     auto optimizerKind =
         optimizer ? optimizer.getAs<StringAttr>("kind") : StringAttr();
     double stateCopies =
         optimizerKind && optimizerKind.getValue() == "sgd" ? 2 : 4;
     double capacity =
         memoryBudget > 0 ? double(memoryBudget) : cluster->device.memoryBytes;
-    auto bounds = chooseStageBounds(
-        forward, *items,
-        itemCosts(forward, *items, cluster->device, stateCopies), inFlight,
-        microBatches, capacity, layers);
+    auto costs = itemCosts(forward, *items, cluster->device, stateCopies);
+    if (failed(costs))
+      return failure();
+    auto bounds = chooseStageBounds(forward, *items, *costs, inFlight,
+                                    microBatches, capacity, layers);
     if (failed(bounds))
       return failure();
     Block &body = forward.getBody().front();

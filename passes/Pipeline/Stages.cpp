@@ -2,11 +2,15 @@
 
 #include "passes/Pipeline/Stages.h"
 
+#include "passes/Autodiff/Autodiff.h"
+
 #include "loom/AutoShard/Layers.h"
+#include "loom/CostModel/MemoryModel.h"
 #include "loom/CostModel/OpCost.h"
 #include "loom/Planner/StageDP.h"
 
 #include "dialects/Loom/LoomDialect.h"
+#include "dialects/Loom/LoomOps.h"
 
 #include "llvm/ADT/SetVector.h"
 #include "llvm/Support/FormatVariadic.h"
@@ -18,23 +22,43 @@ namespace loom {
 FailureOr<ForwardItems> findForwardItems(func::FuncOp forward) {
   Block &body = forward.getBody().front();
   ForwardItems items;
+  // The importers mark each layer's parameters (loom.layer); IR written
+  // without the marks has the layer in the parameters' names.
+  bool marked = llvm::any_of(forward.getArguments(), [&](BlockArgument arg) {
+    return forward.getArgAttr(arg.getArgNumber(), kLayerAttr);
+  });
   std::vector<int> argLayer;
   for (unsigned i = 0; i < forward.getNumArguments(); ++i) {
+    auto layer = forward.getArgAttrOfType<IntegerAttr>(i, kLayerAttr);
     auto name = forward.getArgAttrOfType<StringAttr>(i, kNameAttr);
-    argLayer.push_back(name ? autoshard::layerOfName(name.getValue()) : -1);
+    argLayer.push_back(marked ? (layer ? int(layer.getInt()) : -1)
+                       : name ? autoshard::layerOfName(name.getValue())
+                              : -1);
     items.numLayers = std::max(items.numLayers, argLayer.back() + 1);
   }
   if (items.numLayers == 0)
     return forward.emitError(
-        "--loom-pipeline: no argument names a transformer layer "
-        "(`h.<i>.`, `layers.<i>.`, `blocks.<i>.`), so there is nothing to "
-        "cut into stages");
+        "--loom-pipeline: no argument is marked with a transformer layer "
+        "(`loom.layer`) or names one (`h.<i>.`, `layers.<i>.`, "
+        "`blocks.<i>.`), so there is nothing to cut into stages");
   int last = items.numLayers - 1;
 
+  // A cast of an argument (a weight's bf16 copy under mixed precision)
+  // stands for the argument: it has the layer of its weight, and a head
+  // weight stays the head's through its copy.
+  auto argCopy = [](Operation *op) -> BlockArgument {
+    auto cast = dyn_cast_or_null<CastOp>(op);
+    return cast ? dyn_cast<BlockArgument>(cast.getX()) : BlockArgument();
+  };
+  auto sourceArg = [&](Value value) -> BlockArgument {
+    if (auto arg = dyn_cast<BlockArgument>(value))
+      return arg;
+    return argCopy(value.getDefiningOp());
+  };
   // Layer of each op: the deepest layer it depends on.
   DenseMap<Operation *, int> layerOf;
   auto layerOfValue = [&](Value value) {
-    if (auto arg = dyn_cast<BlockArgument>(value))
+    if (BlockArgument arg = sourceArg(value))
       return argLayer[arg.getArgNumber()];
     return layerOf.lookup_or(value.getDefiningOp(), -1);
   };
@@ -45,9 +69,9 @@ FailureOr<ForwardItems> findForwardItems(func::FuncOp forward) {
     for (Value operand : op.getOperands())
       layer = std::max(layer, layerOfValue(operand));
     layerOf[&op] = layer;
-    if (layer < last)
+    if (layer < last && !argCopy(&op))
       for (Value operand : op.getOperands())
-        if (auto arg = dyn_cast<BlockArgument>(operand))
+        if (BlockArgument arg = sourceArg(operand))
           earlyArgs.insert(arg.getArgNumber());
   }
   llvm::SmallPtrSet<Operation *, 16> head;
@@ -56,7 +80,7 @@ FailureOr<ForwardItems> findForwardItems(func::FuncOp forward) {
     bool isHead = false;
     if (layer == last)
       for (Value operand : op.getOperands()) {
-        auto arg = dyn_cast<BlockArgument>(operand);
+        BlockArgument arg = sourceArg(operand);
         if (arg ? argLayer[arg.getArgNumber()] < 0 &&
                       !earlyArgs.count(arg.getArgNumber())
                 : head.count(operand.getDefiningOp()))
@@ -66,13 +90,56 @@ FailureOr<ForwardItems> findForwardItems(func::FuncOp forward) {
       head.insert(&op);
     items.itemOf[&op] = isHead ? items.numLayers + 1 : layer + 1;
   }
+  // An argument's copy runs with its first user.
+  for (Operation &op : body.without_terminator())
+    if (argCopy(&op) && !op.use_empty()) {
+      int item = items.numItems();
+      for (Operation *user : op.getUsers())
+        item = std::min(item, items.itemOf.lookup(user));
+      items.itemOf[&op] = item;
+    }
   return items;
 }
 
-std::vector<plan::StageItem> itemCosts(func::FuncOp forward,
-                                       const ForwardItems &items,
-                                       const cost::DeviceSpec &device,
-                                       double stateCopies) {
+FailureOr<std::vector<plan::StageItem>>
+itemCosts(func::FuncOp forward, const ForwardItems &items,
+          const cost::DeviceSpec &device, double stateCopies) {
+  // The planner's model (lib/Planner/ModelCosts.cpp): every op of the
+  // differentiated step at its roofline time, per micro-batch when it
+  // depends on the batch. Each backward op counts with the forward op
+  // whose adjoint it computes, so the step is differentiated here into a
+  // scratch function, costed and dropped.
+  llvm::DenseMap<Operation *, Operation *> adjointOf;
+  auto scratch =
+      buildGradientFunction(forward, "forward_backward.stage_costs",
+                            [&](Operation *created, Operation *from) {
+                              if (from)
+                                adjointOf[created] = from;
+                            });
+  if (failed(scratch))
+    return failure();
+  llvm::DenseSet<Value> batchDependent = cost::batchDependentValues(*scratch);
+  auto perMicroBatch = [&](Operation *op) {
+    if (!llvm::any_of(op->getResults(), [&](Value result) {
+          return batchDependent.contains(result);
+        }))
+      return 0.0;
+    return cost::opTime(cost::getOpWork(op), device);
+  };
+  // The scratch function begins with @forward's ops, cloned in order; the
+  // backward ops follow.
+  size_t numForward = forward.getBody().front().getOperations().size() - 1;
+  llvm::SmallVector<Operation *> clones;
+  llvm::DenseMap<Operation *, double> backwardSeconds;
+  for (Operation &op : scratch->getBody().front().without_terminator()) {
+    if (clones.size() < numForward) {
+      clones.push_back(&op);
+      continue;
+    }
+    if (Operation *from = adjointOf.lookup(&op))
+      backwardSeconds[from] += perMicroBatch(&op);
+  }
+
   std::vector<plan::StageItem> costs(items.numItems());
   auto bytes = [](Type type) {
     auto tensor = dyn_cast<RankedTensorType>(type);
@@ -81,9 +148,11 @@ std::vector<plan::StageItem> itemCosts(func::FuncOp forward,
                   : 0.0;
   };
   llvm::SmallDenseSet<unsigned> counted;
+  size_t index = 0;
   for (Operation &op : forward.getBody().front().without_terminator()) {
     plan::StageItem &item = costs[items.itemOf.lookup(&op)];
-    item.seconds += 3 * cost::opTime(cost::getOpWork(&op), device);
+    Operation *clone = clones[index++];
+    item.seconds += perMicroBatch(clone) + backwardSeconds.lookup(clone);
     for (Value result : op.getResults())
       item.activationBytes += bytes(result.getType());
     for (Value operand : op.getOperands())
@@ -92,6 +161,7 @@ std::vector<plan::StageItem> itemCosts(func::FuncOp forward,
           counted.insert(arg.getArgNumber()).second)
         item.staticBytes += stateCopies * bytes(arg.getType());
   }
+  scratch->erase();
   return costs;
 }
 

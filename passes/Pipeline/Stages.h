@@ -1,9 +1,10 @@
 //===- Stages.h - Which pipeline stage runs each forward op -----*- C++ -*-===//
 //
 // A transformer's forward pass is a chain of items: the embedding, the
-// layers (numbered by their parameters' names, `h.<i>.` / `layers.<i>.`)
-// and the head. Pipeline stages are contiguous ranges of items; this file
-// finds each op's item and chooses the ranges.
+// layers (numbered by the `loom.layer` the importers put on their
+// parameters; in IR written without it, by the names, `h.<i>.` /
+// `layers.<i>.`) and the head. Pipeline stages are contiguous ranges of items;
+// this file finds each op's item and chooses the ranges.
 //
 //===----------------------------------------------------------------------===//
 
@@ -32,20 +33,21 @@ struct ForwardItems {
 
 /// The items of `forward`'s ops. An op of layer i depends on layer i's
 /// parameters and on no deeper layer's, so items never decrease along the
-/// dataflow. Fails when no argument names a layer.
+/// dataflow. Fails when no argument is marked with or names a layer.
 mlir::FailureOr<ForwardItems> findForwardItems(mlir::func::FuncOp forward);
 
 /// What each item costs one device, for the stage DP: forward and backward
-/// seconds of one micro-batch on `device` (the roofline time of its forward
-/// ops, times three: the backward does twice the forward's matrix work),
-/// the bytes of the parameters it reads first times `stateCopies` (the
-/// parameter, its gradient and the optimizer's moments), and the bytes of
-/// its forward results (what one micro-batch in flight keeps without
-/// recomputation, an upper bound).
-std::vector<plan::StageItem> itemCosts(mlir::func::FuncOp forward,
-                                       const ForwardItems &items,
-                                       const cost::DeviceSpec &device,
-                                       double stateCopies);
+/// seconds of one micro-batch on `device`, costed as the planner costs them
+/// (every op of the differentiated step at its roofline time, the backward
+/// ops with the forward op whose adjoint they compute; ops that do not
+/// depend on the batch are left out), the bytes of the parameters it reads
+/// first times `stateCopies` (the parameter, its gradient and the
+/// optimizer's moments), and the bytes of its forward results (what one
+/// micro-batch in flight keeps without recomputation, an upper bound).
+/// Fails (with an error at the op) when `forward` cannot be differentiated.
+mlir::FailureOr<std::vector<plan::StageItem>>
+itemCosts(mlir::func::FuncOp forward, const ForwardItems &items,
+          const cost::DeviceSpec &device, double stateCopies);
 
 /// Stage s holds items [bounds[s], bounds[s+1]). With `layersPerStage`
 /// (one count per stage, summing to the layers) the embedding joins the

@@ -14,6 +14,7 @@
 #include "loom/CostModel/Collectives.h"
 #include "loom/CostModel/MemoryModel.h"
 #include "loom/Planner/Estimate.h"
+#include "passes/Pipelines/Pipelines.h"
 
 #include "dialects/Loom/LoomDialect.h"
 
@@ -147,7 +148,8 @@ protected:
   plan::Estimate estimate(const ModelConfig &config, const ClusterSpec &cluster,
                           const plan::ParallelPlan &parallel,
                           const plan::TrainingSetup &setup) {
-    auto result = plan::estimatePlan(context, config, cluster, parallel, setup);
+    auto result = plan::estimatePlan(context, config, cluster, parallel, setup,
+                                     buildForwardBackward);
     EXPECT_TRUE(static_cast<bool>(result))
         << llvm::toString(result.takeError());
     return result ? *result : plan::Estimate{};

@@ -8,6 +8,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "loom/Planner/Search.h"
+#include "passes/Pipelines/Pipelines.h"
 
 #include "dialects/Loom/LoomDialect.h"
 
@@ -86,7 +87,8 @@ TEST(PlanSearchTest, BestPlanBeatsEveryPlanEstimatedAlone) {
   TrainingSetup setup;
   setup.globalBatch = 16;
   setup.seqLen = 1024;
-  PlanEvaluator evaluator(context, config, cluster, setup);
+  PlanEvaluator evaluator(context, config, cluster, setup,
+                          buildForwardBackward);
   SearchOptions options;
   options.topK = 3;
   auto result = searchPlans(evaluator, config, cluster, setup, options);
@@ -98,7 +100,7 @@ TEST(PlanSearchTest, BestPlanBeatsEveryPlanEstimatedAlone) {
   // Every plan with the even layer split, estimated on its own, is no
   // faster than the chosen one (the DP layout can only be better).
   std::set<std::pair<int64_t, int64_t>> pairs;
-  PlanEvaluator fresh(context, config, cluster, setup);
+  PlanEvaluator fresh(context, config, cluster, setup, buildForwardBackward);
   for (const ParallelPlan &plan : enumeratePlans(config, cluster, setup, {})) {
     pairs.insert({plan.tp, plan.microBatch});
     auto estimate = fresh.estimate(plan);
@@ -148,7 +150,8 @@ TEST(PlanSearchTest, LongSequencesGetContextParallelPlans) {
     TrainingSetup setup;
     setup.globalBatch = 32;
     setup.seqLen = seq;
-    PlanEvaluator evaluator(context, config, cluster, setup);
+    PlanEvaluator evaluator(context, config, cluster, setup,
+                            buildForwardBackward);
     SearchOptions options;
     options.topK = 1;
     auto result = searchPlans(evaluator, config, cluster, setup, options);

@@ -40,6 +40,7 @@
 
 #include "loom/Planner/Estimate.h"
 #include "loom/Planner/Search.h"
+#include "passes/Pipelines/Pipelines.h"
 
 #include "dialects/Loom/LoomDialect.h"
 
@@ -75,7 +76,8 @@ protected:
   plan::Estimate estimate(const ModelConfig &config, const ClusterSpec &cluster,
                           const plan::ParallelPlan &parallel,
                           const plan::TrainingSetup &setup) {
-    auto result = plan::estimatePlan(context, config, cluster, parallel, setup);
+    auto result = plan::estimatePlan(context, config, cluster, parallel, setup,
+                                     buildForwardBackward);
     EXPECT_TRUE(static_cast<bool>(result))
         << llvm::toString(result.takeError());
     return result ? *result : plan::Estimate{};
@@ -113,7 +115,8 @@ TEST_F(PublishedRunsTest, Korthikanti22BTimePerLayer) {
   ModelConfig config = megatronGPT(48, 6144, 64);
   ClusterSpec cluster = preset("a100-80g", 1);
   plan::TrainingSetup setup = megatronSetup(4);
-  plan::PlanEvaluator evaluator(context, config, cluster, setup);
+  plan::PlanEvaluator evaluator(context, config, cluster, setup,
+                                buildForwardBackward);
   struct Row {
     bool sequenceParallel;
     Recompute recompute;

@@ -143,16 +143,17 @@ Expected<json::Object> describeTensor(mlir::DictionaryAttr entry,
       cast<mlir::TypeAttr>(entry.get("type")).getValue());
   auto attrs = entry.getAs<mlir::DictionaryAttr>("attrs");
   json::Object object;
-  for (StringRef key : {"role", "name", "value"})
-    if (auto value = attrs
-                         ? attrs.getAs<mlir::StringAttr>(("loom." + key).str())
-                         : mlir::StringAttr())
+  for (auto [key, attr] : {std::pair{"role", loom::kRoleAttr},
+                           {"name", loom::kNameAttr},
+                           {"value", loom::kValueKeyAttr}})
+    if (auto value =
+            attrs ? attrs.getAs<mlir::StringAttr>(attr) : mlir::StringAttr())
       object[key] = value.getValue();
   object["dtype"] = dtypeName(type.getElementType());
   object["shape"] = json::Array(type.getShape());
   json::Array splitAxes;
   SmallVector<int64_t> global(type.getShape());
-  if (auto split = attrs ? attrs.getAs<mlir::ArrayAttr>("loom.split_axes")
+  if (auto split = attrs ? attrs.getAs<mlir::ArrayAttr>(loom::kSplitAxesAttr)
                          : mlir::ArrayAttr()) {
     for (auto [dim, axesAttr] : llvm::enumerate(split)) {
       json::Array axes;
@@ -208,7 +209,7 @@ Expected<json::Object> takePlan(mlir::ModuleOp module) {
     grids.push_back(grid);
   }
   json::Array groups;
-  if (auto attr = module->getAttrOfType<mlir::ArrayAttr>("loom.groups"))
+  if (auto attr = module->getAttrOfType<mlir::ArrayAttr>(loom::kGroupsAttr))
     for (mlir::Attribute group : attr)
       groups.push_back(
           json::Array(cast<mlir::DenseI64ArrayAttr>(group).asArrayRef()));
@@ -226,10 +227,10 @@ Expected<json::Object> takePlan(mlir::ModuleOp module) {
       object["kind"] = stage.getAs<mlir::StringAttr>("kind").getValue();
       object["stage"] = stage.getAs<mlir::IntegerAttr>("stage").getInt();
     }
-    for (StringRef list : {"args", "results"}) {
+    for (auto [list, attr] : {std::pair{"args", loom::kArgsAttr},
+                              {"results", loom::kResultsAttr}}) {
       json::Array entries;
-      for (mlir::Attribute entry :
-           fn->getAttrOfType<mlir::ArrayAttr>(("loom." + list).str())) {
+      for (mlir::Attribute entry : fn->getAttrOfType<mlir::ArrayAttr>(attr)) {
         Expected<json::Object> tensor = describeTensor(
             cast<mlir::DictionaryAttr>(entry), gridShape, symbol);
         if (!tensor)
@@ -238,14 +239,14 @@ Expected<json::Object> takePlan(mlir::ModuleOp module) {
       }
       object[list] = std::move(entries);
     }
-    for (StringRef bytes : {"workspace_bytes", "peak_live_bytes"})
-      object[bytes] =
-          fn->getAttrOfType<mlir::IntegerAttr>(("loom." + bytes).str())
-              .getInt();
+    for (auto [key, attr] :
+         {std::pair{"workspace_bytes", loom::kWorkspaceBytesAttr},
+          {"peak_live_bytes", loom::kPeakLiveBytesAttr}})
+      object[key] = fn->getAttrOfType<mlir::IntegerAttr>(attr).getInt();
     functions.push_back(std::move(object));
-    for (StringRef attr : {"loom.args", "loom.results", "loom.workspace_bytes",
-                           "loom.peak_live_bytes", "loom.stage_function",
-                           loom::lowering::kTargetAttr.data()})
+    for (StringRef attr : {loom::kArgsAttr, loom::kResultsAttr,
+                           loom::kWorkspaceBytesAttr, loom::kPeakLiveBytesAttr,
+                           loom::kStageFunctionAttr, loom::kTargetAttr})
       fn->removeAttr(attr);
   }
   plan["functions"] = std::move(functions);
@@ -484,8 +485,7 @@ int main(int argc, char **argv) {
       continue;
     lowered = true;
     // A module lowered already must call the kernels asked for.
-    auto target =
-        fn->getAttrOfType<mlir::StringAttr>(loom::lowering::kTargetAttr);
+    auto target = fn->getAttrOfType<mlir::StringAttr>(loom::kTargetAttr);
     if (!target || target.getValue() != backendName())
       return fail(
           "@" + fn.getSymName() + " was lowered for " +

@@ -35,6 +35,7 @@
 #include "loom/Planner/Search.h"
 #include "loom/Schedule/Timeline.h"
 #include "loom/Support/InputFile.h"
+#include "passes/Pipelines/Pipelines.h"
 
 #include "dialects/Loom/LoomDialect.h"
 
@@ -585,7 +586,8 @@ int search(mlir::MLIRContext &context, const ModelConfig &config,
   if (!std::isfinite(searchSeconds) || searchSeconds < 0)
     return fail("--search-seconds must be a number of seconds >= 0 (0: no "
                 "limit)");
-  plan::PlanEvaluator evaluator(context, config, cluster, setup);
+  plan::PlanEvaluator evaluator(context, config, cluster, setup,
+                                buildForwardBackward);
   plan::SearchOptions options;
   options.space = pinnedSpace();
   options.topK = topK;
@@ -693,8 +695,8 @@ int main(int argc, char **argv) {
                       mlir::arith::ArithDialect>();
   if (!estimateFlag)
     return search(context, *config, *cluster, setup);
-  auto estimate =
-      plan::estimatePlan(context, *config, *cluster, parallel, setup);
+  auto estimate = plan::estimatePlan(context, *config, *cluster, parallel,
+                                     setup, buildForwardBackward);
   if (!estimate)
     return fail("impossible plan: " + toString(estimate.takeError()));
   if (Error error = checkFinite(*estimate, parallel))

@@ -266,7 +266,8 @@ int64_t gridDevices(mlir::ModuleOp module) {
 /// results `loom.split_axes` and puts collectives in its body; layouts
 /// pinned before planning sit on arguments only), else "".
 std::string partitionedGrid(mlir::ModuleOp module, mlir::func::FuncOp fn) {
-  bool partitioned = false;
+  bool partitioned =
+      loom::getModuleState(module) == loom::ModuleState::Partitioned;
   for (unsigned i = 0; i < fn.getNumResults(); ++i)
     partitioned |= static_cast<bool>(fn.getResultAttr(i, "loom.split_axes"));
   fn.walk([&](mlir::Operation *op) {
@@ -496,18 +497,11 @@ int main(int argc, char **argv) {
                                             mlir::ParserConfig(&context));
   if (!module)
     return 1; // The parser reported the error with its location.
-  if (Error error = loom::checkExecutable(
-          *module, {loom::ModuleState::Whole, loom::ModuleState::Split},
-          "loom-run --backend=reference"))
-    return fail(modulePath + ": " + toString(std::move(error)));
-  if (loom::getModuleState(*module) == loom::ModuleState::Split)
-    return runPipelined(*module);
+  // A partitioned step first: its message names the grid and the commands
+  // that run it, which the module state alone cannot.
   auto fn = module->lookupSymbol<mlir::func::FuncOp>("train_step");
-  if (!fn)
-    return fail(modulePath + ": no @train_step (run loom-opt --loom-autodiff "
-                             "--loom-optimizer first) and no pipeline "
-                             "schedule (--loom-split-stages)");
-  if (std::string grid = partitionedGrid(*module, fn); !grid.empty())
+  if (std::string grid = fn ? partitionedGrid(*module, fn) : std::string();
+      !grid.empty())
     return fail(formatv(
         "{0}: @train_step is partitioned for a grid of {2} devices ({1}; "
         "--loom-partition ran), one device's share of the step, and the "
@@ -516,6 +510,16 @@ int main(int argc, char **argv) {
         "{2}), or give the reference backend the step from before "
         "--loom-auto-shard",
         modulePath, grid, gridDevices(*module)));
+  if (Error error = loom::checkExecutable(
+          *module, {loom::ModuleState::Whole, loom::ModuleState::Split},
+          "loom-run --backend=reference"))
+    return fail(modulePath + ": " + toString(std::move(error)));
+  if (loom::getModuleState(*module) == loom::ModuleState::Split)
+    return runPipelined(*module);
+  if (!fn)
+    return fail(modulePath + ": no @train_step (run loom-opt --loom-autodiff "
+                             "--loom-optimizer first) and no pipeline "
+                             "schedule (--loom-split-stages)");
   Expected<loom::TrainStepLayout> layout = loom::analyzeTrainStep(fn);
   if (!layout)
     return fail(modulePath + ": " + toString(layout.takeError()));

@@ -23,7 +23,7 @@ namespace loom::autoshard {
 struct LayerTies {
   llvm::DenseMap<mlir::Operation *, mlir::Operation *> ops;
   llvm::DenseMap<unsigned, unsigned> arguments;
-  /// Layers found (from the parameter names), and how many are solved for:
+  /// Layers found (loom.layer), and how many are solved for:
   /// a layer whose structure differs from every earlier representative
   /// (typically the first and the last one, whose neighbours are the
   /// embedding and the head) is a representative itself.
@@ -36,11 +36,11 @@ struct LayerTies {
 int layerOfName(llvm::StringRef name);
 
 /// Finds the repeated layers of `fn` (one block): layers are numbered by
-/// the `loom.name` of the arguments (and of the results, or their
-/// `loom.grad_of`), every op is assigned to a layer by the dataflow, and a
-/// layer is tied to an earlier one when both are the same sequence of ops
-/// wired the same way. Nothing is tied when fewer than two layers are
-/// found.
+/// the `loom.layer` of the arguments and results (in IR without any, by
+/// their `loom.name` or `loom.grad_of`), every op is assigned to a layer by the
+/// dataflow, and a layer is tied to an earlier one when both are the same
+/// sequence of ops wired the same way. Nothing is tied when fewer than two
+/// layers are found.
 LayerTies findRepeatedLayers(mlir::func::FuncOp fn);
 
 } // namespace loom::autoshard

@@ -13,6 +13,8 @@
 
 #include "loom/CostModel/Collectives.h"
 
+#include "dialects/Loom/LoomDialect.h"
+
 #include "mlir/IR/BuiltinAttributes.h"
 #include "llvm/ADT/ArrayRef.h"
 #include "llvm/ADT/SmallVector.h"
@@ -71,17 +73,6 @@ struct TensorSharding {
     return dimAxes == other.dimAxes && partialAxes == other.partialAxes;
   }
 };
-
-/// The argument (and result) attribute holding a tensor's split axes in
-/// `shard.sharding`'s order, e.g. `loom.split_axes = [[0], [], [1]]`: one
-/// list of mesh axes per dimension, major axis first; trailing dimensions
-/// may be left out (not split). On an argument of the function
-/// --loom-auto-shard plans it pins that argument's layout; the partitioner
-/// marks the layout of partitioned arguments and results with it.
-constexpr llvm::StringLiteral kSplitAxesAttr = "loom.split_axes";
-/// The `shard.shard` attribute listing the mesh axes its value holds
-/// partial sums over (upstream `shard` has no partial state on values).
-constexpr llvm::StringLiteral kPartialAxesAttr = "loom.partial_axes";
 
 /// `sharding`'s split axes as a kSplitAxesAttr value (one list per
 /// dimension, trailing ones included; partial axes are not part of it).

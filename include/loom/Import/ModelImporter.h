@@ -63,6 +63,8 @@ struct ParamSpec {
   std::string name;
   llvm::SmallVector<int64_t, 2> shape;
   InitKind init = InitKind::Normal;
+  /// The transformer layer it belongs to, or -1 (the embedding, the head).
+  int64_t layer = -1;
   int64_t numElements() const;
 };
 

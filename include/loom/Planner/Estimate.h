@@ -28,9 +28,11 @@
 #include "loom/Planner/StageDP.h"
 #include "loom/Schedule/Simulator.h"
 
+#include "mlir/IR/BuiltinOps.h"
 #include "mlir/IR/MLIRContext.h"
 #include "llvm/Support/Error.h"
 
+#include <functional>
 #include <map>
 #include <memory>
 #include <string>
@@ -129,6 +131,14 @@ namespace detail {
 struct ModelCosts;
 } // namespace detail
 
+/// Builds @forward_backward of an imported @forward in place, with
+/// --loom-decompose-attention first when `decomposeAttention`. The tools
+/// give loom::buildForwardBackward (passes/Pipelines/Pipelines.h): the
+/// planner is a library below the passes, so it is handed the pipeline
+/// that builds the programs it costs rather than running passes itself.
+using ProgramBuilder = std::function<mlir::LogicalResult(
+    mlir::ModuleOp module, bool decomposeAttention)>;
+
 /// Estimates many plans of one model, cluster and setup. The model's costs
 /// (its per-device programs built and costed op by op) depend only on the
 /// tensor-parallel degree, the micro-batch and the context-parallel degree:
@@ -137,7 +147,8 @@ struct ModelCosts;
 class PlanEvaluator {
 public:
   PlanEvaluator(mlir::MLIRContext &context, const ModelConfig &config,
-                const cost::ClusterSpec &cluster, const TrainingSetup &setup);
+                const cost::ClusterSpec &cluster, const TrainingSetup &setup,
+                ProgramBuilder buildProgram);
   ~PlanEvaluator();
 
   /// The estimate; an error for an impossible plan (checkPlan's reason) or
@@ -169,17 +180,17 @@ private:
   const ModelConfig &config;
   const cost::ClusterSpec &cluster;
   TrainingSetup setup;
+  ProgramBuilder buildProgram;
   std::map<std::tuple<int64_t, int64_t, int64_t>,
            std::unique_ptr<detail::ModelCosts>>
       cache;
 };
 
 /// One plan's estimate (a PlanEvaluator used once).
-llvm::Expected<Estimate> estimatePlan(mlir::MLIRContext &context,
-                                      const ModelConfig &config,
-                                      const cost::ClusterSpec &cluster,
-                                      const ParallelPlan &plan,
-                                      const TrainingSetup &setup);
+llvm::Expected<Estimate>
+estimatePlan(mlir::MLIRContext &context, const ModelConfig &config,
+             const cost::ClusterSpec &cluster, const ParallelPlan &plan,
+             const TrainingSetup &setup, ProgramBuilder buildProgram);
 
 } // namespace loom::plan
 

@@ -24,12 +24,7 @@ using namespace llvm;
 
 namespace loom::onnx_import {
 
-int64_t ValueType::numElements() const {
-  int64_t n = 1;
-  for (int64_t d : shape)
-    n *= d;
-  return n;
-}
+int64_t ValueType::numElements() const { return shapeProduct(shape); }
 
 std::string shapeText(ArrayRef<int64_t> shape) {
   std::string text = "[";
@@ -137,7 +132,7 @@ void setValue(HostTensor &t, int64_t e, double value) {
   else if (t.dtype == DType::Bool)
     t.i[e] = value != 0;
   else
-    t.i[e] = static_cast<int64_t>(value);
+    t.i[e] = toInteger(value);
 }
 
 /// A copy of element `from` of `in` to element `to` of `out` (same dtype
@@ -228,17 +223,33 @@ struct BinaryOp {
   bool comparison = false;
 };
 
+// Integer arithmetic wraps in two's complement, as the int64 tensors of an
+// ONNX runtime do (the model's bytes may hold any values; C++'s signed
+// overflow would be undefined).
+int64_t wrap(uint64_t value) { return static_cast<int64_t>(value); }
+int64_t wrappingAdd(int64_t a, int64_t b) { return wrap(uint64_t(a) + b); }
+int64_t wrappingSub(int64_t a, int64_t b) { return wrap(uint64_t(a) - b); }
+int64_t wrappingMul(int64_t a, int64_t b) {
+  return wrap(uint64_t(a) * uint64_t(b));
+}
+int64_t wrappingDiv(int64_t a, int64_t b) {
+  if (b == 0)
+    return 0;
+  if (b == -1)
+    return wrappingSub(0, a); // INT64_MIN / -1 wraps to INT64_MIN
+  return a / b;
+}
+
 std::optional<BinaryOp> binaryOp(StringRef op) {
   auto cmp = [](Binary f) { return BinaryOp{f, nullptr, true}; };
   if (op == "Add")
-    return BinaryOp{std::plus<double>(), std::plus<int64_t>()};
+    return BinaryOp{std::plus<double>(), wrappingAdd};
   if (op == "Sub")
-    return BinaryOp{std::minus<double>(), std::minus<int64_t>()};
+    return BinaryOp{std::minus<double>(), wrappingSub};
   if (op == "Mul")
-    return BinaryOp{std::multiplies<double>(), std::multiplies<int64_t>()};
+    return BinaryOp{std::multiplies<double>(), wrappingMul};
   if (op == "Div")
-    return BinaryOp{std::divides<double>(),
-                    [](int64_t a, int64_t b) { return b == 0 ? 0 : a / b; }};
+    return BinaryOp{std::divides<double>(), wrappingDiv};
   if (op == "Pow")
     return BinaryOp{[](double a, double b) { return std::pow(a, b); }, nullptr};
   if (op == "Max")
@@ -328,9 +339,9 @@ Expected<Evaluation> evaluateUnary(const OnnxNode &node,
   HostTensor out = makeLike(dtype, x.shape);
   for (int64_t e = 0, n = x.numElements(); e < n; ++e) {
     if (!x.isFloat() && node.opType == "Neg")
-      out.i[e] = -x.i[e];
+      out.i[e] = wrappingSub(0, x.i[e]);
     else if (!x.isFloat() && node.opType == "Abs")
-      out.i[e] = std::abs(x.i[e]);
+      out.i[e] = x.i[e] < 0 ? wrappingSub(0, x.i[e]) : x.i[e];
     else
       setValue(out, e, fn(x.value(e)));
   }

@@ -104,7 +104,7 @@ Expected<Evaluation> evaluateReshape(const OnnxNode &node, ArrayRef<Operand> in,
     if (d < 0)
       return failure("shape " + shapeText(*target) + " has a negative size");
     shape.push_back(d);
-    known *= d;
+    known = saturatingMul(known, d);
   }
   if (inferred >= 0) {
     if (known == 0 || x.numElements() % known != 0)

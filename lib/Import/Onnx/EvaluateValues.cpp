@@ -98,7 +98,7 @@ Expected<Evaluation> evaluateRange(ArrayRef<Operand> in, bool wantData) {
   double count = std::ceil((l - s) / d);
   if (!(count < double(int64_t(1) << 40)))
     return failure("has " + std::to_string(count) + " elements, too many");
-  int64_t n = std::max<int64_t>(0, int64_t(count));
+  int64_t n = count > 0 ? int64_t(count) : 0;
   if (!wantData) {
     Evaluation result;
     result.types.push_back({dtype, {n}});

@@ -549,6 +549,7 @@ Error GraphImporter::finish(func::FuncOp draft) {
   entry->getOperations().splice(entry->end(), body->getOperations());
   draft.erase();
   simplifyImported(forward);
+  markLayers(forward);
   if (mlir::failed(verify(*module)))
     return createStringError(inconvertibleErrorCode(),
                              "%s: internal error: the imported module does "

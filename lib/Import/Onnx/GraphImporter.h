@@ -183,6 +183,11 @@ bool fusePatterns(GraphImporter &importer, const OnnxNode &node);
 /// transpose_rhs; then removes dead ops.
 void simplifyImported(mlir::func::FuncOp function);
 
+/// Marks the ops and parameters of each transformer layer of the imported
+/// function with kLayerAttr, from its structure (Layers.cpp); leaves a
+/// graph that is not a chain of layers unmarked.
+void markLayers(mlir::func::FuncOp function);
+
 } // namespace loom::onnx_import
 
 #endif // LOOM_LIB_IMPORT_ONNX_GRAPHIMPORTER_H

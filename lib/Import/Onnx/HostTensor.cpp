@@ -2,7 +2,12 @@
 
 #include "OnnxGraph.h"
 
+#include "llvm/ADT/STLExtras.h"
+#include "llvm/Support/MathExtras.h"
+
+#include <cmath>
 #include <cstring>
+#include <limits>
 
 namespace loom::onnx_import {
 
@@ -67,14 +72,34 @@ DType dtypeFromOnnx(int code) {
   }
 }
 
-static int64_t product(llvm::ArrayRef<int64_t> shape) {
+int64_t saturatingMul(int64_t a, int64_t b) {
+  int64_t product;
+  if (llvm::MulOverflow(a, b, product))
+    return std::numeric_limits<int64_t>::max();
+  return product;
+}
+
+int64_t shapeProduct(llvm::ArrayRef<int64_t> shape) {
+  if (llvm::is_contained(shape, 0))
+    return 0;
   int64_t n = 1;
   for (int64_t d : shape)
-    n *= d;
+    n = saturatingMul(n, d);
   return n;
 }
 
-int64_t HostTensor::numElements() const { return product(shape); }
+int64_t toInteger(double value) {
+  if (std::isnan(value))
+    return 0;
+  // 2^63 is exact in double; every double below it converts.
+  if (value >= 0x1p63)
+    return std::numeric_limits<int64_t>::max();
+  if (value < -0x1p63)
+    return std::numeric_limits<int64_t>::min();
+  return static_cast<int64_t>(value);
+}
+
+int64_t HostTensor::numElements() const { return shapeProduct(shape); }
 
 bool HostTensor::isSplat() const {
   int64_t n = numElements();
@@ -102,7 +127,7 @@ HostTensor HostTensor::floats(DType dtype, llvm::ArrayRef<int64_t> shape,
   return t;
 }
 
-int64_t RawTensor::numElements() const { return product(shape); }
+int64_t RawTensor::numElements() const { return shapeProduct(shape); }
 
 namespace {
 

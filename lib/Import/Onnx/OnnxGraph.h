@@ -46,6 +46,18 @@ llvm::StringRef dtypeName(DType type);
 /// The DType of an ONNX TensorProto.DataType code.
 DType dtypeFromOnnx(int code);
 
+/// a * b, or INT64_MAX where that overflows. Dimensions come from the
+/// model's bytes, so their products may overflow; the saturated value is a
+/// size no tensor has, which the importer's size checks then reject.
+int64_t saturatingMul(int64_t a, int64_t b);
+/// The product of `shape`'s dimensions, saturated as saturatingMul (0 if
+/// any is 0, whatever the others).
+int64_t shapeProduct(llvm::ArrayRef<int64_t> shape);
+/// `value` truncated to an integer, saturated at int64's range (NaN: 0):
+/// folded float values may be anything the model's bytes say, and C++'s
+/// conversion of one out of range is undefined.
+int64_t toInteger(double value);
+
 /// A tensor held on the host: float dtypes in `f`, integer and bool dtypes
 /// in `i`, row-major.
 struct HostTensor {
@@ -60,7 +72,7 @@ struct HostTensor {
   double value(int64_t e) const { return isFloat() ? f[e] : double(i[e]); }
   /// Element `e` as an integer (floats truncated).
   int64_t integer(int64_t e) const {
-    return isFloat() ? static_cast<int64_t>(f[e]) : i[e];
+    return isFloat() ? toInteger(f[e]) : i[e];
   }
   /// Whether every element equals the first (a scalar broadcast).
   bool isSplat() const;

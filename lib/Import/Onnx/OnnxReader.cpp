@@ -146,13 +146,14 @@ Expected<RawTensor> readTensor(onnx::TensorProto &proto, StringRef modelPath) {
     return tensor; // an error only if the importer needs its values
   if (Error error = tensorBytes(proto, tensor.dtype, modelPath, tensor.bytes))
     return std::move(error);
-  if (int64_t(tensor.bytes.size()) !=
-      tensor.numElements() * elementBytes(tensor.dtype))
+  int64_t needed =
+      saturatingMul(tensor.numElements(), elementBytes(tensor.dtype));
+  if (int64_t(tensor.bytes.size()) != needed)
     return readError(
         modelPath,
         "tensor '" + proto.name() + "' holds " + Twine(tensor.bytes.size()) +
             " bytes, its shape needs " +
-            Twine(tensor.numElements() * elementBytes(tensor.dtype)));
+            (needed == INT64_MAX ? Twine("more than 2^63") : Twine(needed)));
   return tensor;
 }
 

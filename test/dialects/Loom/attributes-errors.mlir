@@ -129,3 +129,19 @@ func.func @overlap_on_add(%a: tensor<4xf32>) -> tensor<4xf32> {
   %b = loom.add %a, %a {loom.overlap} : (tensor<4xf32>, tensor<4xf32>) -> tensor<4xf32>
   return %b : tensor<4xf32>
 }
+
+// -----
+
+// A layer is a non-negative integer, on an op as on an argument.
+func.func @negative_layer(%a: tensor<4xf32>) -> tensor<4xf32> {
+  // expected-error @+1 {{'loom.neg' op `loom.layer` must be a non-negative integer layer}}
+  %0 = loom.neg %a {loom.layer = -1 : i64} : tensor<4xf32>
+  return %0 : tensor<4xf32>
+}
+
+// -----
+
+// expected-error @+1 {{'func.func' op argument 0: `loom.layer` must be a non-negative integer layer}}
+func.func @layer_name(%a: tensor<4xf32> {loom.layer = "h.0"}) {
+  return
+}

@@ -44,7 +44,7 @@ func.func @forward(%w0: tensor<8x8xf32> {loom.name = "h.0.w"},
 // -----
 
 // Without layer names there is no chain of layers to cut.
-// expected-error @+1 {{--loom-pipeline: no argument names a transformer layer (`h.<i>.`, `layers.<i>.`, `blocks.<i>.`), so there is nothing to cut into stages}}
+// expected-error @+1 {{--loom-pipeline: no argument is marked with a transformer layer (`loom.layer`) or names one (`h.<i>.`, `layers.<i>.`, `blocks.<i>.`), so there is nothing to cut into stages}}
 func.func @forward(%w: tensor<8x8xf32> {loom.name = "w"},
                    %x: tensor<4x8xi32> {loom.name = "tokens"}) -> tensor<f32> {
   %0 = loom.embedding %w, %x : (tensor<8x8xf32>, tensor<4x8xi32>) -> tensor<4x8x8xf32>

@@ -1,5 +1,7 @@
 // RUN: loom-opt %S/Inputs/two-layers.mlir --loom-autodiff --loom-optimizer="kind=sgd lr=0.1" --loom-pipeline="stages=2 micro-batches=2 layers=1,1" | FileCheck %s
 // RUN: loom-opt %S/Inputs/two-layers.mlir --loom-autodiff --loom-optimizer="kind=sgd lr=0.1" --loom-pipeline="stages=2 micro-batches=4 schedule=gpipe recompute=full,none" | FileCheck %s --check-prefix=BALANCED
+// RUN: sed -e 's/{loom.name = "h\.\([01]\)\.w"}/{loom.layer = \1 : i64, loom.name = "block\1"}/' %S/Inputs/two-layers.mlir \
+// RUN:   | loom-opt --loom-autodiff --loom-optimizer="kind=sgd lr=0.1" --loom-pipeline="stages=2 micro-batches=2 layers=1,1" | FileCheck %s --check-prefix=MARKED
 
 // The batch of 4 sequences becomes micro-batches of 2, the loss divides by
 // the whole batch's 12 tokens, every forward op carries its stage (the
@@ -36,3 +38,10 @@
 // and micro-batches are recorded for --loom-split-stages.
 // BALANCED: module attributes {loom.pipeline = {micro_batches = 4 : i64, ranks = 2 : i64, recompute = ["full", "none"], schedule = "gpipe", stage_items = [0, {{[0-9]}}, 4], virtual_stages = 1 : i64}, loom.state = "pipelined"}
 // BALANCED: loom.embedding {{.*}} -> tensor<1x3x8xf32>
+
+// Layers marked as the importers mark them (`loom.layer` on the parameters)
+// need no layer index in the names: the same items and stages.
+// MARKED: stage_items = [0, 2, 4]
+// MARKED-LABEL: func.func @forward(
+// MARKED: loom.gelu {{.*}} {loom.stage = 0 : i64}
+// MARKED: loom.gelu {{.*}} {loom.stage = 1 : i64}

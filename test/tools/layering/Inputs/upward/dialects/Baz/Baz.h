@@ -1,0 +1,1 @@
+#include "loom/Foo/Foo.h"

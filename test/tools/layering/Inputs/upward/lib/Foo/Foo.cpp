@@ -1,0 +1,2 @@
+#include "dialects/Baz/Baz.h"
+#include "passes/Bar/Passes.h"
