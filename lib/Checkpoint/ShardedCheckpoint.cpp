@@ -216,7 +216,7 @@ std::string printCheckpointIndex(const CheckpointIndex &index) {
     os << ",\n  \"files\": {";
     for (auto [i, entry] : llvm::enumerate(index.files))
       os << (i ? ",\n    " : "\n    ") << json::Value(entry.first) << ": "
-         << json::Value(json::Object{{"bytes", int64_t(entry.second.bytes)},
+         << json::Value(json::Object{{"bytes", entry.second.bytes},
                                      {"xxh3", entry.second.xxh3}});
     os << (index.files.empty() ? "}" : "\n  }");
   }
