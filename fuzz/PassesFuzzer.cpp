@@ -18,6 +18,8 @@
 #include "passes/Sharding/Passes.h"
 #include "passes/Transforms/Passes.h"
 
+#include "loom/Support/IRDepth.h"
+
 #include "mlir/IR/BuiltinOps.h"
 #include "mlir/IR/DialectRegistry.h"
 #include "mlir/IR/MLIRContext.h"
@@ -92,6 +94,11 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   // read has (MemoryBuffer): the fuzzer's bytes have none, so they are
   // copied into a string that does.
   std::string text(reinterpret_cast<const char *>(data), size);
+  // The tools refuse what nests deeper than MLIR's parser can recurse.
+  if (llvm::Error tooDeep = loom::checkIRDepth(text, "input")) {
+    llvm::consumeError(std::move(tooDeep));
+    return 0;
+  }
   mlir::OwningOpRef<mlir::ModuleOp> module =
       mlir::parseSourceString<mlir::ModuleOp>(text, mlir::ParserConfig(&ctx));
   if (!module)

@@ -38,6 +38,7 @@
 #include "passes/Pipelines/Pipelines.h"
 
 #include "loom/Support/AtomicFile.h"
+#include "loom/Support/IRDepth.h"
 #include "loom/loom_program.h"
 
 #include "loom/Schedule/ScheduleAttr.h"
@@ -457,6 +458,8 @@ int main(int argc, char **argv) {
   auto file = mlir::openInputFile(inputPath, &error);
   if (!file)
     return fail(error);
+  if (Error tooDeep = loom::checkIRDepth(file->getBuffer(), inputPath))
+    return fail(toString(std::move(tooDeep)));
   SourceMgr sourceMgr;
   sourceMgr.AddNewSourceBuffer(std::move(file), SMLoc());
   mlir::SourceMgrDiagnosticHandler diagnostics(sourceMgr, &context);

@@ -2,7 +2,8 @@
 //
 // mlir-opt with Loom's dialects and passes added: every upstream dialect,
 // pass and extension is registered, so any stage of the Loom pipeline can be
-// inspected and mixed with upstream passes.
+// inspected and mixed with upstream passes. The input's nesting is
+// checked before MLIR's recursive parser sees it (loom/Support/IRDepth.h).
 //
 //===----------------------------------------------------------------------===//
 
@@ -15,11 +16,17 @@
 #include "passes/Sharding/Passes.h"
 #include "passes/Transforms/Passes.h"
 
+#include "loom/Support/IRDepth.h"
+
 #include "mlir/IR/DialectRegistry.h"
 #include "mlir/InitAllDialects.h"
 #include "mlir/InitAllExtensions.h"
 #include "mlir/InitAllPasses.h"
+#include "mlir/Support/FileUtilities.h"
 #include "mlir/Tools/mlir-opt/MlirOptMain.h"
+#include "llvm/Support/MemoryBuffer.h"
+#include "llvm/Support/ToolOutputFile.h"
+#include "llvm/Support/raw_ostream.h"
 
 int main(int argc, char **argv) {
   mlir::registerAllPasses();
@@ -36,6 +43,35 @@ int main(int argc, char **argv) {
   mlir::registerAllExtensions(registry);
   registry.insert<loom::LoomDialect>();
 
-  return mlir::asMainReturnCode(
-      mlir::MlirOptMain(argc, argv, "Loom optimizer driver\n", registry));
+  auto [input, output] = mlir::registerAndParseCLIOptions(
+      argc, argv, "Loom optimizer driver\n", registry);
+  mlir::MlirOptMainConfig config =
+      mlir::MlirOptMainConfig::createFromCLOptions();
+  if (config.shouldShowDialects() || config.shouldListPasses())
+    return mlir::asMainReturnCode(
+        mlir::MlirOptMain(argc, argv, input, output, registry));
+
+  std::string error;
+  std::unique_ptr<llvm::MemoryBuffer> file = mlir::openInputFile(input, &error);
+  if (!file) {
+    llvm::errs() << "loom-opt: error: " << error << "\n";
+    return 1;
+  }
+  if (llvm::Error tooDeep = loom::checkIRDepth(
+          file->getBuffer(), input == "-" ? "<stdin>" : input)) {
+    llvm::errs() << "loom-opt: error: " << llvm::toString(std::move(tooDeep))
+                 << "\n";
+    return 1;
+  }
+  std::unique_ptr<llvm::ToolOutputFile> out =
+      mlir::openOutputFile(output, &error);
+  if (!out) {
+    llvm::errs() << "loom-opt: error: " << error << "\n";
+    return 1;
+  }
+  if (mlir::failed(
+          mlir::MlirOptMain(out->os(), std::move(file), registry, config)))
+    return 1;
+  out->keep(); // Written only when the whole run succeeded.
+  return 0;
 }

@@ -30,6 +30,7 @@
 #include "loom/Interpreter/Pipeline.h"
 #include "loom/Schedule/ScheduleAttr.h"
 #include "loom/Support/AtomicFile.h"
+#include "loom/Support/IRDepth.h"
 #include "loom/Support/InputFile.h"
 #include "loom/Support/Json.h"
 #include "loom/Training/TrainStep.h"
@@ -42,6 +43,7 @@
 #include "mlir/Dialect/Shard/IR/ShardOps.h"
 #include "mlir/IR/BuiltinOps.h"
 #include "mlir/Parser/Parser.h"
+#include "mlir/Support/FileUtilities.h"
 #include "llvm/Support/CommandLine.h"
 #include "llvm/Support/FileSystem.h"
 #include "llvm/Support/FormatVariadic.h"
@@ -490,10 +492,18 @@ int main(int argc, char **argv) {
   mlir::MLIRContext context;
   context.loadDialect<loom::LoomDialect, mlir::func::FuncDialect,
                       mlir::arith::ArithDialect, mlir::shard::ShardDialect>();
+  std::string openError;
+  std::unique_ptr<llvm::MemoryBuffer> file =
+      mlir::openInputFile(modulePath, &openError);
+  if (!file)
+    return fail(openError);
+  if (Error tooDeep = loom::checkIRDepth(file->getBuffer(), modulePath))
+    return fail(toString(std::move(tooDeep)));
   llvm::SourceMgr sourceMgr;
+  sourceMgr.AddNewSourceBuffer(std::move(file), llvm::SMLoc());
   mlir::SourceMgrDiagnosticHandler handler(sourceMgr, &context);
   mlir::OwningOpRef<mlir::ModuleOp> module =
-      mlir::parseSourceFile<mlir::ModuleOp>(modulePath, sourceMgr,
+      mlir::parseSourceFile<mlir::ModuleOp>(sourceMgr,
                                             mlir::ParserConfig(&context));
   if (!module)
     return 1; // The parser reported the error with its location.
