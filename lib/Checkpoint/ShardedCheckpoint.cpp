@@ -427,12 +427,7 @@ Error checkCheckpointTarget(StringRef path) {
 }
 
 Expected<std::string> createCheckpointTempDir(StringRef path) {
-  SmallString<256> temp;
-  if (std::error_code error = sys::fs::createUniqueDirectory(
-          withoutTrailingSlash(path) + ".tmp", temp))
-    return fileError(path,
-                     "cannot create a temporary directory: " + error.message());
-  return temp.str().str();
+  return createTempDirectoryBeside(withoutTrailingSlash(path));
 }
 
 Error commitCheckpoint(StringRef tempDir, StringRef path,

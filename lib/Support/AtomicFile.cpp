@@ -59,6 +59,17 @@ Error writeFileAtomically(StringRef path,
   return Error::success();
 }
 
+Expected<std::string> createTempDirectoryBeside(StringRef target) {
+  SmallString<256> model(target);
+  model += ".tmp";
+  sys::fs::make_absolute(model);
+  SmallString<256> temp;
+  if (std::error_code error = sys::fs::createUniqueDirectory(model, temp))
+    return pathError(target,
+                     "cannot create a temporary directory: " + error.message());
+  return temp.str().str();
+}
+
 Error replaceDirectory(StringRef tempDir, StringRef target) {
   std::string temp = tempDir.str(), path = target.str();
   if (!sys::fs::exists(path)) {

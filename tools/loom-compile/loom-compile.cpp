@@ -509,11 +509,10 @@ int main(int argc, char **argv) {
   }
 
   // Build next to the output, then rename into place.
-  SmallString<256> temp;
-  if (std::error_code ec =
-          sys::fs::createUniqueDirectory(output + ".tmp", temp))
-    return fail(output +
-                ": cannot create a temporary directory: " + ec.message());
+  Expected<std::string> tempDir = loom::createTempDirectoryBeside(output);
+  if (!tempDir)
+    return fail(toString(tempDir.takeError()));
+  std::string temp = std::move(*tempDir);
   std::string llvmText;
   if (Error err = build(*module, temp, llvmText)) {
     sys::fs::remove_directories(temp);

@@ -29,6 +29,13 @@ llvm::Error
 writeFileAtomically(llvm::StringRef path,
                     llvm::function_ref<void(llvm::raw_ostream &)> write);
 
+/// Creates an empty directory named `target` + ".tmp-XXXXXX" beside
+/// `target` and returns its path: in `target`'s directory, whether
+/// `target` is absolute or relative (llvm::sys::fs::createUniqueDirectory
+/// alone would put a relative one in the system's temporary directory,
+/// from where no rename reaches `target`). Errors start with `target`.
+llvm::Expected<std::string> createTempDirectoryBeside(llvm::StringRef target);
+
 /// Puts the directory `tempDir` (a sibling of `target`) at `target`: with
 /// one rename when `target` does not exist; else swapped in with one
 /// rename (RENAME_EXCHANGE; on a file system without it, the old one is
