@@ -12,9 +12,15 @@ PyTorch trains each in bf16 autocast with float32 master weights and AdamW
 state (the mixed precision Loom plans), fused AdamW, no dropout, attention
 through scaled_dot_product_attention (grouped-query heads for the Llama:
 enable_gqa), on random tokens, at the largest micro-batch of --batches that
-fits. One row per engine: micro-batch, median step time, tokens/s and MFU
+fits. One row per engine: micro-batch, median step time, tokens/s, MFU
 (model FLOPs: 6 N T for the weights plus 12 L S T d for attention, over the
-GPU's dense bf16 peak).
+GPU's dense bf16 peak) and peak GiB: the most device memory in use while
+the engine trained, less what was in use when it started, read through
+NVML (pynvml, else nvidia-smi) every 10 ms. It counts what the engine took
+from the device, not what its allocator handed out: Loom's CUDA context,
+workspace, state and library scratch; PyTorch's caching allocator's
+reserve (its context is created before the first reading, so it is not
+counted). "n/a" where neither NVML nor nvidia-smi answers.
 
 Loom's row: with --loom ARTIFACT[,ARTIFACT...] (--target=cuda artifacts of
 the same model at several micro-batches, largest first: utils/gpu-node.sh
@@ -40,6 +46,7 @@ import shutil
 import statistics
 import subprocess
 import sys
+import threading
 import time
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -157,6 +164,51 @@ def build_model(m):
     return Model()
 
 
+class DeviceMemoryPeak:
+    """Polls device 0's memory in use while the `with` block runs;
+    `peak` is then the most seen less the first reading (bytes), or None."""
+
+    def __init__(self):
+        self.peak = None
+        self._read = None
+        try:
+            import pynvml
+            pynvml.nvmlInit()
+            handle = pynvml.nvmlDeviceGetHandleByIndex(0)
+            self._read = lambda: pynvml.nvmlDeviceGetMemoryInfo(handle).used
+        except Exception:  # no NVML bindings or no driver: nvidia-smi, slower
+            if shutil.which("nvidia-smi"):
+                def smi():
+                    done = subprocess.run(["nvidia-smi", "--query-gpu=memory.used", "--format=csv,noheader,nounits",
+                                           "-i", "0"], capture_output=True, text=True)
+                    return int(done.stdout.strip()) << 20
+                self._read = smi
+        try:
+            if self._read:
+                self._read()
+        except Exception:
+            self._read = None
+
+    def __enter__(self):
+        if self._read:
+            self._base = self._most = self._read()
+            self._stop = threading.Event()
+            self._thread = threading.Thread(target=self._poll, daemon=True)
+            self._thread.start()
+        return self
+
+    def _poll(self):
+        while not self._stop.wait(0.01):
+            self._most = max(self._most, self._read())
+
+    def __exit__(self, *exc):
+        if self._read:
+            self._stop.set()
+            self._thread.join()
+            self.peak = self._most - self._base
+        return False
+
+
 def run_torch(engine, batch, m, args):
     """(median step seconds, tokens/s) of one PyTorch engine."""
     import torch
@@ -218,20 +270,23 @@ def device_name():
     return "unknown GPU"
 
 
-def row(engine, batch, median, tps, flops, peak, note=""):
+def row(engine, batch, median, tps, flops, peak, memory, note=""):
     mfu = f"{100 * tps * flops / peak:.1f}%" if peak else "n/a"
-    print(f"{engine:<16} {batch:>11} {median * 1e3:>9.1f} {tps:>10.0f} {mfu:>7}{note}", flush=True)
+    gib = f"{memory / 2**30:.2f}" if memory is not None else "n/a"
+    print(f"{engine:<16} {batch:>11} {median * 1e3:>9.1f} {tps:>10.0f} {mfu:>7} {gib:>8}{note}", flush=True)
 
 
 def loom_row(m, flops, peak, args):
     for artifact in args.loom.split(","):
-        result = run_loom(artifact, m, args)
+        with DeviceMemoryPeak() as memory:
+            result = run_loom(artifact, m, args)
         if result:
             break
     else:
         sys.exit(f"gpu-train.py: every artifact of --loom {args.loom} ran out of GPU memory")
     batch, median, tps, loss = result
-    row("loom (cuda)", batch, median, tps, flops, peak, f"  (loss {loss:.4f} at step {args.steps})")
+    row("loom (cuda)", batch, median, tps, flops, peak, memory.peak,
+        f"  (loss {loss:.4f} at step {args.steps})")
     if not args.loom_profile:
         return
     # The table of this run only: an old one is removed first; under a
@@ -289,20 +344,22 @@ def main():
     flops = flops_per_token(m)
     print(f"{args.model} ({parameter_count(m):,} parameters), seq {m['seq']}, bf16 compute + fp32 master "
           f"weights, AdamW; {name}; median of steps {args.warmup + 1}..{args.steps}")
-    print(f"{'engine':<16} {'micro-batch':>11} {'step ms':>9} {'tokens/s':>10} {'MFU':>7}", flush=True)
+    print(f"{'engine':<16} {'micro-batch':>11} {'step ms':>9} {'tokens/s':>10} {'MFU':>7} {'peak GiB':>8}",
+          flush=True)
     if args.loom:
         loom_row(m, flops, peak, args)
     for engine in engines:
         for batch in (int(b) for b in (args.batches or m["batches"]).split(",")):
             try:
-                median, tps = run_torch(engine, batch, m, args)
+                with DeviceMemoryPeak() as memory:
+                    median, tps = run_torch(engine, batch, m, args)
             except torch.cuda.OutOfMemoryError:
                 torch.cuda.empty_cache()
                 continue
-            row(engine, batch, median, tps, flops, peak)
+            row(engine, batch, median, tps, flops, peak, memory.peak)
             break
         else:
-            print(f"{engine:<16} {'-':>11} {'-':>9} {'-':>10} {'-':>7}  (out of memory at every micro-batch)")
+            print(f"{engine:<16} {'-':>11} {'-':>9} {'-':>10} {'-':>7} {'-':>8}  (out of memory at every micro-batch)")
     return 0
 
 

@@ -2,7 +2,8 @@
 # gpu-node.sh - Loom's GPU checks and benchmark on a GPU node without LLVM.
 #
 #   utils/gpu-node.sh prepare DIR                  # on a machine with LLVM
-#   utils/gpu-node.sh run [--budget S] DIR [OUT]   # on the GPU node, DIR copied there
+#   utils/gpu-node.sh run [--budget S] [--no-build] [--skip PHASE]... DIR [OUT]
+#                                                  # on the GPU node, DIR copied there
 #
 # A GPU node often has a CUDA toolkit, CMake, MPI, Python (numpy, mpi4py,
 # PyTorch) but no LLVM: Loom compiles the artifacts elsewhere and the node
@@ -43,6 +44,12 @@
 # instead of the one built (the main build's libloom_cuda_driver_fake.so
 # runs the host side on the fake device, docs/cuda.md).
 #
+# --no-build uses the runtime already built in LOOM_GPU_BUILD_DIR (by `run`
+# or by cmake as above, on a login node with the same CUDA major version
+# where the GPU node has no compiler or no MPI headers): no configure, no
+# build. --skip tests|gpt2-124m|llama-1b|torch|kernels leaves that phase
+# out (repeatable; torch: PyTorch's rows of both models).
+#
 # Exit status: 0 when every phase passed (or skipped itself: PyTorch without
 # CUDA, say), 1 when one failed, ran out of time or was left out for the
 # budget, 77 without a usable CUDA device, 2 on a usage error.
@@ -51,7 +58,7 @@ set -uo pipefail
 
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 usage() {
-  echo "usage: $0 prepare DIR | run [--budget SECONDS] DIR [OUT]" >&2
+  echo "usage: $0 prepare DIR | run [--budget SECONDS] [--no-build] [--skip PHASE]... DIR [OUT]" >&2
   exit 2
 }
 
@@ -130,11 +137,23 @@ if [ "$mode" = prepare ]; then
 fi
 [ "$mode" = run ] || usage
 budget=""
-if [ "$1" = --budget ]; then
-  [[ "${2:-}" =~ ^[0-9]+$ ]] || usage
-  budget="$2"
-  shift 2
-fi
+no_build=0
+skip=" "
+while [ $# -gt 0 ]; do
+  case "$1" in
+    --budget)
+      [[ "${2:-}" =~ ^[0-9]+$ ]] || usage
+      budget="$2"
+      shift 2 ;;
+    --no-build) no_build=1; shift ;;
+    --skip)
+      case "${2:-}" in tests | gpt2-124m | llama-1b | torch | kernels) ;; *) usage ;; esac
+      skip+="$2 "
+      shift 2 ;;
+    *) break ;;
+  esac
+done
+skipped() { [[ "$skip" == *" $1 "* ]]; }
 [ $# -ge 1 ] && [ $# -le 2 ] || usage
 [ -d "$1/train" ] && [ -d "$1/bench" ] || {
   echo "gpu-node: $1 has no train/ and bench/: run '$0 prepare $1' where LLVM is" >&2
@@ -240,16 +259,26 @@ export root dir out build runtime
 export -f fallback configure probe build_all tests bench
 
 command -v nvidia-smi >/dev/null && nvidia-smi -L
-phase configure 240 configure || { printf '%s\n' "${summary[@]}"; exit 1; }
+if ((no_build)); then
+  [ -x "$build/loom-cuda-probe" ] && [ -e "$runtime" ] || {
+    echo "gpu-node: --no-build: $build has no loom-cuda-probe and libloom_runtime.so built" >&2
+    exit 2
+  }
+else
+  phase configure 240 configure || { printf '%s\n' "${summary[@]}"; exit 1; }
+fi
 probe
 status=$?
 if [ "$status" -ne 0 ]; then
   echo "gpu-node: no usable CUDA device: nothing to run here"
   exit "$( [ "$status" -eq 77 ] && echo 77 || echo 1)"
 fi
-phase build 600 build_all || { printf '%s\n' "${summary[@]}"; exit 1; }
-phase tests 300 tests ctest.log -L cuda-gpu
-status=$?
+((no_build)) || phase build 600 build_all || { printf '%s\n' "${summary[@]}"; exit 1; }
+status=0
+if ! skipped tests; then
+  phase tests 300 tests ctest.log -L cuda-gpu -j 4
+  status=$?
+fi
 # A failure on the new kernel paths, told apart from one elsewhere: the
 # failed tests again on the fallbacks when they failed (not ran out of time)
 # and the benchmark keeps 300 s; Loom's rows likewise.
@@ -261,6 +290,7 @@ if [ "$status" -ne 0 ] && [ "$status" -lt 124 ]; then
   fi
 fi
 for model in gpt2-124m llama-1b; do
+  skipped "$model" && continue
   phase "$model-loom" 150 bench "$model" loom --loom-profile "$out/profile-$model.txt"
   status=$?
   if [ "$status" -ne 0 ] && [ "$status" -lt 124 ]; then
@@ -268,9 +298,9 @@ for model in gpt2-124m llama-1b; do
   fi
 done
 for model in gpt2-124m llama-1b; do
-  phase "$model-torch" 240 bench "$model" torch
+  skipped torch || skipped "$model" || phase "$model-torch" 240 bench "$model" torch
 done
-phase kernels 90 "$build/LoomCudaKernelBench"
+skipped kernels || phase kernels 90 "$build/LoomCudaKernelBench"
 
 echo
 echo "== summary ($((SECONDS - start)) s; logs in $out)"
