@@ -22,8 +22,12 @@
 // before they multiply, as FlashAttention does: 1.4e-2 measured in their
 // host emulation, test/Unit/AttentionTilesTest.cpp): the
 // rms term keeps the test meaningful for results whose elements cancel to
-// near zero. Dropout masks must match exactly (the same elements are zero)
-// and, in f32, so must the kept values. Integer results match exactly.
+// near zero. Attention's bf16 gradients are held to 1e-2 as a whole
+// (||got - want|| / ||want||) and each element to 4 x 2e-2: on an H200 a
+// few elements of dK (1 of 3072 at 24 keys; 9 of 2 million, cuDNN against
+// the tiles, at Llama's shapes) strayed past 2e-2 of the rms alone. Dropout
+// masks must match exactly (the same elements are zero) and, in f32, so must
+// the kept values. Integer results match exactly.
 //
 // A tiny harness of its own (no GoogleTest), so that a GPU machine without
 // LLVM can build it without the rest of the tree (runtime/cuda/standalone).
@@ -153,6 +157,13 @@ struct Case {
   bool f32Only = false;
   /// The bf16 run's tol (see the file comment).
   double bf16Tolerance = 1e-2;
+  /// When set, the bf16 run's results are held to it as a whole, the
+  /// relative error of their norms (||got - want|| / ||want||), and each
+  /// element only to kOutlierFactor times tol: for results that are long
+  /// sums of bf16-rounded products (attention's gradients), where a few
+  /// elements that cancel to near zero stray by several bf16 steps of the
+  /// row's scale while the tensor is well within bf16's precision.
+  double bf16NormTolerance = 0.0;
   /// What loom_cuda_attention_path must start with after the call, in the
   /// f32 and the bf16 run ("": not checked).
   std::array<std::string, 2> attentionPath;
@@ -498,9 +509,14 @@ bool compare(const Case &c, size_t r, Precision precision,
   double rms = want.empty() ? 0.0 : std::sqrt(squares / want.size());
   double worst = 0.0;
   int64_t worstAt = -1, failures = 0;
+  bool byNorm = precision == Precision::BF16 && c.bf16NormTolerance > 0;
+  constexpr double kOutlierFactor = 4.0;
+  double elementTol = byNorm ? kOutlierFactor * tol : tol;
+  double errorSquares = 0.0;
   for (size_t i = 0; i < want.size(); ++i) {
     double error = std::fabs(got[i] - want[i]);
-    double bound = exact ? 0.0 : tol * (std::fabs(want[i]) + rms);
+    errorSquares += error * error;
+    double bound = exact ? 0.0 : elementTol * (std::fabs(want[i]) + rms);
     bool ok = error <= bound || (std::isnan(want[i]) && std::isnan(got[i])) ||
               (std::isinf(want[i]) && got[i] == want[i]);
     if (c.exactMask && ((want[i] == 0.0) != (got[i] == 0.0)))
@@ -516,13 +532,17 @@ bool compare(const Case &c, size_t r, Precision precision,
     }
     failures += !ok;
   }
-  if (failures == 0)
+  double normError = std::sqrt(errorSquares / std::max(squares, 1e-300));
+  bool normOk = !byNorm || normError <= c.bf16NormTolerance;
+  if (failures == 0 && normOk)
     return true;
   std::printf("  result %zu: %lld of %zu elements off (tolerance %s%g); "
-              "worst at %lld: got %.9g, want %.9g\n",
+              "worst at %lld: got %.9g, want %.9g; rms %.3g, relative norm "
+              "error %.3g%s\n",
               r, static_cast<long long>(failures), want.size(),
-              exact ? "exact, " : "", exact ? 0.0 : tol,
-              static_cast<long long>(worstAt), got[worstAt], want[worstAt]);
+              exact ? "exact, " : "", exact ? 0.0 : elementTol,
+              static_cast<long long>(worstAt), got[worstAt], want[worstAt], rms,
+              normError, normOk ? "" : " (over the norm tolerance)");
   return false;
 }
 
@@ -726,6 +746,18 @@ void layoutCases(loom_cuda_context *context) {
   appendArray(attrs, {1, 2, 3});
   run(make("slice", KERNELS(slice), {uniform({6, 8, 10})}, {result({3, 4, 5})},
            attrs),
+      context);
+  // Rows that move in 16-byte units (a third of a fused q/k/v projection)
+  // and, in bf16, in 8-byte ones (4 elements at an 8-byte offset).
+  attrs.clear();
+  appendArray(attrs, {0, 0, 16});
+  run(make("slice of rows, wide", KERNELS(slice), {uniform({4, 6, 48})},
+           {result({4, 6, 16})}, attrs),
+      context);
+  attrs.clear();
+  appendArray(attrs, {1, 0, 4});
+  run(make("slice of rows, 8 bytes", KERNELS(slice), {uniform({3, 5, 12})},
+           {result({2, 5, 4})}, attrs),
       context);
   attrs.clear();
   appendArray(attrs, {1, 2});
@@ -1022,8 +1054,10 @@ void matmulEpilogueCases(loom_cuda_context *context) {
 void normCases(loom_cuda_context *context) {
   // Rows up to 1024 elements take a warp per row (NormRows.cuh), longer
   // ones and LOOM_CUDA_NORM=block a block per row.
+  // The weight gradients' sums: D a multiple of 8 (8 columns a thread)
+  // or not (one), over a few rows or thousands (hundreds of chunks).
   const std::vector<std::vector<int64_t>> shapes = {
-      {4, 16, 96}, {300, 768}, {5, 1100}};
+      {4, 16, 96}, {300, 768}, {5, 1100}, {4100, 40}, {2000, 36}};
   for (const char *mode : {"", "block"}) {
     if (*mode)
       setenv("LOOM_CUDA_NORM", mode, 1);
@@ -1241,6 +1275,7 @@ void attentionCases(loom_cuda_context *context, const std::string &mode) {
         make(name + " grad", KERNELS(attention_grad), {},
              {result(q), result(kv), result(kv)}, attentionAttrs(s));
     backward.bf16Tolerance = 2e-2;
+    backward.bf16NormTolerance = 1e-2;
     backward.attentionPath = path;
     backward.ins = {uniform(q), ins[0], ins[1], ins[2]};
     std::vector<std::vector<double>> outs;
@@ -1334,6 +1369,7 @@ void attentionModelCases(cudaStream_t stream) {
               uniform(q), f32(uniform(lse))},
              {result(q), result(kv), result(kv)}, attentionAttrs(s));
     backward.bf16Tolerance = 2e-2;
+    backward.bf16NormTolerance = 1e-2;
     backward.ins[4].values =
         decode(tiles[0].data(), forward.outs[0].size(), LOOM_DTYPE_BF16);
     backward.ins[5].values =

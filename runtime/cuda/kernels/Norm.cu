@@ -185,69 +185,122 @@ __global__ void rmsnorm_backward_kernel(Floats dy, Floats x, Floats gamma,
 
 constexpr int kColumns = 32, kRowLanes = 8;
 
-/// Partial sums over chunk blockIdx.y of the rows, per column: dgamma (of
-/// dy * xhat, xhat = (x - mean) * rstd for layernorm, x * s for rmsnorm)
-/// and, for layernorm, dbeta (of dy). `partials` is [chunks, D] for dgamma,
-/// then [chunks, D] for dbeta.
+/// One row's contribution to dgamma (dy * xhat, xhat = (x - mean) * rstd
+/// for layernorm, x * s for rmsnorm) and dbeta (dy).
+__device__ __forceinline__ float normXhat(float value, const float *stats,
+                                          bool layer, int64_t r) {
+  return layer ? (value - stats[2 * r]) * stats[2 * r + 1] : value * stats[r];
+}
+
+/// Partial sums over chunk blockIdx.y of the rows, per column: dgamma and,
+/// for layernorm, dbeta. `partials` is [chunks, D] for dgamma, then
+/// [chunks, D] for dbeta. With `vector` (D a multiple of 8, dy and x
+/// 16-byte aligned) each thread takes 8 neighbouring columns with one
+/// 16-byte load per bf16 row (a block 256 columns), else one column (a
+/// block 32). Either way a column's rows go to its 8 row lanes in turn,
+/// r = first + lane, first + lane + 8, ..., and the lanes are added in
+/// order.
 __global__ void norm_weight_partials_kernel(Floats dy, Floats x,
                                             const float *stats, bool layer,
                                             int64_t rows, int64_t size,
-                                            int64_t rowsPerChunk,
+                                            int64_t rowsPerChunk, bool vector,
                                             float *partials) {
-  __shared__ float lanes[2][kRowLanes][kColumns];
-  int64_t column = blockIdx.x * static_cast<int64_t>(kColumns) + threadIdx.x;
+  constexpr int kWidth = 8;
+  __shared__ float lanes[2][kRowLanes][kColumns * kWidth];
+  int width = vector ? kWidth : 1;
+  int64_t column =
+      (blockIdx.x * static_cast<int64_t>(kColumns) + threadIdx.x) * width;
   int64_t first = blockIdx.y * rowsPerChunk;
   int64_t last = min(rows, first + rowsPerChunk);
-  float dgamma = 0.0f, dbeta = 0.0f;
-  if (column < size)
-    for (int64_t r = first + threadIdx.y; r < last; r += kRowLanes) {
-      float grad = dy[r * size + column], value = x[r * size + column];
-      float xhat =
-          layer ? (value - stats[2 * r]) * stats[2 * r + 1] : value * stats[r];
-      dgamma += grad * xhat;
-      dbeta += grad;
+  float dgamma[kWidth] = {}, dbeta[kWidth] = {};
+  if (column < size) {
+    if (vector) {
+      for (int64_t r = first + threadIdx.y; r < last; r += kRowLanes) {
+        float grad[kWidth], value[kWidth];
+        load8(dy, r * size + column, grad);
+        load8(x, r * size + column, value);
+#pragma unroll
+        for (int k = 0; k < kWidth; ++k) {
+          dgamma[k] += grad[k] * normXhat(value[k], stats, layer, r);
+          dbeta[k] += grad[k];
+        }
+      }
+    } else {
+      for (int64_t r = first + threadIdx.y; r < last; r += kRowLanes) {
+        float grad = dy[r * size + column];
+        dgamma[0] += grad * normXhat(x[r * size + column], stats, layer, r);
+        dbeta[0] += grad;
+      }
     }
-  lanes[0][threadIdx.y][threadIdx.x] = dgamma;
-  lanes[1][threadIdx.y][threadIdx.x] = dbeta;
+  }
+#pragma unroll
+  for (int k = 0; k < kWidth; ++k) {
+    lanes[0][threadIdx.y][threadIdx.x * kWidth + k] = dgamma[k];
+    lanes[1][threadIdx.y][threadIdx.x * kWidth + k] = dbeta[k];
+  }
   __syncthreads();
   if (threadIdx.y != 0 || column >= size)
     return;
-  for (int lane = 1; lane < kRowLanes; ++lane) {
-    dgamma += lanes[0][lane][threadIdx.x];
-    dbeta += lanes[1][lane][threadIdx.x];
-  }
   int64_t chunks = gridDim.y;
-  partials[blockIdx.y * size + column] = dgamma;
-  if (layer)
-    partials[(chunks + blockIdx.y) * size + column] = dbeta;
+  for (int k = 0; k < width; ++k) {
+    float sumGamma = lanes[0][0][threadIdx.x * kWidth + k],
+          sumBeta = lanes[1][0][threadIdx.x * kWidth + k];
+    for (int lane = 1; lane < kRowLanes; ++lane) {
+      sumGamma += lanes[0][lane][threadIdx.x * kWidth + k];
+      sumBeta += lanes[1][lane][threadIdx.x * kWidth + k];
+    }
+    partials[blockIdx.y * size + column + k] = sumGamma;
+    if (layer)
+      partials[(chunks + blockIdx.y) * size + column + k] = sumBeta;
+  }
 }
 
-/// dgamma[j] (and dbeta[j]) = the sum of the chunks' partials, in order.
+/// dgamma[j] (and dbeta[j]) = the sum of the chunks' partials: 32 columns
+/// per block, each column's chunks shared by 8 lanes (chunk c to lane
+/// c % 8, in order) whose sums are added in lane order, so the result
+/// does not depend on scheduling. One thread per column walking every
+/// chunk alone was a chain of a thousand dependent loads.
 __global__ void norm_weight_sums_kernel(const float *partials, int64_t chunks,
                                         int64_t size, Floats dgamma,
                                         Floats dbeta, bool layer) {
-  LOOM_GRID_STRIDE(j, size) {
-    float sumGamma = 0.0f, sumBeta = 0.0f;
-    for (int64_t c = 0; c < chunks; ++c) {
+  __shared__ float lanes[2][kRowLanes][kColumns];
+  int64_t j = blockIdx.x * static_cast<int64_t>(kColumns) + threadIdx.x;
+  float sumGamma = 0.0f, sumBeta = 0.0f;
+  if (j < size)
+    for (int64_t c = threadIdx.y; c < chunks; c += kRowLanes) {
       sumGamma += partials[c * size + j];
       if (layer)
         sumBeta += partials[(chunks + c) * size + j];
     }
-    dgamma.store(j, sumGamma);
-    if (layer)
-      dbeta.store(j, sumBeta);
+  lanes[0][threadIdx.y][threadIdx.x] = sumGamma;
+  lanes[1][threadIdx.y][threadIdx.x] = sumBeta;
+  __syncthreads();
+  if (threadIdx.y != 0 || j >= size)
+    return;
+  for (int lane = 1; lane < kRowLanes; ++lane) {
+    sumGamma += lanes[0][lane][threadIdx.x];
+    sumBeta += lanes[1][lane][threadIdx.x];
   }
+  dgamma.store(j, sumGamma);
+  if (layer)
+    dbeta.store(j, sumBeta);
 }
 
 /// The weight gradients of a norm from the statistics the backward kernel
-/// left at the start of scratch (`statBytes`).
+/// left at the start of scratch (`statBytes`). The rows are cut into
+/// enough chunks for about 1024 blocks of partial sums (the whole GPU,
+/// several times over), each at least 8 rows.
 int32_t normWeightGrads(loom_cuda_context *context, const char *op,
                         const View &dy, const View &x, const Rows &rows,
                         int64_t statBytes, bool layer, const View &dgamma,
                         const View *dbeta) {
+  bool vector = rows.size % 8 == 0 && aligned16(dy.data) && aligned16(x.data);
+  int64_t columnsPerBlock = kColumns * (vector ? 8 : 1);
+  int64_t columnBlocks = (rows.size + columnsPerBlock - 1) / columnsPerBlock;
   int64_t perChunk = (layer ? 2 : 1) * rows.size * sizeof(float);
   int64_t room = (context->scratchBytes - statBytes) / perChunk;
-  int64_t chunks = std::min<int64_t>({(rows.count + 31) / 32, room, 1024});
+  int64_t chunks = std::min<int64_t>({(1024 + columnBlocks - 1) / columnBlocks,
+                                      (rows.count + 7) / 8, room, 65535});
   chunks = std::max<int64_t>(chunks, 1);
   if (int32_t status = needScratch(context, op, statBytes + chunks * perChunk))
     return status;
@@ -255,16 +308,16 @@ int32_t normWeightGrads(loom_cuda_context *context, const char *op,
   const float *stats = static_cast<const float *>(context->scratch);
   float *partials = reinterpret_cast<float *>(
       static_cast<char *>(context->scratch) + statBytes);
-  dim3 grid(static_cast<unsigned>((rows.size + kColumns - 1) / kColumns),
-            static_cast<unsigned>(chunks));
+  dim3 grid(static_cast<unsigned>(columnBlocks), static_cast<unsigned>(chunks));
   norm_weight_partials_kernel<<<grid, dim3(kColumns, kRowLanes), 0,
-                                context->stream>>>(floats(dy), floats(x), stats,
-                                                   layer, rows.count, rows.size,
-                                                   rowsPerChunk, partials);
+                                context->stream>>>(
+      floats(dy), floats(x), stats, layer, rows.count, rows.size, rowsPerChunk,
+      vector, partials);
   if (int32_t status = checkLaunch(op))
     return status;
-  norm_weight_sums_kernel<<<blocksFor(rows.size), kThreads, 0,
-                            context->stream>>>(
+  norm_weight_sums_kernel<<<static_cast<unsigned>((rows.size + kColumns - 1) /
+                                                  kColumns),
+                            dim3(kColumns, kRowLanes), 0, context->stream>>>(
       partials, chunks, rows.size, floats(dgamma),
       dbeta ? floats(*dbeta) : floats(dgamma), layer);
   return checkLaunch(op);
@@ -521,23 +574,39 @@ __global__ void softmax_backward_kernel(Floats dy, Floats y, Floats dx,
 // rope
 //===----------------------------------------------------------------------===//
 
-/// Rotates each pair (x[i], x[i + D/2]) of x [B, S, H, D] at position
-/// start + s by direction * (start + s) * theta^(-2i/D), the angle and its
-/// cosine and sine in double as the CPU kernel's table (`start`: a
-/// sequence shard's first position).
-__global__ void rope_forward_kernel(Floats x, Floats y, int64_t batch,
-                                    int64_t seq, int64_t heads, int64_t dim,
-                                    double theta, RopeScaling scaling,
-                                    double direction, int64_t start) {
+/// table[s * D/2 + i] = the cosine and sine of direction * (start + s) *
+/// theta^(-2i/D) (as scaled), the angle and both in double as the CPU
+/// kernel's table, rounded to float (`start`: a sequence shard's first
+/// position). Computed once per call for the S x D/2 angles rather than
+/// for each of the B x S x H x D/2 pairs, whose double pow, cos and sin
+/// took most of the time of the rotation.
+__global__ void rope_table_kernel(float2 *table, int64_t seq, int64_t dim,
+                                  double theta, RopeScaling scaling,
+                                  double direction, int64_t start) {
   int64_t half = dim / 2;
-  LOOM_GRID_STRIDE(p, batch * seq * heads * half) {
-    int64_t i = p % half;
-    int64_t s = (p / (half * heads)) % seq;
-    int64_t base = (p / half) * dim;
-    double frequency = ropeFrequency(i, dim, theta, scaling);
-    double angle = direction * static_cast<double>(start + s) * frequency;
-    float c = static_cast<float>(cos(angle)),
-          sn = static_cast<float>(sin(angle));
+  LOOM_GRID_STRIDE(p, seq * half) {
+    int64_t i = p % half, s = p / half;
+    double angle = direction * static_cast<double>(start + s) *
+                   ropeFrequency(i, dim, theta, scaling);
+    table[p] = make_float2(static_cast<float>(cos(angle)),
+                           static_cast<float>(sin(angle)));
+  }
+}
+
+/// Rotates each pair (x[i], x[i + D/2]) of x [B, S, H, D] by its position's
+/// angle from `table`. Index is int32_t where the pairs allow, for cheaper
+/// divisions.
+template <typename Index>
+__global__ void rope_forward_kernel(Floats x, Floats y, const float2 *table,
+                                    Index pairs, Index seq, Index heads,
+                                    Index half) {
+  for (Index p = blockIdx.x * blockDim.x + threadIdx.x; p < pairs;
+       p += static_cast<Index>(gridDim.x) * blockDim.x) {
+    Index i = p % half, row = p / half;
+    Index s = (row / heads) % seq;
+    int64_t base = static_cast<int64_t>(row) * (2 * half);
+    float2 angle = table[static_cast<int64_t>(s) * half + i];
+    float c = angle.x, sn = angle.y;
     float x1 = x[base + i], x2 = x[base + i + half];
     y.store(base + i, x1 * c - x2 * sn);
     y.store(base + i + half, x2 * c + x1 * sn);
@@ -569,9 +638,25 @@ int32_t rotatePairs(KernelArgs &args, const loom_call_frame *frame,
   int64_t pairs = x.numElements() / 2;
   if (pairs == 0)
     return 0;
-  rope_forward_kernel<<<blocksFor(pairs), kThreads, 0, context->stream>>>(
-      floats(x), floats(args.out(0)), x.dims[0], x.dims[1], x.dims[2],
-      x.dims[3], theta, scaling, direction, start);
+  int64_t seq = x.dims[1], heads = x.dims[2], half = x.dims[3] / 2;
+  if (int32_t status = growScratch(context, op, seq * half * sizeof(float2)))
+    return status;
+  float2 *table = static_cast<float2 *>(context->scratch);
+  rope_table_kernel<<<blocksFor(seq * half), kThreads, 0, context->stream>>>(
+      table, seq, x.dims[3], theta, scaling, direction, start);
+  if (int32_t status = checkLaunch(op))
+    return status;
+  // Below 2^30 a grid stride (at most 2^24) cannot take int32_t past 2^31.
+  if (pairs < (int64_t{1} << 30))
+    rope_forward_kernel<int32_t>
+        <<<blocksFor(pairs), kThreads, 0, context->stream>>>(
+            floats(x), floats(args.out(0)), table, static_cast<int32_t>(pairs),
+            static_cast<int32_t>(seq), static_cast<int32_t>(heads),
+            static_cast<int32_t>(half));
+  else
+    rope_forward_kernel<int64_t>
+        <<<blocksFor(pairs), kThreads, 0, context->stream>>>(
+            floats(x), floats(args.out(0)), table, pairs, seq, heads, half);
   return checkLaunch(op);
 }
 
