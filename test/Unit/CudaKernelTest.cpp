@@ -873,7 +873,8 @@ void matmulCases(loom_cuda_context *context) {
 /// at a vocabulary of 1001, an odd rhs, and bias_gelu_aux with an odd k
 /// (cuBLASLt's GELU_AUX_BIAS, the bf16 run, with a chunk's own aux). A
 /// context with 1 MiB of scratch runs them in 2 to 4 chunks of 192 to 2368
-/// rows; the 64 MiB one in one chunk.
+/// rows; the 64 MiB one in one chunk. The small context also runs
+/// dgelu_bias_grad's way without room for its partial sums.
 void matmulStagedCases(loom_cuda_context *context, cudaStream_t stream) {
   loom_cuda_context *small = nullptr;
   if (loom_cuda_context_create(stream, int64_t{1} << 20, &small) != 0) {
@@ -901,16 +902,26 @@ void matmulStagedCases(loom_cuda_context *context, cudaStream_t stream) {
           {result({700, 64}), result({700, 64})},
           {0, 0, LOOM_EPILOGUE_BIAS_GELU_AUX}),
       small);
+  // Not staged, but short of scratch: dgelu_bias_grad's partial sums want
+  // 33 chunks of 4096 columns (1056 KiB), so it falls back to dgelu_kernel
+  // and sumRows.
+  run(make("matmul dgelu_bias_grad short scratch", KERNELS(matmul),
+           {uniform({2112, 8}), uniform({4096, 8}, -1, 1),
+            uniform({2112, 4096}, -3, 3)},
+           {result({2112, 4096}), result({4096})},
+           {0, 1, LOOM_EPILOGUE_DGELU_BIAS_GRAD}),
+      small);
   loom_cuda_context_destroy(small);
 }
 
 /// The epilogues that add a residual or take a bias gradient: residual
-/// and bias_residual (cuBLASLt's C with beta = 1), bias_grad (BGRADA: the
-/// column sums of cuBLASLt's A, our rhs) and dgelu_bias_grad (DGELU_BGRAD,
-/// bf16 results with n a multiple of 8), each also under
+/// and bias_residual (cuBLASLt's C with beta = 1) and bias_grad (BGRADA:
+/// the column sums of cuBLASLt's A, our rhs), each also under
 /// LOOM_CUDA_GEMM_EPILOGUES=basic (a plain GEMM, then Matmul.cu's kernels
-/// and sumRows), which batched GEMMs, odd n for DGELU_BGRAD and k = 0
-/// take anyway.
+/// and sumRows), which batched GEMMs and k = 0 take anyway; and
+/// dgelu_bias_grad (a plain GEMM, then Matmul.cu's fused gelu gradient and
+/// column sums, 8 columns per thread where n is a multiple of 8), in both
+/// modes alike.
 void matmulResidualAndGradCases(loom_cuda_context *context) {
   const MatmulShape forward[] = {
       {"2-d", {64, 96}, {96, 80}, {64, 80}, false, false},
@@ -932,6 +943,11 @@ void matmulResidualAndGradCases(loom_cuda_context *context) {
       {"shared rhs", {4, 16, 32}, {24, 32}, {4, 16, 24}, false, true},
       {"batched", {3, 16, 32}, {3, 32, 24}, {3, 16, 24}, false, false},
       {"odd n", {33, 17}, {65, 17}, {33, 65}, false, true},
+      // A shared rhs folds the batch into m: 210 and 335 rows in chunks
+      // of 53 and 56 rows (the last 51 and 55), n odd (a column per
+      // thread) and a multiple of 8 (8 per thread).
+      {"shared rhs odd n", {3, 70, 24}, {37, 24}, {3, 70, 37}, false, true},
+      {"shared rhs chunks", {5, 67, 48}, {40, 48}, {5, 67, 40}, false, true},
   };
   auto kOf = [](const MatmulShape &s) {
     return s.transLhs ? s.lhs[s.lhs.size() - 2] : s.lhs.back();

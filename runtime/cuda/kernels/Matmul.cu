@@ -43,14 +43,17 @@
 //
 // The other epilogues: a residual is cuBLASLt's C (beta = 1, with or
 // without the bias epilogue); bias_grad's sums of the rhs' rows are
-// BGRADA's (the rhs is cuBLASLt's A, reduced over k); dgelu_bias_grad is
-// DGELU_BGRAD (the gelu gradient at pre as its aux, the sums of D's rows
-// as the bias; bf16 results with n a multiple of 8, for the reason above).
-// They take cuBLASLt only for an unbatched GEMM that is not staged (their
-// sums would be cut by the chunks) and without LOOM_CUDA_GEMM_EPILOGUES=
-// basic; otherwise, or when cuBLASLt has no algorithm for them, a plain
-// GEMM is followed by epilogue_forward (the residual), dgelu_kernel (the
-// gelu gradient in place) and sumRows (Layout.cu's reduction, in double).
+// BGRADA's (the rhs is cuBLASLt's A, reduced over k). They take cuBLASLt
+// only for an unbatched GEMM that is not staged (their sums would be cut
+// by the chunks) and without LOOM_CUDA_GEMM_EPILOGUES=basic; otherwise,
+// or when cuBLASLt has no algorithm for them, a plain GEMM is followed by
+// epilogue_forward (the residual) or sumRows (Layout.cu's reduction, in
+// double). dgelu_bias_grad never takes cuBLASLt's DGELU_BGRAD: at GPT-2's
+// MLP gradient ([8192 or 65536, 3072] bf16 on an H200) it ran 0.22 and
+// 1.59 ms against 0.18 and 0.97 ms for a plain GEMM followed by
+// dgelu_bias_grad_kernel, one pass over the product that takes the gelu
+// gradient in place and sums its columns per chunk of rows into the
+// scratch, and column_sums_kernel, which adds the chunks in order.
 //
 //===----------------------------------------------------------------------===//
 
@@ -138,9 +141,8 @@ constexpr int32_t kNoAlgorithm = -1;
 /// What cuBLASLt does after the product: nothing (DEFAULT), add `bias`
 /// (one value per column of our C), and apply the gelu, GELU_AUX_BIAS
 /// storing its input into `aux` (C's shape and type); BGRADA writes the
-/// rhs' column sums into `bias`, DGELU_BGRAD takes the gelu gradient at
-/// `aux` (read) and writes the sums of its columns into `bias`. With a
-/// `residual`, cuBLASLt's C input, the product is added to it (beta = 1).
+/// rhs' column sums into `bias`. With a `residual`, cuBLASLt's C input,
+/// the product is added to it (beta = 1).
 struct LtEpilogue {
   cublasLtEpilogue_t kind = CUBLASLT_EPILOGUE_DEFAULT;
   const void *bias = nullptr;
@@ -232,9 +234,8 @@ int32_t gemm(loom_cuda_context *context, const GemmShape &s,
       d.matmul, CUBLASLT_MATMUL_DESC_TRANSB, &opB, sizeof opB));
   // The epilogues not every cuBLASLt takes (they have fallbacks): a
   // refusal of theirs is no algorithm.
-  bool optional = epilogue.residual ||
-                  epilogue.kind == CUBLASLT_EPILOGUE_BGRADA ||
-                  epilogue.kind == CUBLASLT_EPILOGUE_DGELU_BGRAD;
+  bool optional =
+      epilogue.residual || epilogue.kind == CUBLASLT_EPILOGUE_BGRADA;
   if (epilogue.kind != CUBLASLT_EPILOGUE_DEFAULT)
     if (int32_t status = setEpilogue(d.matmul, s, epilogue, call.aux))
       return optional ? kNoAlgorithm : status;
@@ -372,40 +373,180 @@ int32_t epilogue_forward(loom_cuda_context *context, const View *product,
   return checkLaunch("matmul");
 }
 
-/// dpre[e] *= gelu'(pre[e]): gelu_grad of the product in place, where
-/// cuBLASLt's DGELU_BGRAD did not run.
+/// dpre[e] *= gelu'(pre[e]): gelu_grad of the product in place, where the
+/// scratch has no room for dgelu_bias_grad_kernel's partial sums.
 __global__ void dgelu_kernel(Floats dpre, Floats pre, int64_t total,
                              bool vector) {
   pointwise(dpre, pre, dpre, total, vector,
             [](float dy, float x) { return dy * geluDerivative(x); });
 }
 
+/// Columns [e, e + W) of `t` (W = 8: e a multiple of 8 on 16-byte aligned
+/// rows, see aligned16; W = 1: any).
+template <int W>
+__device__ __forceinline__ void loadColumns(const Floats &t, int64_t e,
+                                            float (&v)[W]) {
+  if constexpr (W == 8)
+    load8(t, e, v);
+  else
+    v[0] = t[e];
+}
+
+/// dpre = dy * gelu'(pre) for columns [e, e + W) of one row, as
+/// dgelu_kernel computes and rounds it, stored into `dpre` and added to
+/// `sums` as stored: the values sumRows would read back.
+template <int W>
+__device__ __forceinline__ void
+dgeluColumns(const Floats &dpre, int64_t e, float (&dy)[W], const float (&x)[W],
+             double (&sums)[W]) {
+  bool bf16 = dpre.dtype == LOOM_DTYPE_BF16;
+#pragma unroll
+  for (int k = 0; k < W; ++k) {
+    float value = dy[k] * geluDerivative(x[k]);
+    dy[k] = bf16 ? roundBf16(value) : value;
+    sums[k] += dy[k];
+  }
+  if constexpr (W == 8)
+    store8(dpre, e, dy);
+  else
+    dpre.store(e, dy[0]);
+}
+
+/// dgelu_bias_grad after a plain GEMM in one pass over [rows, n]: a thread
+/// per (group of W columns, chunk of `chunkRows` rows) takes the gelu
+/// gradient in place (dpre, the product, is dy) and sums its chunk of
+/// each column in double, in row order, into partial[chunk * n + column].
+/// Neighbouring threads take neighbouring groups, so that a warp's loads
+/// of a row are contiguous. Two rows are loaded before either is stored,
+/// for more loads in flight while the gelu gradient's arithmetic runs.
+template <int W>
+__global__ void __launch_bounds__(kThreads, 3)
+    dgelu_bias_grad_kernel(Floats dpre, Floats pre, double *partial,
+                           int64_t rows, int64_t n, int64_t chunks,
+                           int64_t chunkRows) {
+  int64_t groups = n / W;
+  LOOM_GRID_STRIDE(i, groups * chunks) {
+    int64_t column = i % groups * W, chunk = i / groups;
+    int64_t r = chunk * chunkRows, last = min(rows, r + chunkRows);
+    double sums[W] = {};
+    for (; r + 1 < last; r += 2) {
+      int64_t e = r * n + column;
+      float dy0[W], x0[W], dy1[W], x1[W];
+      loadColumns(dpre, e, dy0);
+      loadColumns(pre, e, x0);
+      loadColumns(dpre, e + n, dy1);
+      loadColumns(pre, e + n, x1);
+      dgeluColumns(dpre, e, dy0, x0, sums);
+      dgeluColumns(dpre, e + n, dy1, x1, sums);
+    }
+    if (r < last) {
+      int64_t e = r * n + column;
+      float dy[W], x[W];
+      loadColumns(dpre, e, dy);
+      loadColumns(pre, e, x);
+      dgeluColumns(dpre, e, dy, x, sums);
+    }
+#pragma unroll
+    for (int k = 0; k < W; ++k)
+      partial[chunk * n + column + k] = sums[k];
+  }
+}
+
+/// The threads of a block of column_sums_kernel: kSumColumns columns by
+/// kSumLanes lanes, each lane a strided share of the chunks.
+constexpr int kSumColumns = 32, kSumLanes = 32;
+
+/// out[column] = the sum of the column's `chunks` partial sums in double:
+/// lane l adds chunks l, l + kSumLanes, ... in order, then lane 0 adds the
+/// lanes in order (an order fixed by `chunks`, not by the launch).
+__global__ void column_sums_kernel(const double *partial, int64_t chunks,
+                                   int64_t n, Floats out) {
+  __shared__ double lanes[kSumLanes][kSumColumns];
+  int64_t column = blockIdx.x * static_cast<int64_t>(kSumColumns) + threadIdx.x;
+  double sum = 0.0;
+  if (column < n)
+    for (int64_t c = threadIdx.y; c < chunks; c += kSumLanes)
+      sum += partial[c * n + column];
+  lanes[threadIdx.y][threadIdx.x] = sum;
+  __syncthreads();
+  if (threadIdx.y != 0 || column >= n)
+    return;
+  for (int lane = 1; lane < kSumLanes; ++lane)
+    sum += lanes[lane][threadIdx.x];
+  out.store(column, static_cast<float>(sum));
+}
+
+/// Rows per chunk of dgelu_bias_grad_kernel where the scratch has room:
+/// enough per thread to keep its loads streaming, few enough that the grid
+/// runs in several waves on a large GPU (GPT-2's [65536, 3072]: 1024 chunks
+/// of 384 threads, 1536 blocks) and the partials stay a few percent of the
+/// traffic (8 bytes per column per chunk, written and read once, against
+/// 6 per element of the chunk for bf16).
+constexpr int64_t kDgeluChunkRows = 64;
+/// Fewer threads than this do not fill the GPU: a grid cut short by the
+/// scratch below both this and its wanted size falls back to dgelu_kernel
+/// and sumRows.
+constexpr int64_t kDgeluFillThreads = int64_t{1} << 17;
+
+/// The gelu gradient in place and the column sums of `dpre` [rows, n] (its
+/// values as stored) into `biasGrad`, in dgelu_bias_grad_kernel and
+/// column_sums_kernel with the partial sums in the context's scratch; or,
+/// where the scratch is too small for them, in dgelu_kernel and sumRows.
+int32_t dgeluBiasGrad(loom_cuda_context *context, const View &dpre,
+                      const View &pre, int64_t rows, int64_t n,
+                      const View &biasGrad) {
+  bool vector = n % 8 == 0 && aligned16(dpre.data) && aligned16(pre.data);
+  int64_t groups = vector ? n / 8 : n;
+  int64_t wanted = (rows + kDgeluChunkRows - 1) / kDgeluChunkRows;
+  int64_t room =
+      context->scratchBytes / (n * static_cast<int64_t>(sizeof(double)));
+  int64_t chunks = std::min(wanted, room);
+  if (chunks == 0 || (chunks < wanted && groups * chunks < kDgeluFillThreads)) {
+    int64_t total = rows * n;
+    dgelu_kernel<<<pointwiseBlocks(total, vector), kThreads, 0,
+                   context->stream>>>(floats(dpre), floats(pre), total, vector);
+    if (int32_t status = checkLaunch("matmul"))
+      return status;
+    return sumRows(context, dpre, rows, n, biasGrad, "matmul");
+  }
+  int64_t chunkRows = (rows + chunks - 1) / chunks;
+  chunks = (rows + chunkRows - 1) / chunkRows;
+  double *partial = static_cast<double *>(context->scratch);
+  unsigned blocks = blocksFor(groups * chunks);
+  if (vector)
+    dgelu_bias_grad_kernel<8><<<blocks, kThreads, 0, context->stream>>>(
+        floats(dpre), floats(pre), partial, rows, n, chunks, chunkRows);
+  else
+    dgelu_bias_grad_kernel<1><<<blocks, kThreads, 0, context->stream>>>(
+        floats(dpre), floats(pre), partial, rows, n, chunks, chunkRows);
+  if (int32_t status = checkLaunch("matmul"))
+    return status;
+  unsigned sumBlocks =
+      static_cast<unsigned>((n + kSumColumns - 1) / kSumColumns);
+  column_sums_kernel<<<sumBlocks, dim3(kSumColumns, kSumLanes), 0,
+                       context->stream>>>(partial, chunks, n, floats(biasGrad));
+  return checkLaunch("matmul");
+}
+
 /// A backward epilogue after a plain GEMM, the product in result 0: the
-/// gelu gradient at pre in place (dgelu_bias_grad), then the bias gradient
-/// into result 1, the sum of the rhs' [k, n] rows (bias_grad) or of dpre's.
+/// gelu gradient at pre in place with the sums of its rows
+/// (dgelu_bias_grad), or the sum of the rhs' [k, n] rows (bias_grad), into
+/// result 1.
 int32_t finishBiasGrad(loom_cuda_context *context, const KernelArgs &args,
                        int64_t n) {
   const View &result = args.out(0);
   bool dgelu = args.numOperands() == 3;
-  if (dgelu) {
-    const View &pre = args.in(2);
-    int64_t total = result.numElements();
-    bool vector = aligned16(result.data) && aligned16(pre.data);
-    dgelu_kernel<<<pointwiseBlocks(total, vector), kThreads, 0,
-                   context->stream>>>(floats(result), floats(pre), total,
-                                      vector);
-    if (int32_t status = checkLaunch("matmul"))
-      return status;
-  }
   const View &summed = dgelu ? result : args.in(1);
-  return sumRows(context, summed, n == 0 ? 0 : summed.numElements() / n, n,
-                 args.out(1), "matmul");
+  int64_t rows = n == 0 ? 0 : summed.numElements() / n;
+  if (dgelu && rows > 0)
+    return dgeluBiasGrad(context, result, args.in(2), rows, n, args.out(1));
+  return sumRows(context, summed, rows, n, args.out(1), "matmul");
 }
 
-/// Whether LOOM_CUDA_GEMM_EPILOGUES=basic keeps the residual, bias_grad and
-/// dgelu_bias_grad epilogues out of cuBLASLt (its kernels' way, in Matmul.cu's
-/// own kernels after a plain GEMM, stays available for comparison and as a
-/// way around a cuBLASLt that computes them wrongly).
+/// Whether LOOM_CUDA_GEMM_EPILOGUES=basic keeps the residual and bias_grad
+/// epilogues out of cuBLASLt (their way in Matmul.cu's own kernels after a
+/// plain GEMM stays available for comparison and as a way around a
+/// cuBLASLt that computes them wrongly).
 bool basicEpilogues() {
   const char *value = std::getenv("LOOM_CUDA_GEMM_EPILOGUES");
   return value && std::strcmp(value, "basic") == 0;
@@ -422,7 +563,6 @@ int32_t productWithEpilogue(loom_cuda_context *context, const KernelArgs &args,
   const View &result = args.out(0);
   const View *bias = form.bias >= 0 ? &args.in(form.bias) : nullptr;
   const View *residual = form.residual >= 0 ? &args.in(form.residual) : nullptr;
-  const View *pre = form.pre >= 0 ? &args.in(form.pre) : nullptr;
   // gelu(pre) goes to result 1 with bias_gelu_aux; the bias gradient too.
   const View &out = args.out(form.keepsSum ? 1 : 0);
   bool bf16 = result.dtype == LOOM_DTYPE_BF16;
@@ -449,8 +589,6 @@ int32_t productWithEpilogue(loom_cuda_context *context, const KernelArgs &args,
         nullptr, residual->data);
   if (epilogue == LOOM_EPILOGUE_BIAS_GRAD && fuseMore)
     add(CUBLASLT_EPILOGUE_BGRADA, args.out(1).data);
-  if (pre && fuseMore && bf16 && s.n % 8 == 0)
-    add(CUBLASLT_EPILOGUE_DGELU_BGRAD, args.out(1).data, pre->data);
   if (bias)
     add(CUBLASLT_EPILOGUE_BIAS, biasData);
   add(CUBLASLT_EPILOGUE_DEFAULT, nullptr);
@@ -475,8 +613,7 @@ int32_t productWithEpilogue(loom_cuda_context *context, const KernelArgs &args,
 
   const LtEpilogue &ran = tries[done];
   if (form.biasGrad)
-    return ran.kind == CUBLASLT_EPILOGUE_BGRADA ||
-                   ran.kind == CUBLASLT_EPILOGUE_DGELU_BGRAD
+    return ran.kind == CUBLASLT_EPILOGUE_BGRADA
                ? 0
                : finishBiasGrad(context, args, s.n);
   bool biasAdded = ran.kind == CUBLASLT_EPILOGUE_BIAS ||
