@@ -904,13 +904,18 @@ void matmulStagedCases(loom_cuda_context *context, cudaStream_t stream) {
       small);
   // Not staged, but short of scratch: dgelu_bias_grad's partial sums want
   // 33 chunks of 4096 columns (1056 KiB), so it falls back to dgelu_kernel
-  // and sumRows.
-  run(make("matmul dgelu_bias_grad short scratch", KERNELS(matmul),
+  // and sumRows. Its bias gradient adds 2112 bf16-rounded gradients per
+  // column (the CPU kernel adds them unrounded), so in bf16 it is held to
+  // 1e-2 as a whole: on an H200 one column of 4096 was 0.35 off at an rms
+  // of 30.8 (2112 roundings of 2^-9 each), the norm 2.9e-3.
+  Case shortScratch =
+      make("matmul dgelu_bias_grad short scratch", KERNELS(matmul),
            {uniform({2112, 8}), uniform({4096, 8}, -1, 1),
             uniform({2112, 4096}, -3, 3)},
            {result({2112, 4096}), result({4096})},
-           {0, 1, LOOM_EPILOGUE_DGELU_BIAS_GRAD}),
-      small);
+           {0, 1, LOOM_EPILOGUE_DGELU_BIAS_GRAD});
+  shortScratch.bf16NormTolerance = 1e-2;
+  run(shortScratch, small);
   loom_cuda_context_destroy(small);
 }
 

@@ -226,8 +226,9 @@ int main() {
               {bf16({kTokens, c}), bf16({kTokens, 4 * c})}, {f32({c, 4 * c})},
               {1, 0, 0}, gemm * 4 * c, context, stream);
   // The residual and bias-gradient epilogues, each twice: cuBLASLt's (C
-  // with beta = 1, BGRADA, DGELU_BGRAD), then LOOM_CUDA_GEMM_EPILOGUES=basic
-  // (a plain GEMM, then Matmul.cu's kernels), for the difference. Against
+  // with beta = 1, BGRADA), then LOOM_CUDA_GEMM_EPILOGUES=basic (a plain
+  // GEMM, then Matmul.cu's kernels), for the difference; dgelu_bias_grad
+  // takes Matmul.cu's fused pass either way. Against
   // the unfused step: "matmul qkv" / "mlp up dW" plus "add (residual)",
   // "gelu_grad" and "reduce_sum (bias grad)" below.
   for (bool basic : {false, true}) {
