@@ -1471,6 +1471,44 @@ void lookupAndLossCases(loom_cuda_context *context) {
            {dloss, masked, evenLabels}, {result({}, false), result({6, 300})},
            {0}),
       context);
+  // A vocabulary that is a multiple of 8 takes the kernels' 16-byte path
+  // (1000 above), one that is not the scalar path (50, 300, 1001); masked
+  // logits on the vector path too. 30000 f32 logits overflow the row a
+  // block keeps in shared memory: the f32 run reads the rest of the row
+  // again for the gradient. 1100 rows: some blocks take two. Their draws
+  // are undone after them, so that later cases keep their inputs.
+  std::mt19937 drawn = generator();
+  Tensor maskedVector = uniform({6, 304}, -3, 3);
+  for (size_t i = 1; i < maskedVector.values.size(); i += 2)
+    maskedVector.values[i] = -INFINITY;
+  Tensor evenVectorLabels = integers({6}, 0, 152);
+  for (double &label : evenVectorLabels.values)
+    label *= 2;
+  run(make("cross_entropy_with_grad masked vector",
+           KERNELS(cross_entropy_with_grad),
+           {dloss, maskedVector, evenVectorLabels},
+           {result({}, false), result({6, 304})}, {0}),
+      context);
+  run(make("cross_entropy_with_grad odd vocabulary",
+           KERNELS(cross_entropy_with_grad),
+           {dloss, uniform({5, 1001}, -3, 3), integers({5}, 0, 1001)},
+           {result({}, false), result({5, 1001})}, {0}),
+      context);
+  Tensor wide = uniform({4, 30000}, -3, 3);
+  Tensor wideLabels = integers({4}, 0, 30000);
+  run(make("cross_entropy_with_grad wide", KERNELS(cross_entropy_with_grad),
+           {dloss, wide, wideLabels}, {result({}, false), result({4, 30000})},
+           {0}),
+      context);
+  run(make("cross_entropy_grad wide", KERNELS(cross_entropy_grad),
+           {dloss, wide, wideLabels}, {result({4, 30000})}, {0}),
+      context);
+  run(make("cross_entropy_with_grad many rows",
+           KERNELS(cross_entropy_with_grad),
+           {dloss, uniform({1100, 64}, -3, 3), integers({1100}, 0, 64)},
+           {result({}, false), result({1100, 64})}, {0}),
+      context);
+  generator() = drawn;
 }
 
 /// AdamW's attributes: lr, beta1, beta2, eps, weight_decay.

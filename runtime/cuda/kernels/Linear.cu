@@ -12,6 +12,8 @@
 
 #include "Device.cuh"
 
+#include <cuda_pipeline.h>
+
 namespace loom::cuda {
 namespace {
 
@@ -49,21 +51,106 @@ __global__ void convert_kernel(const float *from, Floats to, int64_t n) {
   LOOM_GRID_STRIDE(e, n) { to.store(e, from[e]); }
 }
 
+/// Cross-entropy walks a row with one block of up to kRowThreads threads,
+/// two blocks to a multiprocessor. When the rows are 16-byte aligned (the
+/// vocabulary a multiple of 8, as padded vocabularies are), each thread
+/// takes groups of 8 elements with one 16-byte load, and with a gradient
+/// to write keeps the groups it read in shared memory, up to kRowCacheBytes
+/// a block (two such blocks fit an sm_90 multiprocessor's 228 KiB), so that
+/// the gradient pass reads the row from global memory only where it did
+/// not fit: a [65536, 50304] bf16 call reads the logits once instead of
+/// twice.
+constexpr int kRowThreads = 512;
+constexpr int64_t kRowCacheBytes = 110 * 1024;
+
+/// Groups of 8 a thread loads before it uses any, so that their loads are
+/// in flight together.
+constexpr int kRowBatch = 4;
+
+/// Calls fn(g, v) with the 8 values v of each group g < groups this thread
+/// walks (g = threadIdx.x + k * blockDim.x): those below `cached` read from
+/// `cache` (row-relative), the others from row `base` of `global`. Each
+/// group is read and handed to fn by the same thread in every call, so a
+/// thread reads back from `cache` only what it stored there itself.
+template <typename Fn>
+__device__ __forceinline__ void forEachGroup(Floats global, int64_t base,
+                                             Floats cache, int64_t cached,
+                                             int64_t groups, Fn fn) {
+  for (int64_t first = threadIdx.x; first < groups;
+       first += kRowBatch * blockDim.x) {
+    float v[kRowBatch][8];
+#pragma unroll
+    for (int b = 0; b < kRowBatch; ++b) {
+      int64_t g = first + b * static_cast<int64_t>(blockDim.x);
+      if (g < cached)
+        load8(cache, 8 * g, v[b]);
+      else if (g < groups)
+        load8(global, base + 8 * g, v[b]);
+    }
+#pragma unroll
+    for (int b = 0; b < kRowBatch; ++b) {
+      int64_t g = first + b * static_cast<int64_t>(blockDim.x);
+      if (g < groups)
+        fn(g, v[b]);
+    }
+  }
+}
+
+/// Folds 8 logits into a thread's running maximum and sum of exponentials
+/// scaled to it, rescaling the sum once for the group: the online softmax
+/// of rowExpSum's scalar loop (the same sums but for rounding).
+__device__ __forceinline__ void addExpSum(const float (&v)[8], float &max,
+                                          float &sum) {
+  float groupMax = max; // fmaxf passes a NaN over, as `x > max` does
+#pragma unroll
+  for (int k = 0; k < 8; ++k)
+    groupMax = fmaxf(groupMax, v[k]);
+  if (groupMax > max) {
+    sum *= expf(max - groupMax); // expf(-inf) = 0 at the first
+    max = groupMax;
+  }
+  // While the maximum is -inf, each v[k] is -inf (adding nothing) or NaN
+  // (spoiling the sum, as the scalar loop's expf(NaN - max) does).
+#pragma unroll
+  for (int k = 0; k < 8; ++k)
+    sum += v[k] == -INFINITY ? 0.0f : expf(v[k] - max);
+}
+
 /// max(row) and sum(exp(row - max)) of row `base` over the block, reading
 /// the row once: each thread keeps its running maximum and its sum scaled
-/// to it (rescaled when the maximum grows, the online softmax), then the
-/// block takes the largest maximum and the threads' sums rescaled to it. An
-/// infinite maximum gives the sum 1 (the interpreter's logSumExp is the
-/// maximum itself then); -inf logits add nothing.
-__device__ float2 rowExpSum(Floats logits, int64_t base, int64_t vocab) {
+/// to it (rescaled when the maximum grows, the online softmax; once per
+/// group of 8 on the vector path), then the block takes the largest maximum
+/// and the threads' sums rescaled to it. An infinite maximum gives the sum
+/// 1 (the interpreter's logSumExp is the maximum itself then); -inf logits
+/// add nothing. On the vector path the first `cached` groups are read into
+/// `cache` first, for writeRowGrad too.
+template <bool kVector>
+__device__ float2 rowExpSum(Floats logits, int64_t base, int64_t vocab,
+                            Floats cache, int64_t cached) {
   float max = -INFINITY, sum = 0.0f;
-  for (int64_t v = threadIdx.x; v < vocab; v += blockDim.x) {
-    float x = logits[base + v];
-    if (x > max) {
-      sum = sum * expf(max - x) + 1.0f; // expf(-inf) = 0 at the first
-      max = x;
-    } else if (x != -INFINITY) {
-      sum += expf(x - max);
+  if constexpr (kVector) {
+    // The cached groups are copied asynchronously, all of a thread's at
+    // once: the loads of a whole row in flight, holding no registers.
+    int units = logits.dtype == LOOM_DTYPE_BF16 ? 1 : 2; // 16 bytes each
+    const uint4 *row =
+        static_cast<const uint4 *>(logits.data) + base / 8 * units;
+    uint4 *copy = static_cast<uint4 *>(cache.data);
+    for (int64_t g = threadIdx.x; g < cached; g += blockDim.x)
+      for (int u = 0; u < units; ++u)
+        __pipeline_memcpy_async(copy + g * units + u, row + g * units + u, 16);
+    __pipeline_commit();
+    __pipeline_wait_prior(0);
+    forEachGroup(logits, base, cache, cached, vocab / 8,
+                 [&](int64_t, float(&v)[8]) { addExpSum(v, max, sum); });
+  } else {
+    for (int64_t v = threadIdx.x; v < vocab; v += blockDim.x) {
+      float x = logits[base + v];
+      if (x > max) {
+        sum = sum * expf(max - x) + 1.0f; // expf(-inf) = 0 at the first
+        max = x;
+      } else if (x != -INFINITY) {
+        sum += expf(x - max);
+      }
     }
   }
   float rowMax = blockReduce(max, MaxOp(), -INFINITY);
@@ -76,27 +163,56 @@ __device__ float2 rowExpSum(Floats logits, int64_t base, int64_t vocab) {
   return make_float2(rowMax, blockReduce(scaled, SumOp(), 0.0f));
 }
 
+/// v = factor * exp(v - max), less `scale` at the label, for the 8
+/// logits of a row from element `first` on (zeros for an invalid label):
+/// writeRowGrad's scalar loop on a group.
+__device__ __forceinline__ void gradGroup(float (&v)[8], int64_t first,
+                                          float max, float factor,
+                                          int64_t label, bool valid,
+                                          float scale) {
+#pragma unroll
+  for (int k = 0; k < 8; ++k) {
+    float p = expf(v[k] - max) * factor;
+    v[k] = valid ? (first + k == label ? p - scale : p) : 0.0f;
+  }
+}
+
 /// dlogits[base..] = scale * (softmax(row) - onehot(label)) from the row's
-/// maximum and sum of exponentials `m` (zeros for an invalid label).
+/// maximum and sum of exponentials `m` (zeros for an invalid label); on the
+/// vector path the first `cached` groups come from rowExpSum's `cache`.
+/// Each element is read before it is written, by the same thread.
+template <bool kVector>
 __device__ void writeRowGrad(Floats logits, Floats dlogits, int64_t base,
                              int64_t vocab, float2 m, int64_t label, bool valid,
-                             float scale) {
+                             float scale, Floats cache, int64_t cached) {
   float factor = scale / m.y;
-  for (int64_t v = threadIdx.x; v < vocab; v += blockDim.x) {
-    float p = expf(logits[base + v] - m.x) * factor;
-    dlogits.store(base + v, valid ? (v == label ? p - scale : p) : 0.0f);
+  if constexpr (kVector) {
+    forEachGroup(logits, base, cache, cached, vocab / 8,
+                 [&](int64_t g, float(&v)[8]) {
+                   gradGroup(v, 8 * g, m.x, factor, label, valid, scale);
+                   store8(dlogits, base + 8 * g, v);
+                 });
+  } else {
+    for (int64_t v = threadIdx.x; v < vocab; v += blockDim.x) {
+      float p = expf(logits[base + v] - m.x) * factor;
+      dlogits.store(base + v, valid ? (v == label ? p - scale : p) : 0.0f);
+    }
   }
 }
 
 /// partials[block] = the sum over the block's rows of logsumexp(row) -
 /// row[label]; with `dlogits` data (cross_entropy_with_grad) each row's
 /// gradient too, dloss / tokenCount * (softmax - onehot), from the same
-/// read of the row's statistics.
-__global__ void cross_entropy_rows_kernel(Floats logits, Indices labels,
-                                          int64_t tokens, int64_t vocab,
-                                          double *partials, long long *error,
-                                          Floats dloss, Floats dlogits,
-                                          double tokenCount) {
+/// read of the row's statistics. kVector and `cached` as in rowExpSum
+/// (`cached` groups fill the dynamic shared memory).
+template <bool kVector>
+__global__ void __launch_bounds__(kRowThreads, 2)
+    cross_entropy_rows_kernel(Floats logits, Indices labels, int64_t tokens,
+                              int64_t vocab, int64_t cached, double *partials,
+                              long long *error, Floats dloss, Floats dlogits,
+                              double tokenCount) {
+  extern __shared__ uint4 rowCache[];
+  Floats cache = {rowCache, logits.dtype};
   double total = 0.0;
   float scale =
       dlogits.data
@@ -104,11 +220,14 @@ __global__ void cross_entropy_rows_kernel(Floats logits, Indices labels,
           : 0.0f;
   for (int64_t t = blockIdx.x; t < tokens; t += gridDim.x) {
     int64_t base = t * vocab;
-    float2 m = rowExpSum(logits, base, vocab);
+    float2 m = rowExpSum<kVector>(logits, base, vocab, cache, cached);
     int64_t label = labels[t];
     bool valid = label >= 0 && label < vocab;
+    // Read before the gradient is written, should dlogits be the logits.
+    double atLabel = valid ? static_cast<double>(logits[base + label]) : 0.0;
     if (dlogits.data)
-      writeRowGrad(logits, dlogits, base, vocab, m, label, valid, scale);
+      writeRowGrad<kVector>(logits, dlogits, base, vocab, m, label, valid,
+                            scale, cache, cached);
     if (!valid) {
       if (threadIdx.x == 0)
         recordError(error, kCrossEntropyLabel, t, label, vocab);
@@ -116,7 +235,7 @@ __global__ void cross_entropy_rows_kernel(Floats logits, Indices labels,
     }
     double lse = isinf(m.x) ? static_cast<double>(m.x)
                             : static_cast<double>(m.x) + log(m.y);
-    total += lse - static_cast<double>(logits[base + label]);
+    total += lse - atLabel;
   }
   if (threadIdx.x == 0)
     partials[blockIdx.x] = total;
@@ -132,21 +251,68 @@ __global__ void cross_entropy_total_kernel(const double *partials,
 }
 
 /// dlogits[t] = dloss / tokens * (softmax(logits[t]) - onehot(labels[t])).
-__global__ void cross_entropy_backward_kernel(Floats dloss, Floats logits,
-                                              Indices labels, Floats dlogits,
-                                              int64_t tokens, int64_t vocab,
-                                              double tokenCount,
-                                              long long *error) {
+template <bool kVector>
+__global__ void __launch_bounds__(kRowThreads, 2)
+    cross_entropy_backward_kernel(Floats dloss, Floats logits, Indices labels,
+                                  Floats dlogits, int64_t tokens, int64_t vocab,
+                                  int64_t cached, double tokenCount,
+                                  long long *error) {
+  extern __shared__ uint4 rowCache[];
+  Floats cache = {rowCache, logits.dtype};
   float scale = static_cast<float>(static_cast<double>(dloss[0]) / tokenCount);
   for (int64_t t = blockIdx.x; t < tokens; t += gridDim.x) {
     int64_t base = t * vocab;
-    float2 m = rowExpSum(logits, base, vocab);
+    float2 m = rowExpSum<kVector>(logits, base, vocab, cache, cached);
     int64_t label = labels[t];
     bool valid = label >= 0 && label < vocab;
     if (!valid && threadIdx.x == 0)
       recordError(error, kCrossEntropyGradLabel, t, label, vocab);
-    writeRowGrad(logits, dlogits, base, vocab, m, label, valid, scale);
+    writeRowGrad<kVector>(logits, dlogits, base, vocab, m, label, valid, scale,
+                          cache, cached);
   }
+}
+
+/// How the cross-entropy kernels walk rows of `vocab` logits (with
+/// `dlogits`, writing the gradient): the vector path when every row starts
+/// 16 bytes aligned, threads enough for the row (a power of two from 32 to
+/// kRowThreads), and the groups of 8 kept in shared memory.
+struct RowPlan {
+  bool vector = false;
+  int threads = 32;
+  int64_t cachedGroups = 0, sharedBytes = 0;
+};
+
+RowPlan planRows(const View &logits, const View *dlogits, int64_t vocab) {
+  RowPlan plan;
+  plan.vector = vocab % 8 == 0 && aligned16(logits.data) &&
+                (!dlogits || aligned16(dlogits->data));
+  // The scalar path keeps kThreads: its loads are 2 or 4 bytes, and more
+  // blocks in flight hide their latency better than wider ones.
+  int64_t items = plan.vector ? vocab / 8 : vocab;
+  int limit = plan.vector ? kRowThreads : kThreads;
+  while (plan.threads < limit && plan.threads < items)
+    plan.threads *= 2;
+  if (plan.vector && dlogits) {
+    int64_t groupBytes = logits.dtype == LOOM_DTYPE_BF16 ? 16 : 32;
+    plan.cachedGroups = std::min(vocab / 8, kRowCacheBytes / groupBytes);
+    plan.sharedBytes = plan.cachedGroups * groupBytes;
+  }
+  return plan;
+}
+
+/// Lets `kernel` take the plan's shared memory (over the default 48 KiB).
+int32_t allowShared(const void *kernel, const RowPlan &plan, const char *op) {
+  if (plan.sharedBytes == 0)
+    return 0;
+  cudaError_t status =
+      cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                           static_cast<int>(plan.sharedBytes));
+  if (status != cudaSuccess)
+    return fail("loom_cuda_%s: cannot give the cross-entropy kernel %lld "
+                "bytes of shared memory: %s",
+                op, static_cast<long long>(plan.sharedBytes),
+                cudaGetErrorString(status));
+  return 0;
 }
 
 /// The loss of `logits` and `labels` into `out`, and with `dloss` the
@@ -170,11 +336,17 @@ int32_t crossEntropy(loom_cuda_context *context, const View &logits,
   double *partials = static_cast<double *>(context->scratch);
   double count = static_cast<double>(tokenCount != 0 ? tokenCount : tokens);
   Floats none = {nullptr, LOOM_DTYPE_F32};
-  cross_entropy_rows_kernel<<<static_cast<unsigned>(blocks),
-                              threadsForRow(vocab), 0, context->stream>>>(
-      floats(logits), indices(labels), tokens, vocab, partials,
-      context->deviceError, dloss ? floats(*dloss) : none,
-      dlogits ? floats(*dlogits) : none, count);
+  RowPlan plan = planRows(logits, dlogits, vocab);
+  auto kernel = plan.vector ? cross_entropy_rows_kernel<true>
+                            : cross_entropy_rows_kernel<false>;
+  if (int32_t status =
+          allowShared(reinterpret_cast<const void *>(kernel), plan, op))
+    return status;
+  kernel<<<static_cast<unsigned>(blocks), plan.threads, plan.sharedBytes,
+           context->stream>>>(floats(logits), indices(labels), tokens, vocab,
+                              plan.cachedGroups, partials, context->deviceError,
+                              dloss ? floats(*dloss) : none,
+                              dlogits ? floats(*dlogits) : none, count);
   if (int32_t status = checkLaunch(op))
     return status;
   cross_entropy_total_kernel<<<1, 1, 0, context->stream>>>(partials, blocks,
@@ -316,10 +488,16 @@ int32_t loom_cuda_cross_entropy_grad(const loom_call_frame *,
   if (tokens == 0)
     return 0;
   double count = static_cast<double>(tokenCount != 0 ? tokenCount : tokens);
-  cross_entropy_backward_kernel<<<tokenBlocks(tokens), threadsForRow(vocab), 0,
-                                  context->stream>>>(
-      floats(dloss), floats(logits), indices(labels), floats(out), tokens,
-      vocab, count, context->deviceError);
+  RowPlan plan = planRows(logits, &out, vocab);
+  auto kernel = plan.vector ? cross_entropy_backward_kernel<true>
+                            : cross_entropy_backward_kernel<false>;
+  if (int32_t status = allowShared(reinterpret_cast<const void *>(kernel), plan,
+                                   "cross_entropy_grad"))
+    return status;
+  kernel<<<tokenBlocks(tokens), plan.threads, plan.sharedBytes,
+           context->stream>>>(floats(dloss), floats(logits), indices(labels),
+                              floats(out), tokens, vocab, plan.cachedGroups,
+                              count, context->deviceError);
   return checkLaunch("cross_entropy_grad");
 }
 
