@@ -663,6 +663,23 @@ void fusedCases(loom_cuda_context *context) {
            {uniform({16, 128}, -4, 4), uniform({16, 128})}, {result({16, 128})},
            program({{LOOM_FUSED_SILU, 0, 0}, {LOOM_FUSED_MUL, 2, 1}}, {3})),
       context);
+  // Contiguous chains take 8 elements a thread; these sizes leave 3 and 7
+  // over. The gradient also stores an operand as a result (u, register 2)
+  // and drops an instruction nothing reads (exp, register 7).
+  run(make("fused swiglu, n % 8 == 3", KERNELS(fused_elementwise),
+           {uniform({3, 1001}, -4, 4), uniform({3, 1001})}, {result({3, 1001})},
+           program({{LOOM_FUSED_SILU, 0, 0}, {LOOM_FUSED_MUL, 2, 1}}, {3})),
+      context);
+  run(make("fused swiglu grad, n % 8 == 7", KERNELS(fused_elementwise),
+           {uniform({5, 203}), uniform({5, 203}, -4, 4), uniform({5, 203})},
+           {result({5, 203}), result({5, 203}), result({5, 203})},
+           program({{LOOM_FUSED_SILU, 1, 0},
+                    {LOOM_FUSED_MUL, 0, 3},
+                    {LOOM_FUSED_MUL, 0, 2},
+                    {LOOM_FUSED_SILU_GRAD, 5, 1},
+                    {LOOM_FUSED_EXP, 0, 0}},
+                   {6, 4, 2})),
+      context);
   // dy * gelu'(x), then a gradient accumulated into it.
   run(make(
           "fused gelu_grad + add", KERNELS(fused_elementwise),

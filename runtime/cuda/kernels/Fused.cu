@@ -14,9 +14,20 @@
 // The program and the walk travel by value in the kernel's parameters (no
 // allocation, no copy): the instruction loop reads them from the constant
 // bank, and its switch on the opcode takes the same branch in every
-// thread. The registers are indexed at run time, so they live in the
-// thread's local memory (L1); the memory traffic this kernel saves is the
-// intermediate tensors' round trips through DRAM.
+// thread.
+//
+// A contiguous chain (every operand of the results' shape, as SwiGLU's
+// forward and backward are) runs a rewritten program instead: each thread
+// takes 8 consecutive elements, with one 16-byte load or store per bf16
+// tensor when every tensor is 16-byte aligned, and runs each instruction
+// once for all 8, on "slots" (8 registers each) that the host assigns to
+// the program's registers by liveness. A slot is picked by a jump on its
+// index, so the values stay in registers. Its cost is the memory traffic
+// then: the interpreter's decode, local-memory registers and per-element
+// index arithmetic are what made the general kernel run at a fraction of
+// the bandwidth. The general kernel keeps the broadcasts and programs of
+// more live values than slots; its registers, indexed at run time, live
+// in the thread's local memory (L1).
 //
 // The arithmetic is the unfused kernels': Elementwise.cu's formulas for
 // the arithmetic and math ops, Activation.cuh's gelu, silu and their
@@ -28,6 +39,8 @@
 #include "Device.cuh"
 
 #include "FusedProgram.h"
+
+#include <type_traits>
 
 namespace loom::cuda {
 namespace {
@@ -60,20 +73,22 @@ struct LaunchProgram {
 // Kernel parameters are limited to 4 KiB before CUDA 12.1.
 static_assert(sizeof(LaunchProgram) <= 4096, "LaunchProgram outgrew 4 KiB");
 
-/// The value instruction `ins` writes. rsqrt is 1 / sqrtf as in
-/// Elementwise.cu (not the approximate rsqrtf); the activation gradients
-/// are dy * f'(x) with dy = a, x = b, as Norm.cu's activation_backward.
-__device__ __forceinline__ float evaluate(Instruction ins, const float *reg) {
-  float a = reg[ins.a];
-  switch (ins.opcode) {
+/// The value `opcode` computes from `a` and `b` (`castType`: a cast's
+/// loom_dtype). rsqrt is 1 / sqrtf as in Elementwise.cu (not the
+/// approximate rsqrtf); the activation gradients are dy * f'(x) with
+/// dy = a, x = b, as Norm.cu's activation_backward. Both kernels below
+/// compute through it, so they agree bit for bit.
+__device__ __forceinline__ float evaluate(int opcode, float a, float b,
+                                          int castType) {
+  switch (opcode) {
   case LOOM_FUSED_ADD:
-    return a + reg[ins.b];
+    return a + b;
   case LOOM_FUSED_SUB:
-    return a - reg[ins.b];
+    return a - b;
   case LOOM_FUSED_MUL:
-    return a * reg[ins.b];
+    return a * b;
   case LOOM_FUSED_DIV:
-    return a / reg[ins.b];
+    return a / b;
   case LOOM_FUSED_NEG:
     return -a;
   case LOOM_FUSED_EXP:
@@ -87,22 +102,29 @@ __device__ __forceinline__ float evaluate(Instruction ins, const float *reg) {
   case LOOM_FUSED_TANH:
     return tanhf(a);
   case LOOM_FUSED_CAST:
-    return ins.b == LOOM_DTYPE_BF16 ? roundBf16(a) : a;
+    return castType == LOOM_DTYPE_BF16 ? roundBf16(a) : a;
   case LOOM_FUSED_GELU:
     return gelu(a);
   case LOOM_FUSED_GELU_GRAD:
-    return a * geluDerivative(reg[ins.b]);
+    return a * geluDerivative(b);
   case LOOM_FUSED_GELU_ERF:
     return geluErf(a);
   case LOOM_FUSED_GELU_ERF_GRAD:
-    return a * geluErfDerivative(reg[ins.b]);
+    return a * geluErfDerivative(b);
   case LOOM_FUSED_SILU:
     return silu(a);
   case LOOM_FUSED_SILU_GRAD:
-    return a * siluDerivative(reg[ins.b]);
+    return a * siluDerivative(b);
   default: // the host checked the opcodes
     return a;
   }
+}
+
+/// The value instruction `ins` writes (`b` of a unary op is 0, register 0;
+/// a cast's is its type).
+__device__ __forceinline__ float evaluate(Instruction ins, const float *reg) {
+  float b = ins.opcode == LOOM_FUSED_CAST ? 0.0f : reg[ins.b];
+  return evaluate(ins.opcode, reg[ins.a], b, ins.b);
 }
 
 /// `kContiguous`: every operand has the results' shape (a walk of at most
@@ -144,6 +166,248 @@ __global__ void fused_elementwise_forward_kernel(const LaunchProgram program,
   }
 }
 
+/// The contiguous kernel's program: the instructions rewritten over a few
+/// "slots", registers of the thread that each hold 8 consecutive elements
+/// of one program register while it is live (see slotProgram). A slot is
+/// named by a run-time index, but each access is a branch on that index,
+/// the same in every thread, to code that names the slot's registers as
+/// constants: no local memory, and one decode per 8 elements.
+constexpr int kMaxSlots = 8;
+
+/// A step: an instruction writing slot `out` from slots `a` and `b` (`b`:
+/// a cast's loom_dtype; unused by the other unary ops), or, with opcode
+/// kStore, slot `a` stored to result `out`.
+struct Step {
+  int8_t opcode, a, b, out;
+};
+constexpr int8_t kStore = -1;
+
+struct SlotProgram {
+  /// Slot j < loads starts as operand in[j]'s elements.
+  int32_t loads = 0, steps = 0;
+  Floats in[kMaxSlots] = {};
+  Floats out[kMaxTensors] = {};
+  Step step[LOOM_FUSED_MAX_INSTRUCTIONS + kMaxTensors] = {};
+};
+
+static_assert(sizeof(SlotProgram) <= 4096, "SlotProgram outgrew 4 KiB");
+
+/// fn(std::integral_constant<int, slot>()): a switch whose cases name the
+/// slot as a constant. A switch of at least 4 cases stays a jump (the
+/// compiler turns two-way choices into selects, which would move every
+/// slot's registers where a jump moves one slot's).
+template <int kSlots, typename Fn>
+__device__ __forceinline__ void withSlot(int slot, Fn fn) {
+  static_assert(kSlots >= 4 && kSlots <= 8, "a switch of 4 to 8 cases");
+  switch (slot) {
+  case 0:
+    fn(std::integral_constant<int, 0>());
+    break;
+  case 1:
+    fn(std::integral_constant<int, 1>());
+    break;
+  case 2:
+    fn(std::integral_constant<int, 2>());
+    break;
+  case 3:
+    fn(std::integral_constant<int, 3>());
+    break;
+  case 4:
+    if constexpr (kSlots > 4)
+      fn(std::integral_constant<int, 4>());
+    break;
+  case 5:
+    if constexpr (kSlots > 5)
+      fn(std::integral_constant<int, 5>());
+    break;
+  case 6:
+    if constexpr (kSlots > 6)
+      fn(std::integral_constant<int, 6>());
+    break;
+  case 7:
+    if constexpr (kSlots > 7)
+      fn(std::integral_constant<int, 7>());
+    break;
+  default: // slotProgram allocates below kSlots
+    break;
+  }
+}
+
+/// v = slot `slot` of `s`.
+template <int kSlots>
+__device__ __forceinline__ void readSlot(const float (&s)[kSlots][8], int slot,
+                                         float (&v)[8]) {
+  withSlot<kSlots>(slot, [&](auto j) {
+#pragma unroll
+    for (int k = 0; k < 8; ++k)
+      v[k] = s[decltype(j)::value][k];
+  });
+}
+
+/// Slot `slot` of `s` = v.
+template <int kSlots>
+__device__ __forceinline__ void writeSlot(float (&s)[kSlots][8], int slot,
+                                          const float (&v)[8]) {
+  withSlot<kSlots>(slot, [&](auto j) {
+#pragma unroll
+    for (int k = 0; k < 8; ++k)
+      s[decltype(j)::value][k] = v[k];
+  });
+}
+
+/// Runs instruction step `st` (opcode kOpcode) on the 8 elements of its
+/// slots.
+template <int kOpcode, bool kBinary, int kSlots>
+__device__ __forceinline__ void apply(float (&s)[kSlots][8], Step st) {
+  float x[8], y[8] = {};
+  readSlot(s, st.a, x);
+  if (kBinary)
+    readSlot(s, st.b, y);
+#pragma unroll
+  for (int k = 0; k < 8; ++k)
+    x[k] = evaluate(kOpcode, x[k], y[k], st.b);
+  writeSlot(s, st.out, x);
+}
+
+/// Elements [8 g, 8 g + 8) of the results in each thread, for every g below
+/// ceil(n / 8), in a grid-stride loop. With `kVector` (every tensor 16-byte
+/// aligned) a group of 8 takes one 16-byte load or store per bf16 tensor,
+/// two per f32 one; the last group when n % 8 != 0, and every group
+/// without `kVector`, element by element. Registers: 4 slots fit two
+/// blocks an SM (128 a thread); 8 take one.
+template <int kSlots, bool kVector>
+__global__ void __launch_bounds__(kThreads, kSlots <= 4 ? 2 : 1)
+    fused_elementwise_slots_kernel(const SlotProgram program, int64_t n) {
+  int64_t groups = (n + 7) / 8;
+  for (int64_t g = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x;
+       g < groups; g += static_cast<int64_t>(gridDim.x) * blockDim.x) {
+    int64_t base = 8 * g;
+    bool full = kVector && base + 8 <= n;
+    float s[kSlots][8];
+    if (full) {
+      // Every load is issued before the first conversion waits on one.
+      uint4 raw[kSlots][2];
+#pragma unroll
+      for (int j = 0; j < kSlots; ++j) {
+        if (j < program.loads) {
+          const Floats &t = program.in[j];
+          if (t.dtype == LOOM_DTYPE_BF16) {
+            raw[j][0] = *reinterpret_cast<const uint4 *>(
+                static_cast<const __nv_bfloat16 *>(t.data) + base);
+          } else {
+            const uint4 *p = reinterpret_cast<const uint4 *>(
+                static_cast<const float *>(t.data) + base);
+            raw[j][0] = p[0];
+            raw[j][1] = p[1];
+          }
+        }
+      }
+#pragma unroll
+      for (int j = 0; j < kSlots; ++j) {
+        if (j < program.loads) {
+          if (program.in[j].dtype == LOOM_DTYPE_BF16) {
+            const __nv_bfloat162 *pairs =
+                reinterpret_cast<const __nv_bfloat162 *>(&raw[j][0]);
+#pragma unroll
+            for (int k = 0; k < 4; ++k) {
+              float2 f = __bfloat1622float2(pairs[k]);
+              s[j][2 * k] = f.x;
+              s[j][2 * k + 1] = f.y;
+            }
+          } else {
+            const float *f = reinterpret_cast<const float *>(raw[j]);
+#pragma unroll
+            for (int k = 0; k < 8; ++k)
+              s[j][k] = f[k];
+          }
+        }
+      }
+    } else {
+      // Past n, the elements are 0 and their results dropped.
+#pragma unroll
+      for (int j = 0; j < kSlots; ++j) {
+        if (j < program.loads) {
+#pragma unroll
+          for (int k = 0; k < 8; ++k)
+            s[j][k] = base + k < n ? program.in[j][base + k] : 0.0f;
+        }
+      }
+    }
+    for (int i = 0; i < program.steps; ++i) {
+      Step st = program.step[i];
+      switch (st.opcode) {
+      case kStore: {
+        float v[8];
+        readSlot(s, st.a, v);
+        const Floats &t = program.out[st.out];
+        if (full) {
+          store8(t, base, v);
+        } else {
+#pragma unroll
+          for (int k = 0; k < 8; ++k)
+            if (base + k < n)
+              t.store(base + k, v[k]);
+        }
+        break;
+      }
+      case LOOM_FUSED_ADD:
+        apply<LOOM_FUSED_ADD, true>(s, st);
+        break;
+      case LOOM_FUSED_SUB:
+        apply<LOOM_FUSED_SUB, true>(s, st);
+        break;
+      case LOOM_FUSED_MUL:
+        apply<LOOM_FUSED_MUL, true>(s, st);
+        break;
+      case LOOM_FUSED_DIV:
+        apply<LOOM_FUSED_DIV, true>(s, st);
+        break;
+      case LOOM_FUSED_NEG:
+        apply<LOOM_FUSED_NEG, false>(s, st);
+        break;
+      case LOOM_FUSED_EXP:
+        apply<LOOM_FUSED_EXP, false>(s, st);
+        break;
+      case LOOM_FUSED_LOG:
+        apply<LOOM_FUSED_LOG, false>(s, st);
+        break;
+      case LOOM_FUSED_SQRT:
+        apply<LOOM_FUSED_SQRT, false>(s, st);
+        break;
+      case LOOM_FUSED_RSQRT:
+        apply<LOOM_FUSED_RSQRT, false>(s, st);
+        break;
+      case LOOM_FUSED_TANH:
+        apply<LOOM_FUSED_TANH, false>(s, st);
+        break;
+      case LOOM_FUSED_CAST:
+        apply<LOOM_FUSED_CAST, false>(s, st);
+        break;
+      case LOOM_FUSED_GELU:
+        apply<LOOM_FUSED_GELU, false>(s, st);
+        break;
+      case LOOM_FUSED_GELU_GRAD:
+        apply<LOOM_FUSED_GELU_GRAD, true>(s, st);
+        break;
+      case LOOM_FUSED_GELU_ERF:
+        apply<LOOM_FUSED_GELU_ERF, false>(s, st);
+        break;
+      case LOOM_FUSED_GELU_ERF_GRAD:
+        apply<LOOM_FUSED_GELU_ERF_GRAD, true>(s, st);
+        break;
+      case LOOM_FUSED_SILU:
+        apply<LOOM_FUSED_SILU, false>(s, st);
+        break;
+      case LOOM_FUSED_SILU_GRAD:
+        apply<LOOM_FUSED_SILU_GRAD, true>(s, st);
+        break;
+      default: // the host checked the opcodes
+        break;
+      }
+    }
+  }
+}
+
 /// The launch's copy of a decoded program, with the walk over the results'
 /// shape (see LaunchProgram) coalesced as Elementwise.cu coalesces a binary
 /// op's.
@@ -180,6 +444,104 @@ LaunchProgram launchProgram(const KernelArgs &args,
   return program;
 }
 
+/// `decoded` rewritten over slots (see SlotProgram), or false when it
+/// needs more than kMaxSlots at once; `slots` says how many it needs.
+/// Registers are written once: a slot holds a register from its load or
+/// instruction to the last instruction that reads it, and a result is
+/// stored as soon as its register is written. Instructions whose value
+/// nothing reads or stores are dropped, and so are the loads of operands
+/// nothing reads.
+bool slotProgram(const KernelArgs &args, const kernels::FusedProgram &decoded,
+                 SlotProgram &program, int &slots) {
+  int32_t registers = decoded.registers();
+  // Which registers a result or a kept instruction reads, and the last
+  // instruction that reads each (-1: none).
+  bool live[kMaxTensors + LOOM_FUSED_MAX_INSTRUCTIONS] = {};
+  int32_t lastRead[kMaxTensors + LOOM_FUSED_MAX_INSTRUCTIONS];
+  for (int32_t r = 0; r < registers; ++r)
+    lastRead[r] = -1;
+  for (int32_t r = 0; r < decoded.results; ++r)
+    live[decoded.resultRegister[r]] = true;
+  for (int32_t i = decoded.count - 1; i >= 0; --i) {
+    const kernels::FusedInstruction &in = decoded.code[i];
+    if (!live[decoded.operands + i])
+      continue;
+    live[in.a] = true;
+    if (kernels::fusedReadsB(in.opcode))
+      live[in.b] = true;
+  }
+  for (int32_t i = 0; i < decoded.count; ++i) {
+    const kernels::FusedInstruction &in = decoded.code[i];
+    if (!live[decoded.operands + i])
+      continue;
+    lastRead[in.a] = i;
+    if (kernels::fusedReadsB(in.opcode))
+      lastRead[in.b] = i;
+  }
+
+  int slotOf[kMaxTensors + LOOM_FUSED_MAX_INSTRUCTIONS];
+  bool busy[kMaxSlots] = {};
+  slots = 0;
+  auto allocate = [&](int32_t reg) {
+    for (int j = 0; j < kMaxSlots; ++j)
+      if (!busy[j]) {
+        busy[j] = true;
+        slotOf[reg] = j;
+        slots = std::max(slots, j + 1);
+        return true;
+      }
+    return false;
+  };
+  // Stores register `reg`'s results, then frees its slot if no
+  // instruction reads it.
+  auto store = [&](int32_t reg) {
+    for (int32_t r = 0; r < decoded.results; ++r)
+      if (decoded.resultRegister[r] == reg)
+        program.step[program.steps++] = {kStore,
+                                         static_cast<int8_t>(slotOf[reg]), 0,
+                                         static_cast<int8_t>(r)};
+    if (lastRead[reg] < 0)
+      busy[slotOf[reg]] = false;
+  };
+
+  program.loads = 0;
+  program.steps = 0;
+  for (int32_t t = 0; t < decoded.operands; ++t) {
+    if (!live[t])
+      continue;
+    if (!allocate(t))
+      return false;
+    program.in[program.loads++] = floats(args.in(t));
+  }
+  for (int32_t r = 0; r < decoded.results; ++r)
+    program.out[r] = floats(args.out(r));
+  for (int32_t t = 0; t < decoded.operands; ++t)
+    if (live[t])
+      store(t);
+  for (int32_t i = 0; i < decoded.count; ++i) {
+    const kernels::FusedInstruction &in = decoded.code[i];
+    int32_t own = decoded.operands + i;
+    if (!live[own])
+      continue;
+    bool readsB = kernels::fusedReadsB(in.opcode);
+    Step st = {static_cast<int8_t>(in.opcode),
+               static_cast<int8_t>(slotOf[in.a]),
+               static_cast<int8_t>(readsB ? slotOf[in.b] : in.b), 0};
+    // The step reads its slots before it writes one: a slot read for the
+    // last time may take the value.
+    if (lastRead[in.a] == i)
+      busy[slotOf[in.a]] = false;
+    if (readsB && lastRead[in.b] == i)
+      busy[slotOf[in.b]] = false;
+    if (!allocate(own))
+      return false;
+    st.out = static_cast<int8_t>(slotOf[own]);
+    program.step[program.steps++] = st;
+    store(own);
+  }
+  return true;
+}
+
 } // namespace
 } // namespace loom::cuda
 
@@ -208,7 +570,23 @@ extern "C" int32_t loom_cuda_fused_elementwise(const loom_call_frame *,
   for (int32_t t = 0; contiguous && program.rank == 1 && t < program.operands;
        ++t)
     contiguous = program.stride[t][0] == 1;
-  if (contiguous)
+  SlotProgram slotted;
+  int slots = 0;
+  if (contiguous && slotProgram(args, decoded, slotted, slots)) {
+    bool vector = true;
+    for (int32_t t = 0; t < decoded.operands + decoded.results; ++t)
+      vector = vector && aligned16(args.tensor(t).data);
+    unsigned blocks = blocksFor((n + 7) / 8);
+    if (!vector)
+      fused_elementwise_slots_kernel<kMaxSlots, false>
+          <<<blocks, kThreads, 0, context->stream>>>(slotted, n);
+    else if (slots <= 4)
+      fused_elementwise_slots_kernel<4, true>
+          <<<blocks, kThreads, 0, context->stream>>>(slotted, n);
+    else
+      fused_elementwise_slots_kernel<kMaxSlots, true>
+          <<<blocks, kThreads, 0, context->stream>>>(slotted, n);
+  } else if (contiguous)
     fused_elementwise_forward_kernel<true>
         <<<blocksFor(n), kThreads, 0, context->stream>>>(program, n);
   else
