@@ -642,35 +642,41 @@ std::vector<int64_t> program(std::vector<std::array<int64_t, 3>> code,
 }
 
 /// fused_elementwise: the chains `--loom-fuse` forms, broadcasting, and
-/// every opcode once. Registers 0..N-1 are the operands.
-void fusedCases(loom_cuda_context *context) {
-  run(make("fused bias + gelu", KERNELS(fused_elementwise),
+/// every opcode once. Registers 0..N-1 are the operands. Run twice: on the
+/// default kernels and under LOOM_CUDA_FUSED=slots (`mode` " (slots)"),
+/// where contiguous chains take the slot kernels.
+void fusedCases(loom_cuda_context *context, const std::string &mode) {
+  run(make(std::string("fused bias + gelu") + mode, KERNELS(fused_elementwise),
            {uniform({4, 33, 96}, -3, 3), uniform({96})}, {result({4, 33, 96})},
            program({{LOOM_FUSED_ADD, 0, 1}, {LOOM_FUSED_GELU, 2, 0}}, {3})),
       context);
-  run(make("fused bias + gelu gpt2", KERNELS(fused_elementwise),
+  run(make(std::string("fused bias + gelu gpt2") + mode,
+           KERNELS(fused_elementwise),
            {uniform({256, 3072}, -3, 3), uniform({3072})},
            {result({256, 3072})},
            program({{LOOM_FUSED_ADD, 0, 1}, {LOOM_FUSED_GELU, 2, 0}}, {3})),
       context);
   // The residual stream: x + y and (x + y) + z, both kept.
-  run(make("fused residual chain", KERNELS(fused_elementwise),
+  run(make(std::string("fused residual chain") + mode,
+           KERNELS(fused_elementwise),
            {uniform({8, 64}), uniform({8, 64}), uniform({8, 64})},
            {result({8, 64}), result({8, 64})},
            program({{LOOM_FUSED_ADD, 0, 1}, {LOOM_FUSED_ADD, 3, 2}}, {3, 4})),
       context);
-  run(make("fused swiglu", KERNELS(fused_elementwise),
+  run(make(std::string("fused swiglu") + mode, KERNELS(fused_elementwise),
            {uniform({16, 128}, -4, 4), uniform({16, 128})}, {result({16, 128})},
            program({{LOOM_FUSED_SILU, 0, 0}, {LOOM_FUSED_MUL, 2, 1}}, {3})),
       context);
   // Contiguous chains take 8 elements a thread; these sizes leave 3 and 7
   // over. The gradient also stores an operand as a result (u, register 2)
   // and drops an instruction nothing reads (exp, register 7).
-  run(make("fused swiglu, n % 8 == 3", KERNELS(fused_elementwise),
+  run(make(std::string("fused swiglu, n % 8 == 3") + mode,
+           KERNELS(fused_elementwise),
            {uniform({3, 1001}, -4, 4), uniform({3, 1001})}, {result({3, 1001})},
            program({{LOOM_FUSED_SILU, 0, 0}, {LOOM_FUSED_MUL, 2, 1}}, {3})),
       context);
-  run(make("fused swiglu grad, n % 8 == 7", KERNELS(fused_elementwise),
+  run(make(std::string("fused swiglu grad, n % 8 == 7") + mode,
+           KERNELS(fused_elementwise),
            {uniform({5, 203}), uniform({5, 203}, -4, 4), uniform({5, 203})},
            {result({5, 203}), result({5, 203}), result({5, 203})},
            program({{LOOM_FUSED_SILU, 1, 0},
@@ -682,15 +688,17 @@ void fusedCases(loom_cuda_context *context) {
       context);
   // dy * gelu'(x), then a gradient accumulated into it.
   run(make(
-          "fused gelu_grad + add", KERNELS(fused_elementwise),
+          std::string("fused gelu_grad + add") + mode,
+          KERNELS(fused_elementwise),
           {uniform({32, 96}), uniform({32, 96}, -4, 4), uniform({32, 96})},
           {result({32, 96})},
           program({{LOOM_FUSED_GELU_GRAD, 0, 1}, {LOOM_FUSED_ADD, 3, 2}}, {4})),
       context);
   // A bf16 rounding inside an f32 chain (and a no-op cast to f32).
   Case cast =
-      make("fused cast to bf16 in an f32 chain", KERNELS(fused_elementwise),
-           {uniform({1000}), uniform({1000})}, {result({1000}), result({1000})},
+      make(std::string("fused cast to bf16 in an f32 chain") + mode,
+           KERNELS(fused_elementwise), {uniform({1000}), uniform({1000})},
+           {result({1000}), result({1000})},
            program({{LOOM_FUSED_MUL, 0, 1},
                     {LOOM_FUSED_CAST, 2, LOOM_DTYPE_BF16},
                     {LOOM_FUSED_ADD, 3, 0},
@@ -698,12 +706,14 @@ void fusedCases(loom_cuda_context *context) {
                    {5, 3}));
   cast.f32Only = true;
   run(cast, context);
-  run(make("fused broadcast [1, n] and [m, 1]", KERNELS(fused_elementwise),
-           {uniform({1, 40}), uniform({24, 1})}, {result({24, 40})},
+  run(make(std::string("fused broadcast [1, n] and [m, 1]") + mode,
+           KERNELS(fused_elementwise), {uniform({1, 40}), uniform({24, 1})},
+           {result({24, 40})},
            program({{LOOM_FUSED_SUB, 0, 1}, {LOOM_FUSED_MUL, 2, 2}}, {3})),
       context);
   // A missing leading dimension, a size-1 middle one, a one-element operand.
-  run(make("fused broadcast 4-d", KERNELS(fused_elementwise),
+  run(make(std::string("fused broadcast 4-d") + mode,
+           KERNELS(fused_elementwise),
            {uniform({2, 3, 24, 40}), uniform({40}), uniform({3, 1, 1}),
             uniform({1})},
            {result({2, 3, 24, 40})},
@@ -714,7 +724,7 @@ void fusedCases(loom_cuda_context *context) {
       context);
   // Every opcode once, each value a result; positive x and y for log,
   // sqrt and rsqrt.
-  run(make("fused every opcode", KERNELS(fused_elementwise),
+  run(make(std::string("fused every opcode") + mode, KERNELS(fused_elementwise),
            {uniform({500}, 0.5, 2), uniform({500}, 0.5, 2)},
            std::vector<Tensor>(13, result({500})),
            program({{LOOM_FUSED_ADD, 0, 1},
@@ -2632,7 +2642,10 @@ int main(int argc, char **argv) {
   }
   kernelTableCases();
   elementwiseCases(context);
-  fusedCases(context);
+  fusedCases(context, "");
+  setenv("LOOM_CUDA_FUSED", "slots", 1);
+  fusedCases(context, " (slots)");
+  unsetenv("LOOM_CUDA_FUSED");
   layoutCases(context);
   reductionCases(context);
   matmulCases(context);
