@@ -242,12 +242,20 @@ bool OpLowering::gather() {
   if (!isFloat(data.dtype))
     return fail("gathers from an integer tensor at run time");
   if (const HostTensor *ids = im.constant(node.input(1))) {
-    int64_t n = ids->numElements(), first = n ? ids->integer(0) : 0;
-    if (first < 0)
-      first += data.shape[axis];
-    for (int64_t k = 0; k < n; ++k)
-      if ((ids->integer(k) + data.shape[axis]) % data.shape[axis] != first + k)
+    // Each index in [-extent, extent), as ONNX allows (negative: from the
+    // end), checked before any arithmetic on it.
+    int64_t n = ids->numElements(), extent = data.shape[axis], first = 0;
+    for (int64_t k = 0; k < n; ++k) {
+      int64_t id = ids->integer(k);
+      if (id < -extent || id >= extent)
+        return fail("gathers index " + Twine(id) + ", out of range for " +
+                    Twine(extent) + " rows");
+      int64_t row = id < 0 ? id + extent : id;
+      if (k == 0)
+        first = row;
+      else if (row != first + k)
         return fail("gathers rows that are not consecutive");
+    }
     Value x = in(0);
     if (!x)
       return false;

@@ -90,6 +90,11 @@ def main():
     save(model([embed, dropout, head_d], initializers=[ratio, training]),
          os.path.join(out, "dropout.onnx"))
 
+    far = numpy_helper.from_array(np.array([1, 2, 3, 4], dtype=np.int64), "far")
+    pick = helper.make_node("Gather", ["x", "far"], ["p"], axis=1, name="pick_positions")
+    head_p = helper.make_node("MatMul", ["p", "W"], ["logits"], name="head")
+    save(model([embed, pick, head_p], initializers=[far]), os.path.join(out, "gather-range.onnx"))
+
     rng = np.random.default_rng(1)
     write_safetensors(os.path.join(out, "other.safetensors"),
                       {"foo": rng.standard_normal((3, 3))})
