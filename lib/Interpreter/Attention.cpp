@@ -42,12 +42,30 @@ namespace loom::interp {
 // rope
 //===----------------------------------------------------------------------===//
 
+/// Llama 3.1's frequency scaling of a rope or rope_grad op: all four of
+/// its attributes or none (the importer writes them together).
+template <typename RopeLikeOp> static RopeScaling ropeScalingOf(RopeLikeOp op) {
+  auto value = [](std::optional<llvm::APFloat> attr) {
+    return attr ? attr->convertToDouble() : 0.0;
+  };
+  RopeScaling scaling;
+  if (!op.getScalingFactor())
+    return scaling;
+  scaling.factor = value(op.getScalingFactor());
+  scaling.lowFreqFactor = value(op.getLowFreqFactor());
+  scaling.highFreqFactor = value(op.getHighFreqFactor());
+  scaling.originalMaxPositions = value(op.getOriginalMaxPositions());
+  return scaling;
+}
+
 /// Rotates each pair (x[i], x[i + D/2]) of `x` [B, S, H, D] at position s by
-/// `direction * s * theta^(-2i/D)`: +1 for rope, -1 for its gradient. A
-/// shard along the sequence (`loom.mask_split_axes`) starts at its global
-/// position.
+/// `direction * s * theta^(-2i/D)` (under `scaling`): +1 for rope, -1 for
+/// its gradient. A shard along the sequence (`loom.mask_split_axes`)
+/// starts at its global position.
 static llvm::Expected<Tensor> rotatePairs(Operation *op, const Tensor &x,
-                                          double theta, double direction) {
+                                          double theta,
+                                          const RopeScaling &scaling,
+                                          double direction) {
   llvm::Expected<int64_t> start = globalStart(op, x.shape()[1], 1);
   if (!start)
     return start.takeError();
@@ -55,18 +73,6 @@ static llvm::Expected<Tensor> rotatePairs(Operation *op, const Tensor &x,
   ArrayRef<int64_t> shape = x.shape();
   int64_t batch = shape[0], seq = shape[1], heads = shape[2], dim = shape[3];
   int64_t half = dim / 2;
-  // Llama 3.1's frequency scaling, when the op has it (all four or none).
-  RopeScaling scaling;
-  if (auto factor = op->getAttrOfType<FloatAttr>("scaling_factor")) {
-    scaling.factor = factor.getValueAsDouble();
-    scaling.lowFreqFactor =
-        op->getAttrOfType<FloatAttr>("low_freq_factor").getValueAsDouble();
-    scaling.highFreqFactor =
-        op->getAttrOfType<FloatAttr>("high_freq_factor").getValueAsDouble();
-    scaling.originalMaxPositions =
-        op->getAttrOfType<FloatAttr>("original_max_positions")
-            .getValueAsDouble();
-  }
   std::vector<double> inverseFrequency(half);
   for (int64_t i = 0; i < half; ++i)
     inverseFrequency[i] = ropeFrequency(i, dim, theta, scaling);
@@ -269,18 +275,20 @@ static llvm::Expected<Results> attentionGrad(AttentionGradOp op, Operands in) {
 
 void addAttentionKernels(KernelTable &table) {
   table.add<RopeOp>([](RopeOp op, Operands in) -> llvm::Expected<Results> {
-    auto y = rotatePairs(op, *in[0], op.getTheta().convertToDouble(), 1.0);
+    auto y = rotatePairs(op, *in[0], op.getTheta().convertToDouble(),
+                         ropeScalingOf(op), 1.0);
     if (!y)
       return y.takeError();
     return Results{std::move(*y)};
   });
-  table.add<RopeGradOp>([](RopeGradOp op,
-                           Operands in) -> llvm::Expected<Results> {
-    auto dx = rotatePairs(op, *in[0], op.getTheta().convertToDouble(), -1.0);
-    if (!dx)
-      return dx.takeError();
-    return Results{std::move(*dx)};
-  });
+  table.add<RopeGradOp>(
+      [](RopeGradOp op, Operands in) -> llvm::Expected<Results> {
+        auto dx = rotatePairs(op, *in[0], op.getTheta().convertToDouble(),
+                              ropeScalingOf(op), -1.0);
+        if (!dx)
+          return dx.takeError();
+        return Results{std::move(*dx)};
+      });
   table.add<AttentionOp>(
       [](AttentionOp op, Operands in) { return attention(op, in); });
   table.add<AttentionGradOp>(

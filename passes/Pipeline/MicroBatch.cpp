@@ -35,8 +35,12 @@ RankedTensorType withBatch(RankedTensorType type, int64_t dim, int64_t m) {
 bool hasDropout(Operation *op) {
   if (isa<DropoutOp, DropoutGradOp>(op))
     return true;
-  auto rate = op->getAttrOfType<FloatAttr>("dropout_rate");
-  return rate && rate.getValueAsDouble() > 0;
+  std::optional<APFloat> rate;
+  if (auto attention = dyn_cast<AttentionOp>(op))
+    rate = attention.getDropoutRate();
+  else if (auto grad = dyn_cast<AttentionGradOp>(op))
+    rate = grad.getDropoutRate();
+  return rate && rate->convertToDouble() > 0;
 }
 
 class Splitter {

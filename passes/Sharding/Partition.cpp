@@ -345,12 +345,15 @@ LogicalResult Partitioner::partitionOp(Operation &op) {
   else if (isa<AttentionGradOp>(op))
     masked = 1;
   auto indexed = [&](const TensorSharding &layout) {
-    if (isa<AttentionOp, AttentionGradOp>(op))
-      return op.getAttr("dropout_rate") ||
-             (op.hasAttr("causal") && layout.dimAxes.size() > 1 &&
-              !layout.dimAxes[1].empty());
+    bool sequenceSplit =
+        layout.dimAxes.size() > 1 && !layout.dimAxes[1].empty();
+    if (auto attention = dyn_cast<AttentionOp>(op))
+      return attention.getDropoutRateAttr() ||
+             (attention.getCausal() && sequenceSplit);
+    if (auto grad = dyn_cast<AttentionGradOp>(op))
+      return grad.getDropoutRateAttr() || (grad.getCausal() && sequenceSplit);
     if (isa<RopeOp, RopeGradOp>(op))
-      return layout.dimAxes.size() > 1 && !layout.dimAxes[1].empty();
+      return sequenceSplit;
     return true;
   };
   if (masked && indexed(strategy->operands[*masked])) {
@@ -391,13 +394,15 @@ LogicalResult Partitioner::partitionOp(Operation &op) {
         partialKind[result] = kind;
     }
   // The mean over a split set of tokens divides by the global count.
-  if (isa<CrossEntropyOp, CrossEntropyGradOp>(op) &&
-      !clone->getAttr("token_count")) {
-    Value labels =
-        isa<CrossEntropyOp>(op) ? op.getOperand(1) : op.getOperand(2);
-    clone->setAttr("token_count",
-                   b.getI64IntegerAttr(tensorType(labels).getNumElements()));
-  }
+  auto countTokens = [&](auto loss, Value labels) {
+    if (!loss.getTokenCountAttr())
+      loss.setTokenCountAttr(
+          b.getI64IntegerAttr(tensorType(labels).getNumElements()));
+  };
+  if (auto loss = dyn_cast<CrossEntropyOp>(clone))
+    countTokens(loss, op.getOperand(1));
+  else if (auto grad = dyn_cast<CrossEntropyGradOp>(clone))
+    countTokens(grad, op.getOperand(2));
   for (auto [i, result] : llvm::enumerate(op.getResults())) {
     Value value = clone->getResult(i);
     if (auto type = tensorType(result)) {
