@@ -6,7 +6,7 @@
 /// Binary arithmetic with numpy broadcasting: shapes are aligned at their
 /// last dimension and a dimension of size 1 stretches to the other's size.
 class Loom_BinaryOp<string mnemonic, string op>
-    : Loom_Op<mnemonic> {
+    : Loom_Op<mnemonic, [Loom_HasGradient]> {
   let summary = "elementwise `" # op # "` with numpy broadcasting";
   let description = [{
     Computes `lhs }] # op # [{ rhs` elementwise. Both operands have the
@@ -48,7 +48,7 @@ def Loom_DivOp : Loom_BinaryOp<"div", "/">;
 
 /// Unary math on floating-point tensors; the result has the operand's type.
 class Loom_UnaryOp<string mnemonic, string formula>
-    : Loom_Op<mnemonic, [SameOperandsAndResultType]> {
+    : Loom_Op<mnemonic, [SameOperandsAndResultType, Loom_HasGradient]> {
   let summary = "elementwise `" # formula # "`";
   let description = [{
     Computes `}] # formula # [{` for every element of `x`.
@@ -75,7 +75,7 @@ def Loom_SqrtOp : Loom_UnaryOp<"sqrt", "sqrt(x)">;
 def Loom_RsqrtOp : Loom_UnaryOp<"rsqrt", "1 / sqrt(x)">;
 def Loom_TanhOp : Loom_UnaryOp<"tanh", "tanh(x)">;
 
-def Loom_CastOp : Loom_Op<"cast"> {
+def Loom_CastOp : Loom_Op<"cast", [Loom_HasGradient]> {
   let summary = "converts a floating-point tensor to another element type";
   let description = [{
     Rounds every element of `x` to the result's element type (round to

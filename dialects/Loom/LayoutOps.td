@@ -3,7 +3,7 @@
 #ifndef LOOM_DIALECT_LAYOUTOPS_TD
 #define LOOM_DIALECT_LAYOUTOPS_TD
 
-def Loom_ReshapeOp : Loom_Op<"reshape"> {
+def Loom_ReshapeOp : Loom_Op<"reshape", [Loom_HasGradient]> {
   let summary = "reinterprets a tensor with another shape of the same size";
   let description = [{
     Row-major reshape: the elements keep their order, the result shape has
@@ -24,7 +24,7 @@ def Loom_ReshapeOp : Loom_Op<"reshape"> {
   ];
 }
 
-def Loom_TransposeOp : Loom_Op<"transpose"> {
+def Loom_TransposeOp : Loom_Op<"transpose", [Loom_HasGradient]> {
   let summary = "permutes the dimensions of a tensor";
   let description = [{
     Result dimension `i` is operand dimension `permutation[i]`.
@@ -48,7 +48,7 @@ def Loom_TransposeOp : Loom_Op<"transpose"> {
   ];
 }
 
-def Loom_BroadcastOp : Loom_Op<"broadcast"> {
+def Loom_BroadcastOp : Loom_Op<"broadcast", [Loom_HasGradient]> {
   let summary = "broadcasts a tensor to a larger shape (numpy rules)";
   let description = [{
     Aligns `x` with the result shape at the last dimension; every operand
@@ -70,7 +70,7 @@ def Loom_BroadcastOp : Loom_Op<"broadcast"> {
   ];
 }
 
-def Loom_SliceOp : Loom_Op<"slice"> {
+def Loom_SliceOp : Loom_Op<"slice", [Loom_HasGradient]> {
   let summary = "extracts a contiguous box of a tensor";
   let description = [{
     Takes the box that starts at `offsets` and has the result's shape
@@ -88,7 +88,7 @@ def Loom_SliceOp : Loom_Op<"slice"> {
       "$x $offsets attr-dict `:` type($x) `->` type($result)";
 }
 
-def Loom_PadOp : Loom_Op<"pad"> {
+def Loom_PadOp : Loom_Op<"pad", [Loom_HasGradient]> {
   let summary = "places a tensor inside a larger one filled with zeros";
   let description = [{
     The inverse of `slice`: the result has zeros everywhere except the box
@@ -105,7 +105,7 @@ def Loom_PadOp : Loom_Op<"pad"> {
       "$x `low` $low attr-dict `:` type($x) `->` type($result)";
 }
 
-def Loom_ConcatOp : Loom_Op<"concat"> {
+def Loom_ConcatOp : Loom_Op<"concat", [Loom_HasGradient]> {
   let summary = "joins tensors along one dimension";
   let description = [{
     All inputs have the same element type and agree in every dimension but
@@ -134,7 +134,7 @@ def Loom_ConcatOp : Loom_Op<"concat"> {
 /// Reductions over a set of dimensions, which are dropped from the result
 /// unless `keep_dims` is set (then they have size 1).
 class Loom_ReduceOp<string mnemonic, string what, string kind>
-    : Loom_Op<mnemonic> {
+    : Loom_Op<mnemonic, [Loom_HasGradient]> {
   let summary = "reduces dimensions by " # what;
   let description = [{
     Reduces `x` over `dims` by }] # what # [{. With `keep_dims` the reduced

@@ -7,11 +7,13 @@
 #include "dialects/Loom/ShapeInference.h"
 #include "dialects/Loom/ShardingRule.h"
 
+#include "mlir/IR/Builders.h"
 #include "mlir/IR/BuiltinTypes.h"
 #include "mlir/IR/OpDefinition.h"
 #include "mlir/Interfaces/InferTypeOpInterface.h"
 #include "mlir/Interfaces/SideEffectInterfaces.h"
 
+#include "dialects/Loom/GradientInterface.h.inc"
 #include "dialects/Loom/ShardingRuleInterface.h.inc"
 
 #define GET_OP_CLASSES

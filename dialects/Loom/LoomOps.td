@@ -12,6 +12,7 @@
 #define LOOM_DIALECT_LOOMOPS_TD
 
 include "dialects/Loom/LoomBase.td"
+include "dialects/Loom/GradientInterface.td"
 include "dialects/Loom/ShardingRuleInterface.td"
 
 /// Base class of all loom ops. `verify()` and `getShardingRule()` are

@@ -1,10 +1,11 @@
 //===- Autodiff.cpp - Reverse-mode differentiation (--loom-autodiff) -----===//
 //
 // Clones the loss function, then walks its ops from last to first, asking
-// each op's gradient rule for the adjoints of its operands and summing the
-// adjoints of values with several uses. The result is one straight-line
-// function: the forward ops, then the backward ops, then a return of the
-// loss and the argument gradients.
+// each op's gradient rule (GradientOpInterface) for the adjoints of its
+// operands and summing the adjoints of values with several uses. The pass
+// knows no op by name. The result is one straight-line function: the
+// forward ops, then the backward ops, then a return of the loss and the
+// argument gradients.
 //
 // Adjoints that are zero outside adjacent boxes along one dimension (the
 // pads of the gradients of slices side by side, as of q, k and v cut from
@@ -18,8 +19,7 @@
 #include "passes/Autodiff/Autodiff.h"
 #include "passes/Autodiff/Passes.h"
 
-#include "GradientRules.h"
-
+#include "dialects/Loom/GradientBuilders.h"
 #include "dialects/Loom/LoomDialect.h"
 #include "dialects/Loom/LoomOps.h"
 
@@ -205,9 +205,13 @@ LogicalResult buildBackward(func::FuncOp fn, BackwardOpHook hook) {
     }
     if (!any)
       continue;
+    auto rule = dyn_cast<GradientOpInterface>(op);
+    if (!rule)
+      return op->emitError()
+             << "loom-autodiff: no gradient rule for '" << op->getName() << "'";
     listener.current = op;
-    SmallVector<Value> operandGrads;
-    if (failed(buildOperandGradients(b, op, resultGrads, operandGrads)))
+    SmallVector<Value> operandGrads(op->getNumOperands());
+    if (failed(rule.buildOperandGradients(b, resultGrads, operandGrads)))
       return failure();
     for (auto [operand, grad] : llvm::zip(op->getOperands(), operandGrads))
       if (grad && isFloatTensorType(operand.getType()))

@@ -16,7 +16,8 @@ def LoomAutodiff : Pass<"loom-autodiff", "mlir::ModuleOp"> {
     arguments (tokens, labels, the dropout step) get no gradient.
 
     The body is the forward computation followed by its adjoint, built
-    from `loom` ops only:
+    from `loom` ops only by each op's gradient rule (`GradientOpInterface`,
+    dialects/Loom/Gradients.cpp):
 
     - elementwise ops reduce their gradient back over broadcast dimensions
       (`reduce_sum` + `reshape`);
@@ -36,8 +37,9 @@ def LoomAutodiff : Pass<"loom-autodiff", "mlir::ModuleOp"> {
       of the gradients of its uses.
 
     The function must return one 0-d float tensor. Ops without a gradient
-    rule (the gradient and optimizer ops themselves) are
-    reported with an error at the op when the loss depends on them.
+    rule (the gradient and optimizer ops themselves: they do not implement
+    `GradientOpInterface`) are reported with an error at the op when the
+    loss depends on them.
 
     Options:
     - `func`: the function to differentiate (default `forward`).
