@@ -297,10 +297,12 @@ std::vector<UnmetPin> applyPins(ShardingProblem &problem,
       unmet.push_back({index, reason});
       continue;
     }
-    auto result = dyn_cast<OpResult>(pin.value);
+    Value pinned =
+        pin.value; // a structured binding; lambdas capture it in C++20
+    auto result = dyn_cast<OpResult>(pinned);
     auto node = llvm::find_if(problem.nodes, [&](const ProblemNode &node) {
       return result ? node.op == result.getOwner()
-                    : (node.isArgument() && node.arg == pin.value);
+                    : (node.isArgument() && node.arg == pinned);
     });
     if (node == problem.nodes.end()) {
       unmet.push_back({index, "the value is not part of the problem"});
