@@ -3,7 +3,8 @@
 #ifndef LOOM_DIALECT_NEURALOPS_TD
 #define LOOM_DIALECT_NEURALOPS_TD
 
-def Loom_MatmulOp : Loom_Op<"matmul"> {
+def Loom_MatmulOp : Loom_Op<"matmul",
+    [Loom_Cost<["getCostClass", "getFlops", "getModelFlops"]>]> {
   let summary = "batched matrix product with optional transposes";
   let description = [{
     `lhs` is `[B..., M, K]` (`[B..., K, M]` with `transpose_lhs`), `rhs` is
@@ -37,7 +38,8 @@ def Loom_MatmulOp : Loom_Op<"matmul"> {
 }
 
 def Loom_LayerNormOp : Loom_Op<"layernorm",
-    [AllTypesMatch<["x", "result"]>, AllTypesMatch<["gamma", "beta"]>]> {
+    [AllTypesMatch<["x", "result"]>, AllTypesMatch<["gamma", "beta"]>,
+     Loom_Cost<["getFlopsPerElement"]>]> {
   let summary = "layer normalization over the last dimension";
   let description = [{
     `y = (x - mean(x)) / sqrt(var(x) + epsilon) * gamma + beta`, with the
@@ -56,7 +58,8 @@ def Loom_LayerNormOp : Loom_Op<"layernorm",
       "$x `,` $gamma `,` $beta attr-dict `:` type($x) `,` type($gamma)";
 }
 
-def Loom_RMSNormOp : Loom_Op<"rmsnorm", [AllTypesMatch<["x", "result"]>]> {
+def Loom_RMSNormOp : Loom_Op<"rmsnorm", [AllTypesMatch<["x", "result"]>,
+     Loom_Cost<["getFlopsPerElement"]>]> {
   let summary = "root-mean-square normalization over the last dimension";
   let description = [{
     `y = x / sqrt(mean(x^2) + epsilon) * gamma` over the last dimension, as
@@ -73,7 +76,8 @@ def Loom_RMSNormOp : Loom_Op<"rmsnorm", [AllTypesMatch<["x", "result"]>]> {
   let assemblyFormat = "$x `,` $gamma attr-dict `:` type($x) `,` type($gamma)";
 }
 
-def Loom_GeluOp : Loom_Op<"gelu", [SameOperandsAndResultType]> {
+def Loom_GeluOp : Loom_Op<"gelu", [SameOperandsAndResultType,
+     Loom_Cost<["getFlopsPerElement"]>]> {
   let summary = "GELU, tanh approximation (GPT-2's `gelu_new`)";
   let description = [{
     `0.5 * x * (1 + tanh(sqrt(2/pi) * (x + 0.044715 * x^3)))`.
@@ -93,7 +97,8 @@ def Loom_GeluOp : Loom_Op<"gelu", [SameOperandsAndResultType]> {
   }];
 }
 
-def Loom_GeluErfOp : Loom_Op<"gelu_erf", [SameOperandsAndResultType]> {
+def Loom_GeluErfOp : Loom_Op<"gelu_erf", [SameOperandsAndResultType,
+     Loom_Cost<["getFlopsPerElement"]>]> {
   let summary = "GELU, exact (erf) form (GPT-NeoX's and BERT's `gelu`)";
   let description = [{
     `0.5 * x * (1 + erf(x / sqrt(2)))`, `torch.nn.functional.gelu` with
@@ -114,7 +119,8 @@ def Loom_GeluErfOp : Loom_Op<"gelu_erf", [SameOperandsAndResultType]> {
   }];
 }
 
-def Loom_SiluOp : Loom_Op<"silu", [SameOperandsAndResultType]> {
+def Loom_SiluOp : Loom_Op<"silu", [SameOperandsAndResultType,
+     Loom_Cost<["getFlopsPerElement"]>]> {
   let summary = "SiLU (swish): x * sigmoid(x)";
   let description = [{
     `x / (1 + exp(-x))`, the gate activation of Llama's SwiGLU MLP.
@@ -134,7 +140,8 @@ def Loom_SiluOp : Loom_Op<"silu", [SameOperandsAndResultType]> {
   }];
 }
 
-def Loom_SoftmaxOp : Loom_Op<"softmax", [SameOperandsAndResultType]> {
+def Loom_SoftmaxOp : Loom_Op<"softmax", [SameOperandsAndResultType,
+     Loom_Cost<["getFlopsPerElement"]>]> {
   let summary = "softmax over the last dimension, optionally causally masked";
   let description = [{
     `exp(x - max(x)) / sum(exp(x - max(x)))` along the last dimension.
@@ -155,7 +162,8 @@ def Loom_SoftmaxOp : Loom_Op<"softmax", [SameOperandsAndResultType]> {
   let assemblyFormat = "$x attr-dict `:` type($x)";
 }
 
-def Loom_RopeOp : Loom_Op<"rope", [SameOperandsAndResultType]> {
+def Loom_RopeOp : Loom_Op<"rope", [SameOperandsAndResultType,
+     Loom_Cost<["getFlopsPerElement"]>]> {
   let summary = "rotary position embedding (Llama's rotate-half layout)";
   let description = [{
     `x` is `[B, S, H, D]` with even `D`. Position `s` (0-based, along
@@ -187,7 +195,8 @@ def Loom_RopeOp : Loom_Op<"rope", [SameOperandsAndResultType]> {
   let assemblyFormat = "$x attr-dict `:` type($x)";
 }
 
-def Loom_AttentionOp : Loom_Op<"attention"> {
+def Loom_AttentionOp : Loom_Op<"attention",
+    [Loom_Cost<["getCostClass", "getFlops", "getModelFlops"]>]> {
   let summary = "fused scaled-dot-product attention with grouped-query heads";
   let description = [{
     `q` is `[B, S, Hq, D]`, `k` and `v` are `[B, Skv, Hkv, D]` with `Hkv`
@@ -259,7 +268,8 @@ def Loom_AttentionOp : Loom_Op<"attention"> {
   ];
 }
 
-def Loom_EmbeddingOp : Loom_Op<"embedding"> {
+def Loom_EmbeddingOp : Loom_Op<"embedding",
+    [Loom_Cost<["getFlops", "getBytes"]>]> {
   let summary = "gathers rows of a table by integer ids";
   let description = [{
     `result[i..., :] = table[ids[i...], :]` with `table` `[V, D]`; the result
@@ -285,7 +295,8 @@ def Loom_EmbeddingOp : Loom_Op<"embedding"> {
   ];
 }
 
-def Loom_CrossEntropyOp : Loom_Op<"cross_entropy"> {
+def Loom_CrossEntropyOp : Loom_Op<"cross_entropy",
+    [Loom_Cost<["getFlopsPerElement"]>]> {
   let summary = "fused log-softmax + negative log-likelihood, mean over tokens";
   let description = [{
     `logits` is `[T..., V]` and `labels` `[T...]` with ids in `[0, V)`. The
@@ -316,7 +327,8 @@ def Loom_CrossEntropyOp : Loom_Op<"cross_entropy"> {
   ];
 }
 
-def Loom_DropoutOp : Loom_Op<"dropout", [AllTypesMatch<["x", "result"]>]> {
+def Loom_DropoutOp : Loom_Op<"dropout", [AllTypesMatch<["x", "result"]>,
+     Loom_Cost<["getFlopsPerElement"]>]> {
   let summary = "inverted dropout with a counter-based random mask";
   let description = [{
     Zeroes each element with probability `rate` and scales the others by
