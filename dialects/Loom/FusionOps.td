@@ -10,7 +10,7 @@
 
 def Loom_FusedOp : Op<Loom_Dialect, "fused",
     [IsolatedFromAbove, SingleBlock, RecursiveMemoryEffects,
-     RecursivelySpeculatable]> {
+     RecursivelySpeculatable, Loom_OpCostInterface]> {
   let summary = "ops that run as one kernel call";
   let description = [{
     The body computes the results from the block arguments (the inputs, in

@@ -10,7 +10,8 @@
 
 def Loom_LayerNormGradOp : Loom_Op<"layernorm_grad",
     [AllTypesMatch<["dy", "x", "dx"]>,
-     AllTypesMatch<["gamma", "dgamma", "dbeta"]>]> {
+     AllTypesMatch<["gamma", "dgamma", "dbeta"]>,
+     Loom_Cost<["getFlopsPerElement"]>]> {
   let summary = "gradient of `layernorm`";
   let description = [{
     Given `dy`, the forward input `x` and `gamma`, returns the gradients of
@@ -30,7 +31,8 @@ def Loom_LayerNormGradOp : Loom_Op<"layernorm_grad",
 }
 
 def Loom_RMSNormGradOp : Loom_Op<"rmsnorm_grad",
-    [AllTypesMatch<["dy", "x", "dx"]>, AllTypesMatch<["gamma", "dgamma"]>]> {
+    [AllTypesMatch<["dy", "x", "dx"]>, AllTypesMatch<["gamma", "dgamma"]>,
+     Loom_Cost<["getFlopsPerElement"]>]> {
   let summary = "gradient of `rmsnorm`";
   let description = [{
     Given `dy`, the forward input `x` and `gamma`, returns the gradients of
@@ -50,7 +52,8 @@ def Loom_RMSNormGradOp : Loom_Op<"rmsnorm_grad",
 
 /// Gradient of a pointwise activation: `dx = dy * f'(x)`.
 class Loom_ActivationGradOp<string mnemonic, string forward>
-    : Loom_Op<mnemonic, [SameOperandsAndResultType]> {
+    : Loom_Op<mnemonic, [SameOperandsAndResultType,
+                         Loom_Cost<["getFlopsPerElement"]>]> {
   let summary = "gradient of `" # forward # "`";
   let description = [{
     `dx = dy * }] # forward # [{'(x)`, elementwise, from the forward input.
@@ -74,7 +77,8 @@ def Loom_GeluGradOp : Loom_ActivationGradOp<"gelu_grad", "gelu">;
 def Loom_GeluErfGradOp : Loom_ActivationGradOp<"gelu_erf_grad", "gelu_erf">;
 def Loom_SiluGradOp : Loom_ActivationGradOp<"silu_grad", "silu">;
 
-def Loom_SoftmaxGradOp : Loom_Op<"softmax_grad", [SameOperandsAndResultType]> {
+def Loom_SoftmaxGradOp : Loom_Op<"softmax_grad", [SameOperandsAndResultType,
+     Loom_Cost<["getFlopsPerElement"]>]> {
   let summary = "gradient of `softmax` from its output";
   let description = [{
     `dx = y * (dy - sum(dy * y))` along the last dimension, where `y` is the
@@ -89,7 +93,8 @@ def Loom_SoftmaxGradOp : Loom_Op<"softmax_grad", [SameOperandsAndResultType]> {
   let assemblyFormat = "$dy `,` $y attr-dict `:` type($y)";
 }
 
-def Loom_RopeGradOp : Loom_Op<"rope_grad", [SameOperandsAndResultType]> {
+def Loom_RopeGradOp : Loom_Op<"rope_grad", [SameOperandsAndResultType,
+     Loom_Cost<["getFlopsPerElement"]>]> {
   let summary = "gradient of `rope`: the inverse rotation";
   let description = [{
     Rotates each pair by the negated angle of `rope` with the same `theta`
@@ -110,7 +115,9 @@ def Loom_RopeGradOp : Loom_Op<"rope_grad", [SameOperandsAndResultType]> {
 
 def Loom_AttentionGradOp : Loom_Op<"attention_grad",
     [AllTypesMatch<["q", "dq", "dout", "out"]>, AllTypesMatch<["k", "dk"]>,
-     AllTypesMatch<["v", "dv"]>]> {
+     AllTypesMatch<["v", "dv"]>,
+     Loom_Cost<["getCostClass", "getFlops", "getModelFlops",
+                "getComputeType"]>]> {
   let summary = "gradient of `attention`";
   let description = [{
     Given `dout`, the forward inputs and both forward results, returns the
@@ -178,7 +185,8 @@ def Loom_EmbeddingGradOp : Loom_Op<"embedding_grad"> {
 }
 
 def Loom_CrossEntropyGradOp : Loom_Op<"cross_entropy_grad",
-    [AllTypesMatch<["logits", "dlogits"]>]> {
+    [AllTypesMatch<["logits", "dlogits"]>,
+     Loom_Cost<["getFlopsPerElement"]>]> {
   let summary = "gradient of `cross_entropy`";
   let description = [{
     `dlogits[t] = dloss * (softmax(logits[t]) - onehot(labels[t])) / T`,
@@ -221,7 +229,8 @@ def Loom_ReduceMaxGradOp : Loom_Op<"reduce_max_grad",
       "$dy `,` $x $dims attr-dict `:` type($dy) `,` type($x)";
 }
 
-def Loom_DropoutGradOp : Loom_Op<"dropout_grad", [AllTypesMatch<["dy", "dx"]>]> {
+def Loom_DropoutGradOp : Loom_Op<"dropout_grad", [AllTypesMatch<["dy", "dx"]>,
+     Loom_Cost<["getFlopsPerElement"]>]> {
   let summary = "gradient of `dropout`: the same mask and scale";
   let description = [{
     Applies to `dy` the mask that `dropout` with the same `step`, `rate`,

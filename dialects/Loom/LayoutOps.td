@@ -3,7 +3,8 @@
 #ifndef LOOM_DIALECT_LAYOUTOPS_TD
 #define LOOM_DIALECT_LAYOUTOPS_TD
 
-def Loom_ReshapeOp : Loom_Op<"reshape", [Loom_HasGradient]> {
+def Loom_ReshapeOp : Loom_Op<"reshape",
+    [Loom_HasGradient, Loom_Cost<["getCostClass"]>]> {
   let summary = "reinterprets a tensor with another shape of the same size";
   let description = [{
     Row-major reshape: the elements keep their order, the result shape has

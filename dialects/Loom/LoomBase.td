@@ -22,7 +22,9 @@ def Loom_Dialect : Dialect {
     tensor ops with static shapes: the forward ops of GPT-2 and Llama, the
     fused gradient op of each fused forward op, and fused optimizer updates.
     Every op implements `ShardingRuleOpInterface`, which tells the planner
-    how the op's dimensions may be split over a device mesh.
+    how the op's dimensions may be split over a device mesh, and
+    `OpCostInterface`, which tells the cost model what the op computes and
+    moves.
   }];
   let dependentDialects = ["::mlir::shard::ShardDialect"];
   // The `loom.*` attributes carry the protocol between the importer, the

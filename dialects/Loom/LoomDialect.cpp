@@ -1,8 +1,9 @@
 //===- LoomDialect.cpp - The loom dialect and its generated code ----------===//
 //
 // Registers the ops and instantiates what TableGen generated for the
-// dialect, its ops and the sharding-rule interface. The verifiers and
-// sharding rules live in one file per op group (ElementwiseOps.cpp, ...).
+// dialect, its ops and the sharding-rule and cost interfaces. The verifiers
+// and sharding rules live in one file per op group (ElementwiseOps.cpp, ...),
+// the costs that differ from the interface's defaults in OpCost.cpp.
 // Every loom op may be inlined (upstream --inline), so that a @train_step
 // calling @forward_backward becomes the one block --loom-auto-shard plans.
 //
@@ -17,6 +18,7 @@
 using namespace mlir;
 using namespace loom;
 
+#include "dialects/Loom/CostInterface.cpp.inc"
 #include "dialects/Loom/LoomDialect.cpp.inc"
 #include "dialects/Loom/ShardingRuleInterface.cpp.inc"
 

@@ -4,6 +4,7 @@
 #define LOOM_DIALECT_LOOMOPS_H
 
 #include "dialects/Loom/LoomDialect.h"
+#include "dialects/Loom/OpCost.h"
 #include "dialects/Loom/ShapeInference.h"
 #include "dialects/Loom/ShardingRule.h"
 
@@ -13,6 +14,7 @@
 #include "mlir/Interfaces/InferTypeOpInterface.h"
 #include "mlir/Interfaces/SideEffectInterfaces.h"
 
+#include "dialects/Loom/CostInterface.h.inc"
 #include "dialects/Loom/GradientInterface.h.inc"
 #include "dialects/Loom/ShardingRuleInterface.h.inc"
 

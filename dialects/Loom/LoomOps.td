@@ -14,13 +14,18 @@
 include "dialects/Loom/LoomBase.td"
 include "dialects/Loom/GradientInterface.td"
 include "dialects/Loom/ShardingRuleInterface.td"
+include "dialects/Loom/CostInterface.td"
 
 /// Base class of all loom ops. `verify()` and `getShardingRule()` are
-/// defined per op in the C++ file of its group.
+/// defined per op in the C++ file of its group. Every op has the cost
+/// interface's defaults unless its traits name the methods it defines
+/// (`Loom_Cost<[...]>`, CostInterface.td).
 class Loom_Op<string mnemonic, list<Trait> traits = []>
     : Op<Loom_Dialect, mnemonic,
          !listconcat(traits, [Pure,
-             DeclareOpInterfaceMethods<Loom_ShardingRuleOpInterface>])> {
+             DeclareOpInterfaceMethods<Loom_ShardingRuleOpInterface>],
+             !if(!empty(!filter(t, traits, !isa<Loom_Cost>(t))),
+                 [Loom_OpCostInterface], []))> {
   let hasVerifier = 1;
 }
 

@@ -3,7 +3,8 @@
 #ifndef LOOM_DIALECT_NEURALOPS_TD
 #define LOOM_DIALECT_NEURALOPS_TD
 
-def Loom_MatmulOp : Loom_Op<"matmul", [Loom_HasGradient]> {
+def Loom_MatmulOp : Loom_Op<"matmul",
+    [Loom_HasGradient, Loom_Cost<["getCostClass", "getFlops", "getModelFlops"]>]> {
   let summary = "batched matrix product with optional transposes";
   let description = [{
     `lhs` is `[B..., M, K]` (`[B..., K, M]` with `transpose_lhs`), `rhs` is
@@ -38,7 +39,7 @@ def Loom_MatmulOp : Loom_Op<"matmul", [Loom_HasGradient]> {
 
 def Loom_LayerNormOp : Loom_Op<"layernorm",
     [AllTypesMatch<["x", "result"]>, AllTypesMatch<["gamma", "beta"]>,
-     Loom_HasGradient]> {
+     Loom_HasGradient, Loom_Cost<["getFlopsPerElement"]>]> {
   let summary = "layer normalization over the last dimension";
   let description = [{
     `y = (x - mean(x)) / sqrt(var(x) + epsilon) * gamma + beta`, with the
@@ -57,8 +58,8 @@ def Loom_LayerNormOp : Loom_Op<"layernorm",
       "$x `,` $gamma `,` $beta attr-dict `:` type($x) `,` type($gamma)";
 }
 
-def Loom_RMSNormOp : Loom_Op<"rmsnorm",
-    [AllTypesMatch<["x", "result"]>, Loom_HasGradient]> {
+def Loom_RMSNormOp : Loom_Op<"rmsnorm", [AllTypesMatch<["x", "result"]>,
+     Loom_HasGradient, Loom_Cost<["getFlopsPerElement"]>]> {
   let summary = "root-mean-square normalization over the last dimension";
   let description = [{
     `y = x / sqrt(mean(x^2) + epsilon) * gamma` over the last dimension, as
@@ -75,8 +76,8 @@ def Loom_RMSNormOp : Loom_Op<"rmsnorm",
   let assemblyFormat = "$x `,` $gamma attr-dict `:` type($x) `,` type($gamma)";
 }
 
-def Loom_GeluOp : Loom_Op<"gelu",
-    [SameOperandsAndResultType, Loom_HasGradient]> {
+def Loom_GeluOp : Loom_Op<"gelu", [SameOperandsAndResultType,
+     Loom_HasGradient, Loom_Cost<["getFlopsPerElement"]>]> {
   let summary = "GELU, tanh approximation (GPT-2's `gelu_new`)";
   let description = [{
     `0.5 * x * (1 + tanh(sqrt(2/pi) * (x + 0.044715 * x^3)))`.
@@ -96,8 +97,8 @@ def Loom_GeluOp : Loom_Op<"gelu",
   }];
 }
 
-def Loom_GeluErfOp : Loom_Op<"gelu_erf",
-    [SameOperandsAndResultType, Loom_HasGradient]> {
+def Loom_GeluErfOp : Loom_Op<"gelu_erf", [SameOperandsAndResultType,
+     Loom_HasGradient, Loom_Cost<["getFlopsPerElement"]>]> {
   let summary = "GELU, exact (erf) form (GPT-NeoX's and BERT's `gelu`)";
   let description = [{
     `0.5 * x * (1 + erf(x / sqrt(2)))`, `torch.nn.functional.gelu` with
@@ -118,8 +119,8 @@ def Loom_GeluErfOp : Loom_Op<"gelu_erf",
   }];
 }
 
-def Loom_SiluOp : Loom_Op<"silu",
-    [SameOperandsAndResultType, Loom_HasGradient]> {
+def Loom_SiluOp : Loom_Op<"silu", [SameOperandsAndResultType,
+     Loom_HasGradient, Loom_Cost<["getFlopsPerElement"]>]> {
   let summary = "SiLU (swish): x * sigmoid(x)";
   let description = [{
     `x / (1 + exp(-x))`, the gate activation of Llama's SwiGLU MLP.
@@ -139,8 +140,8 @@ def Loom_SiluOp : Loom_Op<"silu",
   }];
 }
 
-def Loom_SoftmaxOp : Loom_Op<"softmax",
-    [SameOperandsAndResultType, Loom_HasGradient]> {
+def Loom_SoftmaxOp : Loom_Op<"softmax", [SameOperandsAndResultType,
+     Loom_HasGradient, Loom_Cost<["getFlopsPerElement"]>]> {
   let summary = "softmax over the last dimension, optionally causally masked";
   let description = [{
     `exp(x - max(x)) / sum(exp(x - max(x)))` along the last dimension.
@@ -161,8 +162,8 @@ def Loom_SoftmaxOp : Loom_Op<"softmax",
   let assemblyFormat = "$x attr-dict `:` type($x)";
 }
 
-def Loom_RopeOp : Loom_Op<"rope",
-    [SameOperandsAndResultType, Loom_HasGradient]> {
+def Loom_RopeOp : Loom_Op<"rope", [SameOperandsAndResultType,
+     Loom_HasGradient, Loom_Cost<["getFlopsPerElement"]>]> {
   let summary = "rotary position embedding (Llama's rotate-half layout)";
   let description = [{
     `x` is `[B, S, H, D]` with even `D`. Position `s` (0-based, along
@@ -194,7 +195,8 @@ def Loom_RopeOp : Loom_Op<"rope",
   let assemblyFormat = "$x attr-dict `:` type($x)";
 }
 
-def Loom_AttentionOp : Loom_Op<"attention", [Loom_HasGradient]> {
+def Loom_AttentionOp : Loom_Op<"attention",
+    [Loom_HasGradient, Loom_Cost<["getCostClass", "getFlops", "getModelFlops"]>]> {
   let summary = "fused scaled-dot-product attention with grouped-query heads";
   let description = [{
     `q` is `[B, S, Hq, D]`, `k` and `v` are `[B, Skv, Hkv, D]` with `Hkv`
@@ -266,7 +268,8 @@ def Loom_AttentionOp : Loom_Op<"attention", [Loom_HasGradient]> {
   ];
 }
 
-def Loom_EmbeddingOp : Loom_Op<"embedding", [Loom_HasGradient]> {
+def Loom_EmbeddingOp : Loom_Op<"embedding",
+    [Loom_HasGradient, Loom_Cost<["getFlops", "getBytes"]>]> {
   let summary = "gathers rows of a table by integer ids";
   let description = [{
     `result[i..., :] = table[ids[i...], :]` with `table` `[V, D]`; the result
@@ -292,7 +295,8 @@ def Loom_EmbeddingOp : Loom_Op<"embedding", [Loom_HasGradient]> {
   ];
 }
 
-def Loom_CrossEntropyOp : Loom_Op<"cross_entropy", [Loom_HasGradient]> {
+def Loom_CrossEntropyOp : Loom_Op<"cross_entropy",
+    [Loom_HasGradient, Loom_Cost<["getFlopsPerElement"]>]> {
   let summary = "fused log-softmax + negative log-likelihood, mean over tokens";
   let description = [{
     `logits` is `[T..., V]` and `labels` `[T...]` with ids in `[0, V)`. The
@@ -323,8 +327,8 @@ def Loom_CrossEntropyOp : Loom_Op<"cross_entropy", [Loom_HasGradient]> {
   ];
 }
 
-def Loom_DropoutOp : Loom_Op<"dropout",
-    [AllTypesMatch<["x", "result"]>, Loom_HasGradient]> {
+def Loom_DropoutOp : Loom_Op<"dropout", [AllTypesMatch<["x", "result"]>,
+     Loom_HasGradient, Loom_Cost<["getFlopsPerElement"]>]> {
   let summary = "inverted dropout with a counter-based random mask";
   let description = [{
     Zeroes each element with probability `rate` and scales the others by

@@ -4,7 +4,8 @@
 #define LOOM_DIALECT_OPTIMIZEROPS_TD
 
 def Loom_AdamWUpdateOp : Loom_Op<"adamw_update",
-    [AllTypesMatch<["param", "m", "v", "new_param", "new_m", "new_v"]>]> {
+    [AllTypesMatch<["param", "m", "v", "new_param", "new_m", "new_v"]>,
+     Loom_Cost<["getFlopsPerElement"]>]> {
   let summary = "one fused AdamW step for one parameter";
   let description = [{
     With `t = step` (1-based), as `torch.optim.AdamW`:
@@ -36,7 +37,8 @@ def Loom_AdamWUpdateOp : Loom_Op<"adamw_update",
 }
 
 def Loom_SGDUpdateOp : Loom_Op<"sgd_update",
-    [AllTypesMatch<["param", "new_param"]>]> {
+    [AllTypesMatch<["param", "new_param"]>,
+     Loom_Cost<["getFlopsPerElement"]>]> {
   let summary = "one SGD step with L2 weight decay for one parameter (as torch.optim.SGD)";
   let description = [{
     `p' = p - lr * (g + weight_decay * p)`, with `param` f32 and `grad` of

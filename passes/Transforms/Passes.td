@@ -120,7 +120,7 @@ def LoomFuse : Pass<"loom-fuse", "mlir::ModuleOp"> {
       whose rows (every dimension but the last) a `loom.reduce_sum` sums,
       as a linear layer's dX and bias gradient before a gelu are, becomes
       one `loom.fused` (lhs, rhs, pre) -> (dpre, db), the dgelu_bias_grad
-      epilogue (cuBLASLt's DGELU_BGRAD); a `loom.reduce_sum` of dy's rows
+      epilogue (on the GPU a plain GEMM and one fused pass); a `loom.reduce_sum` of dy's rows
       beside a matmul whose untransposed rank-2 rhs is dy (or dy reshaped
       to [rows, n]), a weight gradient x^T.dy and its bias gradient,
       becomes one `loom.fused` (lhs, rhs) -> (dw, db), the bias_grad

@@ -1,9 +1,9 @@
 //===- OpCost.h - FLOPs, bytes and time of one loom op ----------*- C++ -*-===//
 //
 // The compute half of the cost model: what one op does (FLOPs, bytes it
-// reads and writes) from the op and its — possibly local, sharded — shapes,
-// and how long that takes on a device by a roofline with per-class
-// efficiency.
+// reads and writes) at its — possibly local, sharded — shapes, as the op's
+// OpCostInterface (dialects/Loom/CostInterface.td) counts it, and how long
+// that takes on a device by a roofline with per-class efficiency.
 //
 //===----------------------------------------------------------------------===//
 
@@ -12,23 +12,16 @@
 
 #include "loom/CostModel/ClusterSpec.h"
 
+#include "dialects/Loom/OpCost.h"
+
 #include "mlir/IR/Operation.h"
 #include "llvm/ADT/ArrayRef.h"
 #include "llvm/ADT/SmallVector.h"
 
 namespace loom::cost {
 
-/// How an op's time is modeled.
-enum class OpClass {
-  /// Matrix products (matmul, fused attention): compute-bound roofline with
-  /// the size-dependent GEMM efficiency.
-  Gemm,
-  /// Everything elementwise, normalizations, reductions, copies: bandwidth
-  /// roofline.
-  Bandwidth,
-  /// Views (reshape) and constants: no kernel.
-  Free,
-};
+/// How an op's time is modeled (the op's `OpCostInterface`).
+using OpClass = ::loom::CostClass;
 
 struct OpWork {
   OpClass opClass = OpClass::Free;
@@ -44,19 +37,13 @@ struct OpWork {
 };
 
 /// Shapes of an op's operands and results, in order.
-struct OpShapes {
-  llvm::SmallVector<llvm::SmallVector<int64_t, 4>, 4> operands, results;
-  /// The op's own (global) shapes.
-  static OpShapes of(mlir::Operation *op);
-};
+using ::loom::OpShapes;
+/// Bytes of one element of a type, and elements of a shape.
+using ::loom::elementBytes;
+using ::loom::numElements;
 
-/// Bytes of one element of `type` (a tensor's element type, or a scalar),
-/// at least 1; 0 for types without a bit width (index, tokens).
-double elementBytes(mlir::Type type);
-/// Elements of a tensor of `shape` (1 for a 0-d tensor).
-double numElements(llvm::ArrayRef<int64_t> shape);
-
-/// The work of `op` at `shapes` (its local shapes on one device).
+/// The work of `op` at `shapes` (its local shapes on one device), as its
+/// `OpCostInterface` counts it; an op without the interface is free.
 OpWork getOpWork(mlir::Operation *op, const OpShapes &shapes);
 inline OpWork getOpWork(mlir::Operation *op) {
   return getOpWork(op, OpShapes::of(op));

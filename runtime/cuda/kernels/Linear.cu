@@ -141,7 +141,7 @@ __device__ float2 rowExpSum(Floats logits, int64_t base, int64_t vocab,
     __pipeline_commit();
     __pipeline_wait_prior(0);
     forEachGroup(logits, base, cache, cached, vocab / 8,
-                 [&](int64_t, float(&v)[8]) { addExpSum(v, max, sum); });
+                 [&](int64_t, float (&v)[8]) { addExpSum(v, max, sum); });
   } else {
     for (int64_t v = threadIdx.x; v < vocab; v += blockDim.x) {
       float x = logits[base + v];
@@ -188,7 +188,7 @@ __device__ void writeRowGrad(Floats logits, Floats dlogits, int64_t base,
   float factor = scale / m.y;
   if constexpr (kVector) {
     forEachGroup(logits, base, cache, cached, vocab / 8,
-                 [&](int64_t g, float(&v)[8]) {
+                 [&](int64_t g, float (&v)[8]) {
                    gradGroup(v, 8 * g, m.x, factor, label, valid, scale);
                    store8(dlogits, base + 8 * g, v);
                  });
