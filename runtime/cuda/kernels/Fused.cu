@@ -40,6 +40,7 @@
 #include "Device.cuh"
 
 #include "FusedProgram.h"
+#include "FusedSlots.h"
 
 #include <cstdlib>
 #include <cstring>
@@ -169,22 +170,17 @@ __global__ void fused_elementwise_forward_kernel(const LaunchProgram program,
   }
 }
 
+using kernels::kMaxSlots;
+/// FusedSlots.h's steps: an instruction on slots, or a store (kStore).
+using Step = kernels::SlotStep;
+constexpr int8_t kStore = kernels::kSlotStore;
+
 /// The contiguous kernel's program: the instructions rewritten over a few
 /// "slots", registers of the thread that each hold 8 consecutive elements
 /// of one program register while it is live (see slotProgram). A slot is
 /// named by a run-time index, but each access is a branch on that index,
 /// the same in every thread, to code that names the slot's registers as
 /// constants: no local memory, and one decode per 8 elements.
-constexpr int kMaxSlots = 8;
-
-/// A step: an instruction writing slot `out` from slots `a` and `b` (`b`:
-/// a cast's loom_dtype; unused by the other unary ops), or, with opcode
-/// kStore, slot `a` stored to result `out`.
-struct Step {
-  int8_t opcode, a, b, out;
-};
-constexpr int8_t kStore = -1;
-
 struct SlotProgram {
   /// Slot j < loads starts as operand in[j]'s elements.
   int32_t loads = 0, steps = 0;
@@ -447,101 +443,22 @@ LaunchProgram launchProgram(const KernelArgs &args,
   return program;
 }
 
-/// `decoded` rewritten over slots (see SlotProgram), or false when it
-/// needs more than kMaxSlots at once; `slots` says how many it needs.
-/// Registers are written once: a slot holds a register from its load or
-/// instruction to the last instruction that reads it, and a result is
-/// stored as soon as its register is written. Instructions whose value
-/// nothing reads or stores are dropped, and so are the loads of operands
-/// nothing reads.
+/// `decoded` rewritten over slots (FusedSlots.h's planSlots), with the
+/// tensors it loads and stores, or false when it needs more than
+/// kMaxSlots at once; `slots` says how many it needs.
 bool slotProgram(const KernelArgs &args, const kernels::FusedProgram &decoded,
                  SlotProgram &program, int &slots) {
-  int32_t registers = decoded.registers();
-  // Which registers a result or a kept instruction reads, and the last
-  // instruction that reads each (-1: none).
-  bool live[kMaxTensors + LOOM_FUSED_MAX_INSTRUCTIONS] = {};
-  int32_t lastRead[kMaxTensors + LOOM_FUSED_MAX_INSTRUCTIONS];
-  for (int32_t r = 0; r < registers; ++r)
-    lastRead[r] = -1;
-  for (int32_t r = 0; r < decoded.results; ++r)
-    live[decoded.resultRegister[r]] = true;
-  for (int32_t i = decoded.count - 1; i >= 0; --i) {
-    const kernels::FusedInstruction &in = decoded.code[i];
-    if (!live[decoded.operands + i])
-      continue;
-    live[in.a] = true;
-    if (kernels::fusedReadsB(in.opcode))
-      live[in.b] = true;
-  }
-  for (int32_t i = 0; i < decoded.count; ++i) {
-    const kernels::FusedInstruction &in = decoded.code[i];
-    if (!live[decoded.operands + i])
-      continue;
-    lastRead[in.a] = i;
-    if (kernels::fusedReadsB(in.opcode))
-      lastRead[in.b] = i;
-  }
-
-  int slotOf[kMaxTensors + LOOM_FUSED_MAX_INSTRUCTIONS];
-  bool busy[kMaxSlots] = {};
-  slots = 0;
-  auto allocate = [&](int32_t reg) {
-    for (int j = 0; j < kMaxSlots; ++j)
-      if (!busy[j]) {
-        busy[j] = true;
-        slotOf[reg] = j;
-        slots = std::max(slots, j + 1);
-        return true;
-      }
+  kernels::SlotPlan plan;
+  if (!kernels::planSlots(decoded, plan, slots))
     return false;
-  };
-  // Stores register `reg`'s results, then frees its slot if no
-  // instruction reads it.
-  auto store = [&](int32_t reg) {
-    for (int32_t r = 0; r < decoded.results; ++r)
-      if (decoded.resultRegister[r] == reg)
-        program.step[program.steps++] = {kStore,
-                                         static_cast<int8_t>(slotOf[reg]), 0,
-                                         static_cast<int8_t>(r)};
-    if (lastRead[reg] < 0)
-      busy[slotOf[reg]] = false;
-  };
-
-  program.loads = 0;
-  program.steps = 0;
-  for (int32_t t = 0; t < decoded.operands; ++t) {
-    if (!live[t])
-      continue;
-    if (!allocate(t))
-      return false;
-    program.in[program.loads++] = floats(args.in(t));
-  }
+  program.loads = plan.loads;
+  program.steps = plan.steps;
+  for (int32_t j = 0; j < plan.loads; ++j)
+    program.in[j] = floats(args.in(plan.loadOperand[j]));
   for (int32_t r = 0; r < decoded.results; ++r)
     program.out[r] = floats(args.out(r));
-  for (int32_t t = 0; t < decoded.operands; ++t)
-    if (live[t])
-      store(t);
-  for (int32_t i = 0; i < decoded.count; ++i) {
-    const kernels::FusedInstruction &in = decoded.code[i];
-    int32_t own = decoded.operands + i;
-    if (!live[own])
-      continue;
-    bool readsB = kernels::fusedReadsB(in.opcode);
-    Step st = {static_cast<int8_t>(in.opcode),
-               static_cast<int8_t>(slotOf[in.a]),
-               static_cast<int8_t>(readsB ? slotOf[in.b] : in.b), 0};
-    // The step reads its slots before it writes one: a slot read for the
-    // last time may take the value.
-    if (lastRead[in.a] == i)
-      busy[slotOf[in.a]] = false;
-    if (readsB && lastRead[in.b] == i)
-      busy[slotOf[in.b]] = false;
-    if (!allocate(own))
-      return false;
-    st.out = static_cast<int8_t>(slotOf[own]);
-    program.step[program.steps++] = st;
-    store(own);
-  }
+  for (int32_t i = 0; i < plan.steps; ++i)
+    program.step[i] = plan.step[i];
   return true;
 }
 
