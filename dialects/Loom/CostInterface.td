@@ -93,6 +93,17 @@ def Loom_OpCostInterface : OpInterface<"OpCostInterface"> {
       /*defaultImplementation=*/
         "return ::loom::tensorBytes($_op.getOperation(), shapes);">,
     InterfaceMethod<
+      /*desc=*/[{The power of the sequence length the op's work grows
+                 with: 1 (the default) for work per token, 2 for work per
+                 pair of tokens (attention's scores). The planner scales a
+                 sequence shard's model FLOPs to the whole sequence by the
+                 context-parallel degree to this power.}],
+      /*retTy=*/"int",
+      /*methodName=*/"getSequenceExponent",
+      /*args=*/(ins),
+      /*methodBody=*/"",
+      /*defaultImplementation=*/"return 1;">,
+    InterfaceMethod<
       /*desc=*/[{The type whose element type the arithmetic runs in (the
                  device's rate for it applies). Default: the first
                  operand's type; null without operands.}],

@@ -117,7 +117,7 @@ def Loom_AttentionGradOp : Loom_Op<"attention_grad",
     [AllTypesMatch<["q", "dq", "dout", "out"]>, AllTypesMatch<["k", "dk"]>,
      AllTypesMatch<["v", "dv"]>,
      Loom_Cost<["getCostClass", "getFlops", "getModelFlops",
-                "getComputeType"]>]> {
+                "getSequenceExponent", "getComputeType"]>]> {
   let summary = "gradient of `attention`";
   let description = [{
     Given `dout`, the forward inputs and both forward results, returns the

@@ -196,7 +196,8 @@ def Loom_RopeOp : Loom_Op<"rope", [SameOperandsAndResultType,
 }
 
 def Loom_AttentionOp : Loom_Op<"attention",
-    [Loom_HasGradient, Loom_Cost<["getCostClass", "getFlops", "getModelFlops"]>]> {
+    [Loom_HasGradient, Loom_Cost<["getCostClass", "getFlops", "getModelFlops",
+                                  "getSequenceExponent"]>]> {
   let summary = "fused scaled-dot-product attention with grouped-query heads";
   let description = [{
     `q` is `[B, S, Hq, D]`, `k` and `v` are `[B, Skv, Hkv, D]` with `Hkv`

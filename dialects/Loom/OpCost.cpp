@@ -108,6 +108,9 @@ double AttentionOp::getModelFlops(const OpShapes &shapes) {
   return getFlops(shapes);
 }
 
+// Every query against every key: quadratic in the sequence.
+int AttentionOp::getSequenceExponent() { return 2; }
+
 CostClass AttentionGradOp::getCostClass() { return CostClass::Gemm; }
 
 // dV = PᵀdO, dP = dO Vᵀ, dQ = dS K, dK = dSᵀQ are the model's backward
@@ -122,6 +125,8 @@ double AttentionGradOp::getModelFlops(const OpShapes &shapes) {
   return 4 *
          attentionProductFlops(llvm::ArrayRef(shapes.operands).drop_front());
 }
+
+int AttentionGradOp::getSequenceExponent() { return 2; }
 
 Type AttentionGradOp::getComputeType() { return getQ().getType(); }
 

@@ -200,13 +200,17 @@ costModel(MLIRContext &context, const ModelConfig &config,
     costs[layers] = costProgram(localProgram->forwardBackward,
                                 globalProgram->forwardBackward, device,
                                 setup.activations, tp > 1);
-    // The whole sequence's model FLOPs: cp times the products of its 1/cp,
-    // cp² times attention's (quadratic in the sequence).
+    // The whole sequence's model FLOPs: cp times the work per token of its
+    // 1/cp, cp² times attention's (per pair of tokens): cp to the op's
+    // sequence exponent.
     fullFlops[layers] = 0;
-    for (Operation &op : globalProgram->forwardBackward.getBody().front())
-      fullFlops[layers] +=
-          getOpWork(&op).modelFlops * double(cp) *
-          (isa<AttentionOp, AttentionGradOp>(op) ? double(cp) : 1.0);
+    for (Operation &op : globalProgram->forwardBackward.getBody().front()) {
+      auto costed = dyn_cast<OpCostInterface>(&op);
+      double flops = getOpWork(&op).modelFlops * double(cp);
+      for (int e = 1; e < (costed ? costed.getSequenceExponent() : 1); ++e)
+        flops *= double(cp);
+      fullFlops[layers] += flops;
+    }
   }
   auto result = std::make_unique<ModelCosts>();
   ModelCosts &model = *result;
