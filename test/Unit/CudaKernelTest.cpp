@@ -66,6 +66,7 @@
 #include <map>
 #include <random>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include <dlfcn.h>
@@ -1439,6 +1440,18 @@ void attentionModelCases(cudaStream_t stream) {
   loom_cuda_context_destroy(small);
 }
 
+/// [rows, vocab] logits with -inf at every odd class, and even labels
+/// for them (drawn in that order).
+std::pair<Tensor, Tensor> maskedLogits(int64_t rows, int64_t vocab) {
+  Tensor logits = uniform({rows, vocab}, -3, 3);
+  for (size_t i = 1; i < logits.values.size(); i += 2)
+    logits.values[i] = -INFINITY;
+  Tensor labels = integers({rows}, 0, vocab / 2);
+  for (double &label : labels.values)
+    label *= 2;
+  return {logits, labels};
+}
+
 void lookupAndLossCases(loom_cuda_context *context) {
   run(make("embedding", KERNELS(embedding),
            {uniform({50, 32}), integers({4, 6}, 0, 50)}, {result({4, 6, 32})}),
@@ -1476,12 +1489,7 @@ void lookupAndLossCases(loom_cuda_context *context) {
       context);
   // Masked logits, -inf at odd classes (the labels even): the kernels'
   // online maximum and sum skip them.
-  Tensor masked = uniform({6, 300}, -3, 3);
-  for (size_t i = 1; i < masked.values.size(); i += 2)
-    masked.values[i] = -INFINITY;
-  Tensor evenLabels = integers({6}, 0, 150);
-  for (double &label : evenLabels.values)
-    label *= 2;
+  auto [masked, evenLabels] = maskedLogits(6, 300);
   run(make("cross_entropy masked", KERNELS(cross_entropy), {masked, evenLabels},
            {result({}, false)}, {0}),
       context);
@@ -1505,12 +1513,7 @@ void lookupAndLossCases(loom_cuda_context *context) {
   // again for the gradient. 1100 rows: some blocks take two. Their draws
   // are undone after them, so that later cases keep their inputs.
   std::mt19937 drawn = generator();
-  Tensor maskedVector = uniform({6, 304}, -3, 3);
-  for (size_t i = 1; i < maskedVector.values.size(); i += 2)
-    maskedVector.values[i] = -INFINITY;
-  Tensor evenVectorLabels = integers({6}, 0, 152);
-  for (double &label : evenVectorLabels.values)
-    label *= 2;
+  auto [maskedVector, evenVectorLabels] = maskedLogits(6, 304);
   run(make("cross_entropy_with_grad masked vector",
            KERNELS(cross_entropy_with_grad),
            {dloss, maskedVector, evenVectorLabels},
