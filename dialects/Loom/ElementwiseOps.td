@@ -47,11 +47,19 @@ def Loom_MulOp : Loom_BinaryOp<"mul", "*">;
 def Loom_DivOp : Loom_BinaryOp<"div", "/">;
 
 /// Unary math on floating-point tensors; the result has the operand's type.
-class Loom_UnaryOp<string mnemonic, string formula>
+/// `derivative` is the gradient as documented, `gradient` the C++ body that
+/// builds it: it reads the result's gradient `g`, the operand `x` and the
+/// result `y`, builds with the ElementwiseBuilder `e`
+/// (dialects/Loom/GradientBuilders.h), and returns the operand's gradient.
+/// A call in it creates ops in at most one of its arguments, so that the
+/// order of the built ops does not depend on the compiler.
+class Loom_UnaryOp<string mnemonic, string formula, string derivative,
+                   code gradient>
     : Loom_Op<mnemonic, [SameOperandsAndResultType, Loom_HasGradient]> {
   let summary = "elementwise `" # formula # "`";
   let description = [{
-    Computes `}] # formula # [{` for every element of `x`.
+    Computes `y = }] # formula # [{` for every element of `x`. Given the
+    gradient `g` of `y`, the gradient of `x` is `}] # derivative # [{`.
 
     ```mlir
     %y = loom.}] # mnemonic # [{ %x : tensor<4x8xf32>
@@ -65,15 +73,31 @@ class Loom_UnaryOp<string mnemonic, string formula>
     ::loom::OpShardingRule $cppClass::getShardingRule() {
       return ::loom::getAlignedRule(*this, getType().getShape());
     }
+    ::llvm::LogicalResult $cppClass::buildOperandGradients(
+        ::mlir::OpBuilder &builder, ::llvm::ArrayRef<::mlir::Value> resultGrads,
+        ::llvm::SmallVectorImpl<::mlir::Value> &out) {
+      ::loom::ElementwiseBuilder e{builder, getLoc()};
+      [[maybe_unused]] ::mlir::Value g = resultGrads[0], x = getX(),
+                                     y = getResult();
+      out[0] = [&]() -> ::mlir::Value {}] # gradient # [{}();
+      return ::mlir::success();
+    }
   }];
 }
 
-def Loom_NegOp : Loom_UnaryOp<"neg", "-x">;
-def Loom_ExpOp : Loom_UnaryOp<"exp", "exp(x)">;
-def Loom_LogOp : Loom_UnaryOp<"log", "log(x)">;
-def Loom_SqrtOp : Loom_UnaryOp<"sqrt", "sqrt(x)">;
-def Loom_RsqrtOp : Loom_UnaryOp<"rsqrt", "1 / sqrt(x)">;
-def Loom_TanhOp : Loom_UnaryOp<"tanh", "tanh(x)">;
+def Loom_NegOp : Loom_UnaryOp<"neg", "-x", "-g", [{ return e.neg(g); }]>;
+def Loom_ExpOp : Loom_UnaryOp<"exp", "exp(x)", "g * y",
+                              [{ return e.mul(g, y); }]>;
+def Loom_LogOp : Loom_UnaryOp<"log", "log(x)", "g / x",
+                              [{ return e.div(g, x); }]>;
+def Loom_SqrtOp : Loom_UnaryOp<"sqrt", "sqrt(x)", "g / (y + y)",
+                               [{ return e.div(g, e.add(y, y)); }]>;
+def Loom_RsqrtOp : Loom_UnaryOp<"rsqrt", "1 / sqrt(x)", "g * y^3 * -0.5", [{
+  auto gy3 = e.mul(g, e.mul(e.mul(y, y), y));
+  return e.mul(gy3, e.scalar(g, -0.5));
+}]>;
+def Loom_TanhOp : Loom_UnaryOp<"tanh", "tanh(x)", "g - g * y^2",
+                               [{ return e.sub(g, e.mul(g, e.mul(y, y))); }]>;
 
 def Loom_CastOp : Loom_Op<"cast", [Loom_HasGradient]> {
   let summary = "converts a floating-point tensor to another element type";

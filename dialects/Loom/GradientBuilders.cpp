@@ -75,4 +75,28 @@ Value flattenRows(OpBuilder &b, Location loc, Value x) {
   return ReshapeOp::create(b, loc, x, {rows, shape.back()});
 }
 
+Value ElementwiseBuilder::add(Value lhs, Value rhs) const {
+  return AddOp::create(b, loc, lhs, rhs);
+}
+
+Value ElementwiseBuilder::sub(Value lhs, Value rhs) const {
+  return SubOp::create(b, loc, lhs, rhs);
+}
+
+Value ElementwiseBuilder::mul(Value lhs, Value rhs) const {
+  return MulOp::create(b, loc, lhs, rhs);
+}
+
+Value ElementwiseBuilder::div(Value lhs, Value rhs) const {
+  return DivOp::create(b, loc, lhs, rhs);
+}
+
+Value ElementwiseBuilder::neg(Value x) const {
+  return NegOp::create(b, loc, x);
+}
+
+Value ElementwiseBuilder::scalar(Value like, double value) const {
+  return buildScalar(b, loc, like, value);
+}
+
 } // namespace loom

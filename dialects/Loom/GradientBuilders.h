@@ -41,6 +41,21 @@ mlir::Value transposeLast2(mlir::OpBuilder &b, mlir::Location loc,
 /// Folds all dimensions but the last into one: [B..., M, K] -> [B*M, K].
 mlir::Value flattenRows(mlir::OpBuilder &b, mlir::Location loc, mlir::Value x);
 
+/// Elementwise arithmetic at one location, for the gradients of the unary
+/// ops, which their ODS definitions write (ElementwiseOps.td).
+struct ElementwiseBuilder {
+  mlir::OpBuilder &b;
+  mlir::Location loc;
+
+  mlir::Value add(mlir::Value lhs, mlir::Value rhs) const;
+  mlir::Value sub(mlir::Value lhs, mlir::Value rhs) const;
+  mlir::Value mul(mlir::Value lhs, mlir::Value rhs) const;
+  mlir::Value div(mlir::Value lhs, mlir::Value rhs) const;
+  mlir::Value neg(mlir::Value x) const;
+  /// buildScalar: a 0-d constant of `like`'s element type.
+  mlir::Value scalar(mlir::Value like, double value) const;
+};
+
 } // namespace loom
 
 #endif // LOOM_DIALECT_GRADIENTBUILDERS_H

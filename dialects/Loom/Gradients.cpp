@@ -106,59 +106,8 @@ LogicalResult DivOp::buildOperandGradients(OpBuilder &b,
   return setBinaryGradients(b, *this, dl, dr, out);
 }
 
-LogicalResult NegOp::buildOperandGradients(OpBuilder &b,
-                                           ArrayRef<Value> resultGrads,
-                                           SmallVectorImpl<Value> &out) {
-  out[0] = NegOp::create(b, getLoc(), resultGrads[0]);
-  return success();
-}
-
-LogicalResult ExpOp::buildOperandGradients(OpBuilder &b,
-                                           ArrayRef<Value> resultGrads,
-                                           SmallVectorImpl<Value> &out) {
-  out[0] = MulOp::create(b, getLoc(), resultGrads[0], getResult());
-  return success();
-}
-
-LogicalResult LogOp::buildOperandGradients(OpBuilder &b,
-                                           ArrayRef<Value> resultGrads,
-                                           SmallVectorImpl<Value> &out) {
-  out[0] = DivOp::create(b, getLoc(), resultGrads[0], getX());
-  return success();
-}
-
-/// g / (2 sqrt(x)) = g / (y + y).
-LogicalResult SqrtOp::buildOperandGradients(OpBuilder &b,
-                                            ArrayRef<Value> resultGrads,
-                                            SmallVectorImpl<Value> &out) {
-  Location loc = getLoc();
-  Value y = getResult();
-  out[0] = DivOp::create(b, loc, resultGrads[0], AddOp::create(b, loc, y, y));
-  return success();
-}
-
-/// g * -0.5 * x^-3/2 = g * -0.5 * y^3.
-LogicalResult RsqrtOp::buildOperandGradients(OpBuilder &b,
-                                             ArrayRef<Value> resultGrads,
-                                             SmallVectorImpl<Value> &out) {
-  Location loc = getLoc();
-  Value g = resultGrads[0], y = getResult();
-  Value y3 = MulOp::create(b, loc, MulOp::create(b, loc, y, y), y);
-  Value gy3 = MulOp::create(b, loc, g, y3);
-  out[0] = MulOp::create(b, loc, gy3, buildScalar(b, loc, g, -0.5));
-  return success();
-}
-
-/// g * (1 - y^2) = g - g * y^2.
-LogicalResult TanhOp::buildOperandGradients(OpBuilder &b,
-                                            ArrayRef<Value> resultGrads,
-                                            SmallVectorImpl<Value> &out) {
-  Location loc = getLoc();
-  Value g = resultGrads[0], y = getResult();
-  Value gy2 = MulOp::create(b, loc, g, MulOp::create(b, loc, y, y));
-  out[0] = SubOp::create(b, loc, g, gy2);
-  return success();
-}
+// The unary math ops build their gradients in their ODS definitions
+// (ElementwiseOps.td).
 
 LogicalResult CastOp::buildOperandGradients(OpBuilder &b,
                                             ArrayRef<Value> resultGrads,

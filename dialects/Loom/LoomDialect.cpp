@@ -9,6 +9,7 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "dialects/Loom/GradientBuilders.h"
 #include "dialects/Loom/LoomOps.h"
 
 #include "mlir/IR/Builders.h"

@@ -17,7 +17,8 @@ def LoomAutodiff : Pass<"loom-autodiff", "mlir::ModuleOp"> {
 
     The body is the forward computation followed by its adjoint, built
     from `loom` ops only by each op's gradient rule (`GradientOpInterface`,
-    dialects/Loom/Gradients.cpp):
+    dialects/Loom/Gradients.cpp; the unary math ops' rules are in their ODS
+    definitions, ElementwiseOps.td):
 
     - elementwise ops reduce their gradient back over broadcast dimensions
       (`reduce_sum` + `reshape`);

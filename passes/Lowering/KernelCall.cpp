@@ -431,29 +431,6 @@ FailureOr<Kernel> writeLoomAttributes(Operation *op, MetaWriter &w) {
       .Default([&](Operation *) { return kernelOf(op, w.getTarget()); });
 }
 
-/// The opcode of a chain op in a fused_elementwise program, or -1.
-int64_t fusedOpcode(Operation *op) {
-  return llvm::TypeSwitch<Operation *, int64_t>(op)
-      .Case([](AddOp) { return LOOM_FUSED_ADD; })
-      .Case([](SubOp) { return LOOM_FUSED_SUB; })
-      .Case([](MulOp) { return LOOM_FUSED_MUL; })
-      .Case([](DivOp) { return LOOM_FUSED_DIV; })
-      .Case([](NegOp) { return LOOM_FUSED_NEG; })
-      .Case([](ExpOp) { return LOOM_FUSED_EXP; })
-      .Case([](LogOp) { return LOOM_FUSED_LOG; })
-      .Case([](SqrtOp) { return LOOM_FUSED_SQRT; })
-      .Case([](RsqrtOp) { return LOOM_FUSED_RSQRT; })
-      .Case([](TanhOp) { return LOOM_FUSED_TANH; })
-      .Case([](CastOp) { return LOOM_FUSED_CAST; })
-      .Case([](GeluOp) { return LOOM_FUSED_GELU; })
-      .Case([](GeluGradOp) { return LOOM_FUSED_GELU_GRAD; })
-      .Case([](GeluErfOp) { return LOOM_FUSED_GELU_ERF; })
-      .Case([](GeluErfGradOp) { return LOOM_FUSED_GELU_ERF_GRAD; })
-      .Case([](SiluOp) { return LOOM_FUSED_SILU; })
-      .Case([](SiluGradOp) { return LOOM_FUSED_SILU_GRAD; })
-      .Default([](Operation *) { return -1; });
-}
-
 /// A body the kernels cannot run.
 FailureOr<Kernel> unsupportedBody(FusedOp fused, const Target &target) {
   return fused.emitOpError()
@@ -744,6 +721,14 @@ FailureOr<KernelCall> encodeKernelCall(Operation *op, GroupTable &groups,
     return failure();
   call.symbol = (target.kernelPrefix + kernels::kernelName(*kernel)).str();
   return call;
+}
+
+int64_t fusedOpcode(Operation *op) {
+  Kernel kernel;
+  if (!op->getDialect() || !isa<LoomDialect>(op->getDialect()) ||
+      !kernels::kernelNamed(op->getName().stripDialect().str().c_str(), kernel))
+    return -1;
+  return kernels::fusedOpcodeOf(kernel);
 }
 
 bool splittable(Operation *op) {

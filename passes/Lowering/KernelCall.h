@@ -59,6 +59,11 @@ encodeKernelCall(mlir::Operation *op, GroupTable &groups,
 /// one that communicates and waits in its own call.
 constexpr int64_t kBlockingSlot = -1;
 
+/// The opcode of `op` as an instruction of a fused_elementwise program
+/// (loom_fused_opcode: the LOOM_FUSIBLE_KERNEL row of the op's kernel in
+/// loom/loom_kernels.def), or -1 when its kernel is not fusible.
+int64_t fusedOpcode(mlir::Operation *op);
+
 /// Whether collective `op` may be split into a start and a wait: an
 /// all_reduce, or a reduce_scatter / all_gather whose operand already holds
 /// contiguous member blocks of the result's element type (no dimension

@@ -12,6 +12,7 @@
 
 #include "dialects/Loom/LoomDialect.h"
 #include "dialects/Loom/LoomOps.h"
+#include "passes/Lowering/KernelCall.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/Builders.h"
@@ -47,12 +48,11 @@ bool allFusibleTensors(Operation *op) {
          llvm::all_of(op->getResultTypes(), isFusibleTensor);
 }
 
-/// An op a fused_elementwise program has an instruction for.
+/// An op a fused_elementwise program has an instruction for (its kernel's
+/// row in loom_kernels.def is fusible).
 bool isChainOp(Operation *op) {
-  return isa<AddOp, SubOp, MulOp, DivOp, NegOp, ExpOp, LogOp, SqrtOp, RsqrtOp,
-             TanhOp, CastOp, GeluOp, GeluGradOp, GeluErfOp, GeluErfGradOp,
-             SiluOp, SiluGradOp>(op) &&
-         op->getNumResults() == 1 && allFusibleTensors(op);
+  return lowering::fusedOpcode(op) >= 0 && op->getNumResults() == 1 &&
+         allFusibleTensors(op);
 }
 
 /// The values `ops` read from outside them, in first-use order.

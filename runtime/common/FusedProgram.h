@@ -16,6 +16,7 @@
 
 #include "loom/loom_cpu_kernels.h"
 
+#include "KernelAttrs.h"
 #include "KernelMeta.h"
 
 #include <cstdint>
@@ -53,18 +54,7 @@ struct FusedProgram {
 /// Whether `opcode` reads register b (the binary ops and the activation
 /// gradients, whose b is x).
 inline bool fusedReadsB(int32_t opcode) {
-  switch (opcode) {
-  case LOOM_FUSED_ADD:
-  case LOOM_FUSED_SUB:
-  case LOOM_FUSED_MUL:
-  case LOOM_FUSED_DIV:
-  case LOOM_FUSED_GELU_GRAD:
-  case LOOM_FUSED_SILU_GRAD:
-  case LOOM_FUSED_GELU_ERF_GRAD:
-    return true;
-  default:
-    return false;
-  }
+  return fusedOperandCount(opcode) == 2;
 }
 
 /// Decodes the program after the tensors of `args` (whose cursor stands at
@@ -137,7 +127,7 @@ bool decodeFusedProgram(KernelArgs &args, const char *kernel,
   for (int32_t i = 0; i < program.count; ++i) {
     int64_t opcode = args.integer(), a = args.integer(), b = args.integer();
     int64_t own = program.operands + i;
-    if (opcode < LOOM_FUSED_ADD || opcode > LOOM_FUSED_GELU_ERF_GRAD)
+    if (fusedOperandCount(opcode) == 0)
       return failWith(error, errorSize, "%s: instruction %d has opcode %lld",
                       kernel, i, static_cast<long long>(opcode));
     bool castType = opcode == LOOM_FUSED_CAST;

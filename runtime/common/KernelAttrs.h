@@ -86,6 +86,33 @@ inline int attrCount(Kernel kernel) {
   return 0;
 }
 
+/// The fused_elementwise opcode of a fusible kernel (loom_fused_opcode),
+/// or -1 for any other kernel.
+inline int fusedOpcodeOf(Kernel kernel) {
+  switch (kernel) {
+#define LOOM_KERNEL(name, attributes)                                          \
+  case Kernel::name:                                                           \
+    return -1;
+#define LOOM_DEVICE_KERNEL(name, attributes) LOOM_KERNEL(name, attributes)
+#define LOOM_FUSIBLE_KERNEL(name, opcode, number, operands)                    \
+  case Kernel::name:                                                           \
+    return number;
+#include "loom/loom_kernels.def"
+  }
+  return -1;
+}
+
+/// The registers a fused_elementwise instruction reads (1: a, 2: a and b),
+/// or 0 for a number that is no opcode.
+inline int fusedOperandCount(int64_t opcode) {
+#define LOOM_KERNEL(name, attributes)
+#define LOOM_FUSIBLE_KERNEL(name, code, number, operands)                      \
+  if (opcode == (number))                                                      \
+    return operands;
+#include "loom/loom_kernels.def"
+  return 0;
+}
+
 /// An array attribute: a view of its elements (in the meta, or in what the
 /// encoder was given).
 struct AttrArray {

@@ -4,17 +4,29 @@
 // of kernels and of their metas' attributes. These tests check that its
 // C++ form (runtime/common/KernelAttrs.h) round-trips every row's
 // attributes through the encoder the compiler uses and the decoder the
-// kernels use, that names and kernels map one to one, and that the CPU
-// kernel library exports exactly the rows it should.
+// kernels use, that names and kernels map one to one, that the CPU
+// kernel library exports exactly the rows it should, and that the fusible
+// rows' opcodes are the ABI's and name ops the lowering encodes.
 //
 //===----------------------------------------------------------------------===//
 
 #include "KernelAttrs.h"
 
+#include "dialects/Loom/LoomDialect.h"
+#include "loom/loom_cpu_kernels.h"
+#include "passes/Lowering/KernelCall.h"
+
+#include "mlir/IR/Builders.h"
+#include "mlir/IR/BuiltinTypes.h"
+#include "mlir/IR/MLIRContext.h"
+#include "mlir/IR/Operation.h"
+#include "mlir/IR/Verifier.h"
+
 #include <gtest/gtest.h>
 
 #include <dlfcn.h>
 
+#include <set>
 #include <string>
 #include <vector>
 
@@ -124,6 +136,77 @@ TEST(KernelTableTest, TheCpuLibraryExportsEveryCpuRow) {
     EXPECT_EQ(dlsym(RTLD_DEFAULT, symbol.c_str()) != nullptr, onCpu(kernel))
         << symbol;
   }
+}
+
+/// The fusible rows: kernel, opcode, operands.
+struct FusibleRow {
+  Kernel kernel;
+  int opcode, operands;
+};
+
+std::vector<FusibleRow> fusibleRows() {
+  return {
+#define LOOM_KERNEL(name, attributes)
+#define LOOM_FUSIBLE_KERNEL(name, code, number, operands)                      \
+  {Kernel::name, number, operands},
+#include "loom/loom_kernels.def"
+  };
+}
+
+TEST(KernelTableTest, FusedOpcodesAreUniqueAndKeepTheirAbiNumbers) {
+  std::vector<FusibleRow> rows = fusibleRows();
+  EXPECT_EQ(rows.size(), 17u);
+  std::set<int> seen;
+  for (const FusibleRow &row : rows) {
+    EXPECT_TRUE(seen.insert(row.opcode).second) << kernelName(row.kernel);
+    EXPECT_EQ(fusedOpcodeOf(row.kernel), row.opcode) << kernelName(row.kernel);
+    EXPECT_EQ(fusedOperandCount(row.opcode), row.operands)
+        << kernelName(row.kernel);
+    EXPECT_TRUE(row.operands == 1 || row.operands == 2);
+    EXPECT_EQ(attrCount(row.kernel), 0) << kernelName(row.kernel);
+  }
+  // Compiled programs carry these numbers: they never change.
+  EXPECT_EQ(LOOM_FUSED_ADD, 0);
+  EXPECT_EQ(LOOM_FUSED_CAST, 10);
+  EXPECT_EQ(LOOM_FUSED_SILU_GRAD, 14);
+  EXPECT_EQ(LOOM_FUSED_GELU_ERF_GRAD, 16);
+  EXPECT_EQ(fusedOperandCount(17), 0);
+  EXPECT_EQ(fusedOperandCount(-1), 0);
+  EXPECT_EQ(fusedOpcodeOf(Kernel::matmul), -1);
+  EXPECT_EQ(fusedOpcodeOf(Kernel::copy), -1);
+}
+
+/// Each fusible row names a loom op of as many operands, which the lowering
+/// (and so --loom-fuse) gives the row's opcode.
+TEST(KernelTableTest, FusibleRowsNameOpsTheLoweringEncodes) {
+  mlir::MLIRContext context;
+  context.loadDialect<loom::LoomDialect>();
+  mlir::OpBuilder b(&context);
+  auto type = mlir::RankedTensorType::get({4}, b.getF32Type());
+  mlir::OperationState source(b.getUnknownLoc(), "test.source");
+  source.addTypes(type);
+  context.allowUnregisteredDialects();
+  mlir::Operation *value = mlir::Operation::create(source);
+  for (const FusibleRow &row : fusibleRows()) {
+    std::string name = std::string("loom.") + kernelName(row.kernel);
+    ASSERT_TRUE(mlir::RegisteredOperationName::lookup(name, &context)) << name;
+    mlir::OperationState state(b.getUnknownLoc(), name);
+    for (int i = 0; i < row.operands; ++i)
+      state.addOperands(value->getResult(0));
+    state.addTypes(type);
+    mlir::Operation *op = mlir::Operation::create(state);
+    EXPECT_EQ(loom::lowering::fusedOpcode(op), row.opcode) << name;
+    // The op's verifier checks its operand count (a cast from f32 to f32
+    // is refused for its types, not its count).
+    if (row.kernel != Kernel::cast)
+      EXPECT_TRUE(mlir::succeeded(mlir::verify(op))) << name;
+    op->destroy();
+  }
+  mlir::OperationState matmul(b.getUnknownLoc(), "loom.matmul");
+  mlir::Operation *op = mlir::Operation::create(matmul);
+  EXPECT_EQ(loom::lowering::fusedOpcode(op), -1);
+  op->destroy();
+  value->destroy();
 }
 
 } // namespace

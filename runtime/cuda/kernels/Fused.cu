@@ -349,57 +349,12 @@ __global__ void __launch_bounds__(kThreads, kSlots <= 4 ? 2 : 1)
         }
         break;
       }
-      case LOOM_FUSED_ADD:
-        apply<LOOM_FUSED_ADD, true>(s, st);
-        break;
-      case LOOM_FUSED_SUB:
-        apply<LOOM_FUSED_SUB, true>(s, st);
-        break;
-      case LOOM_FUSED_MUL:
-        apply<LOOM_FUSED_MUL, true>(s, st);
-        break;
-      case LOOM_FUSED_DIV:
-        apply<LOOM_FUSED_DIV, true>(s, st);
-        break;
-      case LOOM_FUSED_NEG:
-        apply<LOOM_FUSED_NEG, false>(s, st);
-        break;
-      case LOOM_FUSED_EXP:
-        apply<LOOM_FUSED_EXP, false>(s, st);
-        break;
-      case LOOM_FUSED_LOG:
-        apply<LOOM_FUSED_LOG, false>(s, st);
-        break;
-      case LOOM_FUSED_SQRT:
-        apply<LOOM_FUSED_SQRT, false>(s, st);
-        break;
-      case LOOM_FUSED_RSQRT:
-        apply<LOOM_FUSED_RSQRT, false>(s, st);
-        break;
-      case LOOM_FUSED_TANH:
-        apply<LOOM_FUSED_TANH, false>(s, st);
-        break;
-      case LOOM_FUSED_CAST:
-        apply<LOOM_FUSED_CAST, false>(s, st);
-        break;
-      case LOOM_FUSED_GELU:
-        apply<LOOM_FUSED_GELU, false>(s, st);
-        break;
-      case LOOM_FUSED_GELU_GRAD:
-        apply<LOOM_FUSED_GELU_GRAD, true>(s, st);
-        break;
-      case LOOM_FUSED_GELU_ERF:
-        apply<LOOM_FUSED_GELU_ERF, false>(s, st);
-        break;
-      case LOOM_FUSED_GELU_ERF_GRAD:
-        apply<LOOM_FUSED_GELU_ERF_GRAD, true>(s, st);
-        break;
-      case LOOM_FUSED_SILU:
-        apply<LOOM_FUSED_SILU, false>(s, st);
-        break;
-      case LOOM_FUSED_SILU_GRAD:
-        apply<LOOM_FUSED_SILU_GRAD, true>(s, st);
-        break;
+#define LOOM_KERNEL(name, attributes)
+#define LOOM_FUSIBLE_KERNEL(name, opcode, number, operands)                    \
+  case LOOM_FUSED_##opcode:                                                    \
+    apply<LOOM_FUSED_##opcode, (operands) == 2>(s, st);                        \
+    break;
+#include "loom/loom_kernels.def"
       default: // the host checked the opcodes
         break;
       }

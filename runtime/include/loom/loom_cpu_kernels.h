@@ -130,25 +130,13 @@ extern "C" {
 /* The message of the last failed kernel on this thread ("" if none). */
 const char *loom_cpu_last_error(void);
 
-/* The opcodes of a fused_elementwise program (see above). */
+/* The opcodes of a fused_elementwise program (see above): the
+ * LOOM_FUSIBLE_KERNEL rows of loom/loom_kernels.def. */
 typedef enum loom_fused_opcode {
-  LOOM_FUSED_ADD = 0,
-  LOOM_FUSED_SUB = 1,
-  LOOM_FUSED_MUL = 2,
-  LOOM_FUSED_DIV = 3,
-  LOOM_FUSED_NEG = 4,
-  LOOM_FUSED_EXP = 5,
-  LOOM_FUSED_LOG = 6,
-  LOOM_FUSED_SQRT = 7,
-  LOOM_FUSED_RSQRT = 8,
-  LOOM_FUSED_TANH = 9,
-  LOOM_FUSED_CAST = 10,
-  LOOM_FUSED_GELU = 11,
-  LOOM_FUSED_GELU_GRAD = 12,
-  LOOM_FUSED_SILU = 13,
-  LOOM_FUSED_SILU_GRAD = 14,
-  LOOM_FUSED_GELU_ERF = 15,
-  LOOM_FUSED_GELU_ERF_GRAD = 16,
+#define LOOM_KERNEL(name, attributes)
+#define LOOM_FUSIBLE_KERNEL(name, opcode, number, operands)                    \
+  LOOM_FUSED_##opcode = number,
+#include "loom/loom_kernels.def"
 } loom_fused_opcode;
 
 #define LOOM_FUSED_MAX_INSTRUCTIONS 64
