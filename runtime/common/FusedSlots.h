@@ -1,8 +1,8 @@
 //===- FusedSlots.h - A fused chain's registers assigned to slots -*- C++
 //-*-===//
 //
-// The CUDA fused_elementwise kernel for contiguous chains (Fused.cu, under
-// LOOM_CUDA_FUSED=slots) runs each instruction once for 8 elements held in
+// The CUDA fused_elementwise kernel for contiguous chains (Fused.cu, unless
+// LOOM_CUDA_FUSED=general) runs each instruction once for 8 elements held in
 // "slots", a few register arrays of the thread named by constant indices.
 // This header rewrites a decoded program over slots by liveness. It is
 // plain C++, so that the CPU tests check the rewriting against the program

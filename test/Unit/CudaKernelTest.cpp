@@ -644,8 +644,9 @@ std::vector<int64_t> program(std::vector<std::array<int64_t, 3>> code,
 
 /// fused_elementwise: the chains `--loom-fuse` forms, broadcasting, and
 /// every opcode once. Registers 0..N-1 are the operands. Run twice: on the
-/// default kernels and under LOOM_CUDA_FUSED=slots (`mode` " (slots)"),
-/// where contiguous chains take the slot kernels.
+/// default kernels, where contiguous chains take the slot kernels, and
+/// under LOOM_CUDA_FUSED=general (`mode` " (general)"), where every chain
+/// takes the per-element kernel.
 void fusedCases(loom_cuda_context *context, const std::string &mode) {
   run(make(std::string("fused bias + gelu") + mode, KERNELS(fused_elementwise),
            {uniform({4, 33, 96}, -3, 3), uniform({96})}, {result({4, 33, 96})},
@@ -2646,8 +2647,8 @@ int main(int argc, char **argv) {
   kernelTableCases();
   elementwiseCases(context);
   fusedCases(context, "");
-  setenv("LOOM_CUDA_FUSED", "slots", 1);
-  fusedCases(context, " (slots)");
+  setenv("LOOM_CUDA_FUSED", "general", 1);
+  fusedCases(context, " (general)");
   unsetenv("LOOM_CUDA_FUSED");
   layoutCases(context);
   reductionCases(context);

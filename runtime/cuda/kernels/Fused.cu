@@ -16,7 +16,7 @@
 // bank, and its switch on the opcode takes the same branch in every
 // thread.
 //
-// With LOOM_CUDA_FUSED=slots, a contiguous chain (every operand of the
+// By default (LOOM_CUDA_FUSED=general: never), a contiguous chain (every operand of the
 // results' shape, as SwiGLU's forward and backward are) runs a rewritten
 // program instead: each thread
 // takes 8 consecutive elements, with one 16-byte load or store per bf16
@@ -417,13 +417,12 @@ bool slotProgram(const KernelArgs &args, const kernels::FusedProgram &decoded,
   return true;
 }
 
-/// Whether contiguous chains take the slot kernels: with
-/// LOOM_CUDA_FUSED=slots. They have not run on a GPU yet; until the
-/// conformance test has passed them there (it runs the fused cases both
-/// ways), the per-element kernel stays the default.
+/// Whether contiguous chains take the slot kernels: unless
+/// LOOM_CUDA_FUSED=general keeps every chain on the per-element kernel.
+/// The conformance test runs the fused cases both ways.
 bool slotKernelsChosen() {
   const char *value = std::getenv("LOOM_CUDA_FUSED");
-  return value && std::strcmp(value, "slots") == 0;
+  return !value || std::strcmp(value, "general") != 0;
 }
 
 } // namespace
