@@ -16,9 +16,9 @@
 // bank, and its switch on the opcode takes the same branch in every
 // thread.
 //
-// By default (LOOM_CUDA_FUSED=general: never), a contiguous chain (every operand of the
-// results' shape, as SwiGLU's forward and backward are) runs a rewritten
-// program instead: each thread
+// By default (LOOM_CUDA_FUSED=general: never), a contiguous chain (every
+// operand of the results' shape, as SwiGLU's forward and backward are) runs
+// a rewritten program instead: each thread
 // takes 8 consecutive elements, with one 16-byte load or store per bf16
 // tensor when every tensor is 16-byte aligned, and runs each instruction
 // once for all 8, on "slots" (8 registers each) that the host assigns to
