@@ -5,8 +5,8 @@
 
 /// Binary arithmetic with numpy broadcasting: shapes are aligned at their
 /// last dimension and a dimension of size 1 stretches to the other's size.
-class Loom_BinaryOp<string mnemonic, string op>
-    : Loom_Op<mnemonic, [Loom_HasGradient]> {
+class Loom_BinaryOp<string mnemonic, string op, list<Trait> traits = []>
+    : Loom_Op<mnemonic, !listconcat([Loom_HasGradient], traits)> {
   let summary = "elementwise `" # op # "` with numpy broadcasting";
   let description = [{
     Computes `lhs }] # op # [{ rhs` elementwise. Both operands have the
@@ -41,8 +41,8 @@ class Loom_BinaryOp<string mnemonic, string op>
   }];
 }
 
-def Loom_AddOp : Loom_BinaryOp<"add", "+">;
-def Loom_SubOp : Loom_BinaryOp<"sub", "-">;
+def Loom_AddOp : Loom_BinaryOp<"add", "+", [Loom_Linear]>;
+def Loom_SubOp : Loom_BinaryOp<"sub", "-", [Loom_Linear]>;
 def Loom_MulOp : Loom_BinaryOp<"mul", "*">;
 def Loom_DivOp : Loom_BinaryOp<"div", "/">;
 
@@ -54,8 +54,9 @@ def Loom_DivOp : Loom_BinaryOp<"div", "/">;
 /// A call in it creates ops in at most one of its arguments, so that the
 /// order of the built ops does not depend on the compiler.
 class Loom_UnaryOp<string mnemonic, string formula, string derivative,
-                   code gradient>
-    : Loom_Op<mnemonic, [SameOperandsAndResultType, Loom_HasGradient]> {
+                   code gradient, list<Trait> traits = []>
+    : Loom_Op<mnemonic, !listconcat([SameOperandsAndResultType,
+                                     Loom_HasGradient], traits)> {
   let summary = "elementwise `" # formula # "`";
   let description = [{
     Computes `y = }] # formula # [{` for every element of `x`. Given the
@@ -85,7 +86,8 @@ class Loom_UnaryOp<string mnemonic, string formula, string derivative,
   }];
 }
 
-def Loom_NegOp : Loom_UnaryOp<"neg", "-x", "-g", [{ return e.neg(g); }]>;
+def Loom_NegOp : Loom_UnaryOp<"neg", "-x", "-g", [{ return e.neg(g); }],
+                              [Loom_Linear]>;
 def Loom_ExpOp : Loom_UnaryOp<"exp", "exp(x)", "g * y",
                               [{ return e.mul(g, y); }]>;
 def Loom_LogOp : Loom_UnaryOp<"log", "log(x)", "g / x",

@@ -4,7 +4,7 @@
 #define LOOM_DIALECT_LAYOUTOPS_TD
 
 def Loom_ReshapeOp : Loom_Op<"reshape",
-    [Loom_HasGradient, Loom_Cost<["getCostClass"]>]> {
+    [Loom_HasGradient, Loom_Linear, Loom_Cost<["getCostClass"]>]> {
   let summary = "reinterprets a tensor with another shape of the same size";
   let description = [{
     Row-major reshape: the elements keep their order, the result shape has
@@ -25,7 +25,7 @@ def Loom_ReshapeOp : Loom_Op<"reshape",
   ];
 }
 
-def Loom_TransposeOp : Loom_Op<"transpose", [Loom_HasGradient]> {
+def Loom_TransposeOp : Loom_Op<"transpose", [Loom_HasGradient, Loom_Linear]> {
   let summary = "permutes the dimensions of a tensor";
   let description = [{
     Result dimension `i` is operand dimension `permutation[i]`.
@@ -49,7 +49,7 @@ def Loom_TransposeOp : Loom_Op<"transpose", [Loom_HasGradient]> {
   ];
 }
 
-def Loom_BroadcastOp : Loom_Op<"broadcast", [Loom_HasGradient]> {
+def Loom_BroadcastOp : Loom_Op<"broadcast", [Loom_HasGradient, Loom_Linear]> {
   let summary = "broadcasts a tensor to a larger shape (numpy rules)";
   let description = [{
     Aligns `x` with the result shape at the last dimension; every operand
@@ -71,7 +71,7 @@ def Loom_BroadcastOp : Loom_Op<"broadcast", [Loom_HasGradient]> {
   ];
 }
 
-def Loom_SliceOp : Loom_Op<"slice", [Loom_HasGradient]> {
+def Loom_SliceOp : Loom_Op<"slice", [Loom_HasGradient, Loom_Linear]> {
   let summary = "extracts a contiguous box of a tensor";
   let description = [{
     Takes the box that starts at `offsets` and has the result's shape
@@ -106,7 +106,7 @@ def Loom_PadOp : Loom_Op<"pad", [Loom_HasGradient]> {
       "$x `low` $low attr-dict `:` type($x) `->` type($result)";
 }
 
-def Loom_ConcatOp : Loom_Op<"concat", [Loom_HasGradient]> {
+def Loom_ConcatOp : Loom_Op<"concat", [Loom_HasGradient, Loom_Linear]> {
   let summary = "joins tensors along one dimension";
   let description = [{
     All inputs have the same element type and agree in every dimension but
@@ -134,8 +134,9 @@ def Loom_ConcatOp : Loom_Op<"concat", [Loom_HasGradient]> {
 
 /// Reductions over a set of dimensions, which are dropped from the result
 /// unless `keep_dims` is set (then they have size 1).
-class Loom_ReduceOp<string mnemonic, string what, string kind>
-    : Loom_Op<mnemonic, [Loom_HasGradient]> {
+class Loom_ReduceOp<string mnemonic, string what, string kind,
+                    list<Trait> traits = []>
+    : Loom_Op<mnemonic, !listconcat([Loom_HasGradient], traits)> {
   let summary = "reduces dimensions by " # what;
   let description = [{
     Reduces `x` over `dims` by }] # what # [{. With `keep_dims` the reduced
@@ -173,10 +174,12 @@ class Loom_ReduceOp<string mnemonic, string what, string kind>
   }];
 }
 
-def Loom_ReduceSumOp : Loom_ReduceOp<"reduce_sum", "summation", "Sum">;
+def Loom_ReduceSumOp : Loom_ReduceOp<"reduce_sum", "summation", "Sum",
+                                     [Loom_Linear]>;
 // Partial means are combined as sums: the partitioner divides by the global
 // element count, not the local one.
-def Loom_ReduceMeanOp : Loom_ReduceOp<"reduce_mean", "the arithmetic mean", "Sum">;
+def Loom_ReduceMeanOp : Loom_ReduceOp<"reduce_mean", "the arithmetic mean", "Sum",
+                                      [Loom_Linear]>;
 def Loom_ReduceMaxOp : Loom_ReduceOp<"reduce_max", "the maximum", "Max">;
 
 #endif // LOOM_DIALECT_LAYOUTOPS_TD

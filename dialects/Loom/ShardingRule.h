@@ -105,6 +105,11 @@ private:
   mlir::shard::ReductionKind reductionKind = mlir::shard::ReductionKind::Sum;
 };
 
+/// The C++ side of the ODS trait Loom_Linear (ShardingRuleInterface.td): the
+/// op is linear in all its tensor operands jointly.
+template <typename ConcreteType>
+class Linear : public mlir::OpTrait::TraitBase<ConcreteType, Linear> {};
+
 /// The rule of an op whose operands and results all align with `shape` at
 /// their last dimension (elementwise ops with broadcasting, normalizations,
 /// optimizer updates): one factor per dimension of `shape`, those of

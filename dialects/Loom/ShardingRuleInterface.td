@@ -36,4 +36,13 @@ def Loom_ShardingRuleOpInterface : OpInterface<"ShardingRuleOpInterface"> {
   ];
 }
 
+/// The op is linear in all its tensor operands jointly, op(a1 + a2, b1 + b2)
+/// = op(a1, b1) + op(a2, b2), so that partial sums may flow through it
+/// unreduced (--loom-auto-shard): Megatron's backward pass sums the input
+/// gradients of the column-parallel Q, K and V projections before reducing
+/// them once.
+def Loom_Linear : NativeOpTrait<"Linear"> {
+  let cppNamespace = "::loom";
+}
+
 #endif // LOOM_DIALECT_SHARDINGRULEINTERFACE_TD

@@ -34,14 +34,11 @@ llvm::SmallVector<bool> splittableFactors(const OpShardingRule &rule) {
 }
 
 /// Whether the op is linear in all its tensor operands jointly, so that
-/// partial sums may flow through it: op(a1 + a2, b1 + b2) = op(a1, b1) +
-/// op(a2, b2). Megatron's backward pass sums the input gradients of the
-/// column-parallel Q, K and V projections before reducing them once; this
-/// is what lets the solver find that.
-bool isLinear(Operation *op) {
-  return isa<AddOp, SubOp, NegOp, ReshapeOp, TransposeOp, BroadcastOp, SliceOp,
-             ConcatOp, ReduceSumOp, ReduceMeanOp>(op);
-}
+/// partial sums may flow through it (its ODS says Loom_Linear). Megatron's
+/// backward pass sums the input gradients of the column-parallel Q, K and V
+/// projections before reducing them once; this is what lets the solver find
+/// that.
+bool isLinear(Operation *op) { return op->hasTrait<Linear>(); }
 
 /// Whether every tensor operand of `op` is a sum when partial: an operand
 /// produced by a max-reduction (or an argument, which is never partial) may

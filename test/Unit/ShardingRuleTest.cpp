@@ -2,12 +2,14 @@
 //
 // Each case parses one loom op with concrete shapes, checks that its rule is
 // consistent with those shapes (OpShardingRule::verify) and compares the
-// rule with the one written here by hand from the op's semantics. A last
-// test makes sure every registered loom op has a case.
+// rule with the one written here by hand from the op's semantics. The
+// cases of ops marked Loom_Linear are checked to be linear in the reference
+// interpreter. A last test makes sure every registered loom op has a case.
 //
 //===----------------------------------------------------------------------===//
 
 #include "dialects/Loom/LoomOps.h"
+#include "loom/Interpreter/Interpreter.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/BuiltinOps.h"
@@ -16,6 +18,9 @@
 #include "llvm/ADT/StringSet.h"
 
 #include <gtest/gtest.h>
+
+#include <cmath>
+#include <random>
 
 using namespace mlir;
 using namespace loom;
@@ -262,6 +267,68 @@ INSTANTIATE_TEST_SUITE_P(AllOps, ShardingRuleTest, ::testing::ValuesIn(kCases),
                          [](const ::testing::TestParamInfo<RuleCase> &info) {
                            return std::string(info.param.name);
                          });
+
+/// The cases of ops marked Loom_Linear (partial sums may flow through them,
+/// which the solver relies on) are linear in their operands jointly:
+/// op(a + b) = op(a) + op(b), in the interpreter in f64.
+TEST(ShardingRuleLinearity, LinearOpsAreLinear) {
+  MLIRContext context;
+  context.loadDialect<func::FuncDialect, LoomDialect>();
+  std::mt19937 rng(7);
+  std::uniform_real_distribution<double> uniform(-1, 1);
+  int checked = 0;
+  for (const RuleCase &c : kCases) {
+    std::string source =
+        std::string("func.func @f(") + c.args + ") {\n  " + c.op + "\n}\n";
+    // Parsed once for the op's traits and result type (the function has no
+    // terminator yet, so it is not verified).
+    ParserConfig config(&context, /*verifyAfterParse=*/false);
+    OwningOpRef<ModuleOp> probe = parseSourceString<ModuleOp>(source, config);
+    ASSERT_TRUE(probe) << c.name;
+    Operation *op = &cast<func::FuncOp>(probe->getBody()->front())
+                         .getBody()
+                         .front()
+                         .front();
+    if (!op->hasTrait<Linear>())
+      continue;
+    ASSERT_EQ(op->getNumResults(), 1u) << c.name;
+    std::string type;
+    llvm::raw_string_ostream os(type);
+    op->getResult(0).getType().print(os);
+    source = std::string("func.func @f(") + c.args + ") -> " + type +
+             " {\n  %r = " + c.op + "\n  return %r : " + type + "\n}\n";
+    OwningOpRef<ModuleOp> module =
+        parseSourceString<ModuleOp>(source, &context);
+    ASSERT_TRUE(module) << source;
+    auto fn = cast<func::FuncOp>(module->getBody()->front());
+
+    std::vector<interp::Tensor> a, b, sum;
+    for (Type argType : fn.getArgumentTypes()) {
+      auto tensor = cast<RankedTensorType>(argType);
+      ASSERT_TRUE(isa<FloatType>(tensor.getElementType())) << c.name;
+      std::vector<double> x(tensor.getNumElements()), y(x.size()), z(x.size());
+      for (size_t i = 0; i < x.size(); ++i) {
+        x[i] = uniform(rng);
+        y[i] = uniform(rng);
+        z[i] = x[i] + y[i];
+      }
+      a.push_back(interp::Tensor::floats(nullptr, tensor.getShape(), x));
+      b.push_back(interp::Tensor::floats(nullptr, tensor.getShape(), y));
+      sum.push_back(interp::Tensor::floats(nullptr, tensor.getShape(), z));
+    }
+    auto ra = interp::run(fn, a, interp::Precision::F64);
+    auto rb = interp::run(fn, b, interp::Precision::F64);
+    auto rs = interp::run(fn, sum, interp::Precision::F64);
+    ASSERT_TRUE(ra && rb && rs) << c.name;
+    const std::vector<double> &fa = (*ra)[0].f(), &fb = (*rb)[0].f(),
+                              &fs = (*rs)[0].f();
+    ASSERT_EQ(fs.size(), fa.size()) << c.name;
+    for (size_t i = 0; i < fs.size(); ++i)
+      EXPECT_NEAR(fs[i], fa[i] + fb[i], 1e-12) << c.name << ", element " << i;
+    ++checked;
+  }
+  EXPECT_GE(checked, 10);
+}
 
 /// Every registered loom op implements the interface and has a case above,
 /// but loom.fused and its loom.yield: --loom-fuse builds them after
