@@ -12,6 +12,10 @@
 //  [D22] T. Dao et al., "FlashAttention", NeurIPS 2022: the fused backward
 //        recomputes the scores (one extra QKᵀ product) and reads/writes no
 //        s² tensor.
+//  [D23] T. Dao, "FlashAttention-2: Faster Attention with Better
+//        Parallelism and Work Partitioning", arXiv 2307.08691, and its
+//        benchmarks/benchmark_flash_attention.py: a causal kernel's FLOPs
+//        are half the score matrix's, the backward's 2.5 times the forward's.
 //
 //===----------------------------------------------------------------------===//
 
@@ -95,30 +99,44 @@ attentionProductFlops(llvm::ArrayRef<llvm::SmallVector<int64_t, 4>> operands) {
   return 2 * double(q[0]) * double(q[2]) * double(q[1]) * double(k[1]) *
          double(q[3]);
 }
+
+/// The share of the score matrix a fused kernel computes: all of it, or
+/// under a causal mask the S·Skv - S(S-1)/2 scores on and below the
+/// diagonal of the last S keys ([D22]'s kernels skip the tiles above it;
+/// FlashAttention's benchmarks count causal work as half [D23]).
+double kernelShare(llvm::ArrayRef<llvm::SmallVector<int64_t, 4>> operands,
+                   bool causal) {
+  if (!causal)
+    return 1;
+  double s = double(operands[0][1]), skv = double(operands[1][1]);
+  if (s <= 0 || skv < s)
+    return 1;
+  return (s * skv - s * (s - 1) / 2) / (s * skv);
+}
 } // namespace
 
-CostClass AttentionOp::getCostClass() { return CostClass::Gemm; }
+CostClass AttentionOp::getCostClass() { return CostClass::Attention; }
 
 // QKᵀ and PV [N21]; the kernel keeps scores on chip [D22].
 double AttentionOp::getFlops(const OpShapes &shapes) {
-  return 2 * attentionProductFlops(shapes.operands);
+  return getModelFlops(shapes) * kernelShare(shapes.operands, getCausal());
 }
 
 double AttentionOp::getModelFlops(const OpShapes &shapes) {
-  return getFlops(shapes);
+  return 2 * attentionProductFlops(shapes.operands);
 }
 
 // Every query against every key: quadratic in the sequence.
 int AttentionOp::getSequenceExponent() { return 2; }
 
-CostClass AttentionGradOp::getCostClass() { return CostClass::Gemm; }
+CostClass AttentionGradOp::getCostClass() { return CostClass::Attention; }
 
 // dV = PᵀdO, dP = dO Vᵀ, dQ = dS K, dK = dSᵀQ are the model's backward
 // (twice the forward [N21]); recomputing S = QKᵀ is one more product [D22].
 // Operands from `q` on have the forward's shapes.
 double AttentionGradOp::getFlops(const OpShapes &shapes) {
-  return 5 *
-         attentionProductFlops(llvm::ArrayRef(shapes.operands).drop_front());
+  auto forward = llvm::ArrayRef(shapes.operands).drop_front();
+  return 5 * attentionProductFlops(forward) * kernelShare(forward, getCausal());
 }
 
 double AttentionGradOp::getModelFlops(const OpShapes &shapes) {

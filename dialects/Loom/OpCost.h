@@ -18,9 +18,13 @@ namespace loom {
 
 /// How an op's time is modeled.
 enum class CostClass {
-  /// Matrix products (matmul, fused attention): compute-bound roofline with
-  /// the size-dependent GEMM efficiency.
+  /// Matrix products: compute-bound roofline with the size-dependent GEMM
+  /// efficiency.
   Gemm,
+  /// Fused attention (attention, attention_grad): compute-bound roofline at
+  /// the device's attention efficiency, on the work the kernel does (a
+  /// causal kernel skips the tiles above the diagonal).
+  Attention,
   /// Everything elementwise, normalizations, reductions, copies: bandwidth
   /// roofline.
   Bandwidth,

@@ -149,6 +149,9 @@ public:
     return *number;
   }
 
+  /// Whether the object has `key` (for the optional ones).
+  bool has(StringRef key) const { return object.get(key) != nullptr; }
+
   /// A nested object; null (after reporting) when absent or not an object.
   const json::Object *nested(StringRef key) {
     const json::Value *value = get(key);
@@ -187,7 +190,8 @@ void readDevice(ObjectReader &parent, const json::Object &object,
   ObjectReader reader(object, parent.pathOf("device"),
                       {"name", "peak_flops", "memory_bytes", "memory_bandwidth",
                        "memory_efficiency", "launch_overhead_s",
-                       "gemm_efficiency", "gemm_half_work_flops"},
+                       "gemm_efficiency", "gemm_half_work_flops",
+                       "attention_efficiency"},
                       error);
   device.name = reader.string("name");
   if (const json::Object *peaks = reader.nested("peak_flops")) {
@@ -207,6 +211,11 @@ void readDevice(ObjectReader &parent, const json::Object &object,
   device.gemmEfficiency = reader.efficiency("gemm_efficiency");
   device.gemmHalfWork =
       reader.number("gemm_half_work_flops", true, 0, kMaxFlops);
+  // Optional, for the spec files written before it existed: absent, the
+  // attention kernels run at the GEMMs' rate.
+  device.attentionEfficiency = reader.has("attention_efficiency")
+                                   ? reader.efficiency("attention_efficiency")
+                                   : device.gemmEfficiency;
 }
 
 Error specError(StringRef fileName, const Twine &message) {
@@ -328,6 +337,7 @@ std::string printClusterSpec(const ClusterSpec &spec) {
       number(out, "launch_overhead_s", device.launchOverhead);
       number(out, "gemm_efficiency", device.gemmEfficiency);
       number(out, "gemm_half_work_flops", device.gemmHalfWork);
+      number(out, "attention_efficiency", device.attentionEfficiency);
     });
     out.attributeObject("intra_node", [&] {
       out.attribute("name", spec.intraNode.name);
@@ -377,6 +387,13 @@ std::string printClusterSpec(const ClusterSpec &spec) {
 //          Practices Guide; nsys shows ~3-5 us between dependent kernels).
 //  [STREAM] A STREAM-like copy reaches ~80-90% of the HBM datasheet
 //          bandwidth on A100/H100 (e.g. BabelStream results).
+//  [FA2]   T. Dao, "FlashAttention-2", arXiv 2307.08691, §4.1: on A100 the
+//          forward reaches 50-73% of the peak and the backward up to 63%,
+//          counting a causal kernel's work as half the score matrix; the
+//          low end at the 2-8k-token causal sequences of training.
+//  [FA3]   J. Shah et al., "FlashAttention-3", arXiv 2407.08608, abstract:
+//          FlashAttention-2 reaches only 35% of the H100's peak (it uses the
+//          Ampere-generation mma.sync instructions, not Hopper's wgmma).
 //
 // gemm_half_work_flops is an engineering estimate of where cuBLAS reaches
 // half of its large-GEMM rate (a 1024^3 GEMM is 2.1 GFLOP and does not fill
@@ -419,6 +436,7 @@ ClusterSpec a100Preset() {
   device.memoryBandwidth = 2.039e12; // [A100]
   device.gemmEfficiency = 0.75;      // [MEGA]
   device.gemmHalfWork = 2e9;         // estimate, see above
+  device.attentionEfficiency = 0.5;  // [FA2]
   spec.intraNode.name = "NVSwitch (NVLink 3)";
   spec.intraNode.bandwidth = 300e9; // [A100] 600 GB/s bidirectional
   spec.interNodeName = "8 x HDR InfiniBand 200 Gb/s";
@@ -431,14 +449,15 @@ ClusterSpec h100Preset() {
   spec.name = "h100-80g";
   DeviceSpec &device = spec.device;
   device.name = "NVIDIA H100 80GB HBM3";
-  device.peakFlopsFP32 = 66.9e12;   // [H100]
-  device.peakFlopsTF32 = 494.7e12;  // [H100]
-  device.peakFlopsBF16 = 989.4e12;  // [H100]
-  device.peakFlopsFP16 = 989.4e12;  // [H100]
-  device.memoryBytes = 80 * GiB;    // [H100]
-  device.memoryBandwidth = 3.35e12; // [H100]
-  device.gemmEfficiency = 0.7;      // [MEGA]
-  device.gemmHalfWork = 5.9e9;      // the A100's 8.5 us, see above
+  device.peakFlopsFP32 = 66.9e12;    // [H100]
+  device.peakFlopsTF32 = 494.7e12;   // [H100]
+  device.peakFlopsBF16 = 989.4e12;   // [H100]
+  device.peakFlopsFP16 = 989.4e12;   // [H100]
+  device.memoryBytes = 80 * GiB;     // [H100]
+  device.memoryBandwidth = 3.35e12;  // [H100]
+  device.gemmEfficiency = 0.7;       // [MEGA]
+  device.gemmHalfWork = 5.9e9;       // the A100's 8.5 us, see above
+  device.attentionEfficiency = 0.35; // [FA3]
   spec.intraNode.name = "NVSwitch (NVLink 4)";
   spec.intraNode.bandwidth = 450e9; // [H100] 900 GB/s bidirectional
   spec.interNodeName = "8 x NDR InfiniBand 400 Gb/s";
@@ -482,7 +501,8 @@ ClusterSpec cpuLocalPreset() {
   device.memoryEfficiency = 0.8;
   device.launchOverhead = 1e-6; // a function call plus loop setup, generous
   device.gemmEfficiency = 0.8;
-  device.gemmHalfWork = 1e7; // OpenBLAS is near full speed by ~256^3
+  device.gemmHalfWork = 1e7;        // OpenBLAS is near full speed by ~256^3
+  device.attentionEfficiency = 0.8; // the GEMMs' rate, not measured
   // MPI between processes of one host: a copy through shared memory.
   spec.intraNode.name = "shared memory";
   spec.intraNode.bandwidth = 2e9;

@@ -69,6 +69,10 @@ double opTime(const OpWork &work, const DeviceSpec &device) {
     // Matrix units at the size-dependent efficiency (ClusterSpec.h).
     compute = (work.flops + device.gemmHalfWork) /
               (device.gemmEfficiency * device.peakFlops(work.mathMode));
+  else if (work.opClass == OpClass::Attention)
+    // Fused attention at its own kernels' rate, on the work they do.
+    compute = work.flops /
+              (device.attentionEfficiency * device.peakFlops(work.mathMode));
   else
     // Vector units: elementwise arithmetic runs at the FP32 rate.
     compute = work.flops / device.peakFlops(MathMode::FP32);

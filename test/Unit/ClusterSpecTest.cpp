@@ -212,13 +212,27 @@ TEST(ClusterSpecTest, MissingKeysNameTheirPath) {
             "x.json: name: missing key");
 }
 
+TEST(ClusterSpecTest, AttentionEfficiencyIsOptional) {
+  // A spec file written before the key existed: attention at the GEMMs'
+  // rate.
+  llvm::Expected<ClusterSpec> parsed =
+      parseClusterSpec(editedA100([](llvm::json::Object &spec) {
+                         member(spec, "device").erase("attention_efficiency");
+                       }),
+                       "x.json");
+  ASSERT_TRUE(static_cast<bool>(parsed)) << llvm::toString(parsed.takeError());
+  EXPECT_EQ(parsed->device.attentionEfficiency, 0.75);
+  EXPECT_EQ(preset("a100-80g").device.attentionEfficiency, 0.5);
+}
+
 TEST(ClusterSpecTest, UnknownKeys) {
   EXPECT_EQ(parseError(editedA100([](llvm::json::Object &spec) {
               member(spec, "device")["peak_flop"] = 1.0;
             })),
             "x.json: device.peak_flop: unknown key (known: name, peak_flops, "
             "memory_bytes, memory_bandwidth, memory_efficiency, "
-            "launch_overhead_s, gemm_efficiency, gemm_half_work_flops)");
+            "launch_overhead_s, gemm_efficiency, gemm_half_work_flops, "
+            "attention_efficiency)");
   EXPECT_EQ(parseError(editedA100([](llvm::json::Object &spec) {
               member(member(spec, "device"), "peak_flops")["int8"] = 1.0;
             })),
@@ -256,6 +270,10 @@ TEST(ClusterSpecTest, BadValues) {
               member(spec, "device")["gemm_efficiency"] = 1.5;
             })),
             "x.json: device.gemm_efficiency: must be a number in (0, 1]");
+  EXPECT_EQ(parseError(editedA100([](llvm::json::Object &spec) {
+              member(spec, "device")["attention_efficiency"] = 0.0;
+            })),
+            "x.json: device.attention_efficiency: must be a number in (0, 1]");
   EXPECT_EQ(parseError(editedA100([](llvm::json::Object &spec) {
               member(spec, "device")["memory_efficiency"] = 0.0;
             })),

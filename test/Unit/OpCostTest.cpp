@@ -9,6 +9,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "loom/CostModel/OpCost.h"
+#include "loom/CostModel/ClusterSpec.h"
 
 #include "dialects/Loom/LoomOps.h"
 
@@ -95,19 +96,36 @@ TEST_F(OpCostTest, MatmulIsTwoMNKPerBatch) {
 }
 
 /// One product of q with k is 2·B·Hq·S·Skv·D = 2·2·8·16·16·64; the forward
-/// does two, the backward four plus the recomputed scores.
+/// does two, the backward four plus the recomputed scores. The model counts
+/// the whole score matrix; the causal kernel computes the 16·17/2 = 136 of
+/// its 256 scores on and below the diagonal.
 TEST_F(OpCostTest, FusedAttentionCountsItsProducts) {
-  double product = 2.0 * 2 * 8 * 16 * 16 * 64;
+  double product = 2.0 * 2 * 8 * 16 * 16 * 64, causal = 136.0 / 256;
   OpWork forward = work("loom.attention");
-  EXPECT_EQ(forward.opClass, OpClass::Gemm);
-  EXPECT_EQ(forward.flops, 2 * product);
+  EXPECT_EQ(forward.opClass, OpClass::Attention);
+  EXPECT_EQ(forward.flops, 2 * product * causal);
   EXPECT_EQ(forward.modelFlops, 2 * product);
   double q = 2 * 16 * 8 * 64, kv = 2 * 16 * 2 * 64, lse = 2 * 8 * 16;
   EXPECT_EQ(forward.bytes, (q + 2 * kv + q + lse) * 4);
   OpWork backward = work("loom.attention_grad");
-  EXPECT_EQ(backward.opClass, OpClass::Gemm);
-  EXPECT_EQ(backward.flops, 5 * product);
+  EXPECT_EQ(backward.opClass, OpClass::Attention);
+  EXPECT_EQ(backward.flops, 5 * product * causal);
   EXPECT_EQ(backward.modelFlops, 4 * product);
+}
+
+/// Attention runs at the device's attention efficiency, not the GEMMs'.
+TEST_F(OpCostTest, AttentionHasItsOwnRate) {
+  DeviceSpec device;
+  device.peakFlopsFP32 = 1e12;
+  device.memoryBandwidth = 1e15;
+  device.memoryEfficiency = 1;
+  device.gemmEfficiency = 0.8;
+  device.gemmHalfWork = 1e9;
+  device.attentionEfficiency = 0.25;
+  OpWork forward = work("loom.attention");
+  EXPECT_DOUBLE_EQ(opTime(forward, device), forward.flops / 0.25e12);
+  device.attentionEfficiency = 0.5;
+  EXPECT_DOUBLE_EQ(opTime(forward, device), forward.flops / 0.5e12);
 }
 
 TEST_F(OpCostTest, ViewsAndOtherDialectsAreFree) {

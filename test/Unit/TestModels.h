@@ -50,6 +50,7 @@ inline cost::ClusterSpec testCluster(int64_t nodes = 1) {
   spec.device.launchOverhead = 4e-6;
   spec.device.gemmEfficiency = 0.8;
   spec.device.gemmHalfWork = 1e9;
+  spec.device.attentionEfficiency = 0.8;
   spec.device.memoryEfficiency = 0.8;
   spec.intraNode = {"nvswitch", 300e9, 3e-6};
   spec.nicsPerNode = 8;

@@ -201,6 +201,8 @@ Expected<Calibration> fit(const Measurements &measured,
   device.peakFlopsFP32 = device.peakFlopsTF32 = device.peakFlopsBF16 =
       device.peakFlopsFP16 = significant(1 / gemm->theta1);
   device.gemmEfficiency = 1;
+  // Attention is not measured: the GEMMs' rate.
+  device.attentionEfficiency = 1;
   // a = L + h/rate.
   device.gemmHalfWork = significant(
       std::max(0.0, (gemm->theta0 - launchOverhead) / gemm->theta1));

@@ -347,13 +347,20 @@ void printText(const plan::Estimate &e, const plan::ParallelPlan &p,
   os << formatv("model:       {0:e3} parameters, {1:e3} model FLOPs per "
                 "step\n",
                 e.numParams, e.modelFlopsPerStep);
+  std::string attentionRate;
+  raw_string_ostream(attentionRate)
+      << format("%g", 100 * cluster.device.attentionEfficiency);
   os << "attention:   "
      << (unfusedAttention
              ? "unfused (--unfused-attention: matmul, softmax, dropout, "
                "matmul; keeps the scores and probabilities, what selective "
                "recomputation drops)"
-             : "fused kernel (keeps its output and log-sum-exp, no scores; "
-               "--unfused-attention for the decomposed form)")
+             : formatv("fused kernel at {0}% of the peak (the cluster's "
+                       "attention_efficiency; keeps its output and "
+                       "log-sum-exp, no scores; --unfused-attention for the "
+                       "decomposed form)",
+                       attentionRate)
+                   .str())
      << "\n";
   if (!e.notes.empty())
     os << "note:        " << e.notes << "\n";

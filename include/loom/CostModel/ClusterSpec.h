@@ -39,6 +39,10 @@ struct DeviceSpec {
   /// W = gemmHalfWork. loom-calibrate fits both by least squares.
   double gemmEfficiency = 0;
   double gemmHalfWork = 0;
+  /// Fraction of the peak that fused attention reaches on the work it does
+  /// (half the score matrix when causal): the rate of attention's kernels,
+  /// which is not the GEMMs' (docs/cluster-spec.md).
+  double attentionEfficiency = 0;
   /// Fraction of memoryBandwidth that bandwidth-bound kernels reach.
   double memoryEfficiency = 0;
 

@@ -20,7 +20,8 @@ assert spec["nodes"] == nodes and spec["devices_per_node"] == per_node, spec
 device = spec["device"]
 assert set(device) == {"name", "peak_flops", "memory_bytes", "memory_bandwidth",
                        "memory_efficiency", "launch_overhead_s",
-                       "gemm_efficiency", "gemm_half_work_flops"}, sorted(device)
+                       "gemm_efficiency", "gemm_half_work_flops",
+                       "attention_efficiency"}, sorted(device)
 assert set(device["peak_flops"]) == {"fp32", "tf32", "bf16", "fp16"}
 positive = [device["memory_bytes"], device["memory_bandwidth"],
             spec["intra_node"]["bandwidth"], *device["peak_flops"].values()]
@@ -33,6 +34,6 @@ if nodes > 1:
     offsets.append(inter["latency_s"])
 assert all(x > 0 for x in positive), positive
 assert all(x >= 0 for x in offsets), offsets
-for key in ("memory_efficiency", "gemm_efficiency"):
+for key in ("memory_efficiency", "gemm_efficiency", "attention_efficiency"):
     assert 0 < device[key] <= 1, (key, device[key])
 print("spec ok:", spec["name"])
