@@ -17,6 +17,16 @@ the library Loom's CUDA kernels call) and fits the same formulas
                          W gives rate (the slope's inverse) and h (from the
                          intercept less L); gemm_efficiency = rate /
                          --peak-bf16, gemm_half_work_flops = h
+  attention              causal bf16 attention through PyTorch's
+                         scaled_dot_product_attention on cuDNN (the
+                         kernels Loom's CUDA attention runs) and on
+                         FlashAttention-2, forward and forward+backward,
+                         head dimensions 64 and 128, 1024 to 16384 tokens;
+                         the work counted as the cost model counts it
+                         (docs/cost-model.md: the scores on and below the
+                         diagonal, the backward 2.5 times the forward):
+                         attention_efficiency = cuDNN's forward+backward
+                         work over its time, over --peak-bf16
 
 The GEMMs are the layer GEMMs of Megatron-style transformers (widths 2048
 to 16384, 1 to 8 tensor-parallel ranks, 4096 to 16384 tokens) plus squares
@@ -31,7 +41,7 @@ Exits 77 without PyTorch or a CUDA GPU.
 usage: python3 benchmarks/gpu-roofline.py [--json FILE] [--quick]
        [--peak-bf16 9.894e14] [--memory-bandwidth 4.8e12]
        [--preset-efficiency 0.7] [--preset-half-work 5.9e9]
-       [--preset-launch 4e-6]
+       [--preset-launch 4e-6] [--preset-attention 0.35]
 (the defaults are an H200's datasheet and the h200 preset,
 lib/CostModel/ClusterSpec.cpp)
 """
@@ -52,6 +62,7 @@ def parse_args():
     parser.add_argument("--preset-efficiency", type=float, default=0.7)
     parser.add_argument("--preset-half-work", type=float, default=5.9e9)
     parser.add_argument("--preset-launch", type=float, default=4e-6)
+    parser.add_argument("--preset-attention", type=float, default=0.35)
     return parser.parse_args()
 
 
@@ -94,6 +105,56 @@ def layer_gemms(quick):
               [256, 512, 1024, 2048, 4096, 8192, 16384]):
         shapes.append((f"square {n}", n, n, n))
     return shapes
+
+
+def attention_shapes(quick):
+    """(batch, heads, tokens, head dimension): about 2^16 tokens a call."""
+    seqs = [2048, 8192] if quick else [1024, 2048, 4096, 8192, 16384]
+    shapes = []
+    for d in (64, 128):
+        for s in seqs:
+            shapes.append((max(1, 65536 // s), 2048 // d, s, d))
+    return shapes
+
+
+def attention_work(b, h, s, d):
+    """The cost model's forward work of causal attention: QK^T and PV over
+    the s(s+1)/2 scores on and below the diagonal (docs/cost-model.md)."""
+    return 4.0 * b * h * d * s * (s + 1) / 2
+
+
+def time_attention(torch, backend, b, h, s, d, reps):
+    """(forward, forward+backward) seconds of causal bf16 attention on
+    `backend` ("cudnn" or "flash"), or None where it refuses the call."""
+    import contextlib
+    functional = torch.nn.functional
+    try:
+        from torch.nn.attention import SDPBackend, sdpa_kernel
+        chosen = sdpa_kernel([SDPBackend.CUDNN_ATTENTION if backend == "cudnn"
+                              else SDPBackend.FLASH_ATTENTION])
+    except ImportError:  # PyTorch before 2.3 chooses its own kernel
+        chosen = contextlib.nullcontext()
+    q, k, v = (torch.randn(b, h, s, d, device="cuda", dtype=torch.bfloat16,
+                           requires_grad=True) for _ in range(3))
+    grad = torch.randn(b, h, s, d, device="cuda", dtype=torch.bfloat16)
+
+    def forward():
+        with torch.no_grad():
+            functional.scaled_dot_product_attention(q, k, v, is_causal=True)
+
+    def forward_backward():
+        out = functional.scaled_dot_product_attention(q, k, v, is_causal=True)
+        out.backward(grad)
+        q.grad = k.grad = v.grad = None
+
+    try:
+        with chosen:
+            return (timed(torch, forward, reps),
+                    timed(torch, forward_backward, reps))
+    except RuntimeError as error:
+        print(f"attention {backend} b{b} h{h} s{s} d{d}: not run "
+              f"({str(error).splitlines()[0][:80]})")
+        return None
 
 
 def fit_line(xs, ys):
@@ -164,6 +225,23 @@ def main():
                      "preset_over_measured": predicted / seconds})
         del x, w, y
 
+    attention = []
+    for b, h, s, d in attention_shapes(args.quick):
+        work = attention_work(b, h, s, d)
+        for backend in ("cudnn", "flash"):
+            times = time_attention(torch, backend, b, h, s, d, reps)
+            if times is None:
+                continue
+            forward, both = times
+            attention.append({
+                "backend": backend, "batch": b, "heads": h, "tokens": s,
+                "head_dim": d, "forward_seconds": forward,
+                "forward_backward_seconds": both,
+                "forward_efficiency": work / forward / args.peak_bf16,
+                "backward_efficiency":
+                    2.5 * work / max(both - forward, 1e-9) / args.peak_bf16,
+                "efficiency": 3.5 * work / both / args.peak_bf16})
+
     intercept, slope = fit_line([r["flops"] for r in rows],
                                 [r["seconds"] for r in rows])
     rate = 1.0 / slope
@@ -177,6 +255,13 @@ def main():
         "gemm_efficiency": rate / args.peak_bf16,
         "gemm_half_work_flops": half_work,
     }
+    cudnn = [r for r in attention if r["backend"] == "cudnn"]
+    if cudnn:
+        fitted["attention_efficiency"] = (
+            sum(3.5 * attention_work(r["batch"], r["heads"], r["tokens"],
+                                     r["head_dim"]) for r in cudnn) /
+            sum(r["forward_backward_seconds"] for r in cudnn) /
+            args.peak_bf16)
     layer = [r for r in rows if not r["shape"].startswith("square")]
     ratios = [r["preset_over_measured"] for r in layer]
 
@@ -197,10 +282,26 @@ def main():
     print(f"layer GEMMs, preset over measured: geometric mean "
           f"{statistics.geometric_mean(ratios):.3f}, range "
           f"{min(ratios):.3f} to {max(ratios):.3f}")
+    if attention:
+        print(f"{'attention (causal)':28} {'tokens':>6} {'d':>4} "
+              f"{'fwd ms':>8} {'f+b ms':>8} {'fwd':>6} {'bwd':>6} {'both':>6}")
+        for r in attention:
+            label = f"{r['backend']} b{r['batch']} h{r['heads']}"
+            print(f"{label:28} {r['tokens']:6d} {r['head_dim']:4d} "
+                  f"{r['forward_seconds'] * 1e3:8.3f} "
+                  f"{r['forward_backward_seconds'] * 1e3:8.3f} "
+                  f"{r['forward_efficiency']:6.3f} "
+                  f"{r['backward_efficiency']:6.3f} {r['efficiency']:6.3f}")
+    if "attention_efficiency" in fitted:
+        print(f"attention fit (cuDNN, forward+backward): attention_efficiency "
+              f"{fitted['attention_efficiency']:.3f} of "
+              f"{args.peak_bf16 / 1e12:.1f} (preset "
+              f"{args.preset_attention})")
     if args.json:
         with open(args.json, "w") as out:
             json.dump({"device": name, "torch": torch.__version__,
-                       "fit": fitted, "gemms": rows}, out, indent=1)
+                       "fit": fitted, "gemms": rows, "attention": attention},
+                      out, indent=1)
     return 0
 
 
