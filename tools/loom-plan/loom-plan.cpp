@@ -148,6 +148,11 @@ cl::opt<bool> unfusedAttention(
     cl::desc("Cost attention as --loom-decompose-attention leaves it "
              "(matmul, softmax, dropout, matmul) instead of the fused "
              "kernel"));
+cl::opt<double> attentionEfficiency(
+    "attention-efficiency", cl::init(0), cl::cat(category), cl::value_desc("F"),
+    cl::desc("Cost the fused attention kernel at F of the peak on the work "
+             "it does, the kernel your stack runs (default: the cluster's "
+             "attention_efficiency)"));
 cl::opt<bool> storeDropoutMasks(
     "store-dropout-masks", cl::cat(category),
     cl::desc("Count a 1-byte mask per dropout element as Megatron-LM's "
@@ -164,6 +169,13 @@ cl::opt<double> searchSeconds(
 cl::opt<int64_t> topK("top", cl::init(5), cl::cat(category),
                       cl::desc("Search: print the best plan and the next "
                                "K - 1 (default 5)"));
+
+/// --attention-efficiency as given on the command line.
+std::string attentionEfficiencyText() {
+  std::string text;
+  raw_string_ostream(text) << format("%g", attentionEfficiency.getValue());
+  return text;
+}
 
 int fail(const Twine &message) {
   WithColor::error(errs(), "loom-plan") << message << "\n";
@@ -355,11 +367,13 @@ void printText(const plan::Estimate &e, const plan::ParallelPlan &p,
              ? "unfused (--unfused-attention: matmul, softmax, dropout, "
                "matmul; keeps the scores and probabilities, what selective "
                "recomputation drops)"
-             : formatv("fused kernel at {0}% of the peak (the cluster's "
-                       "attention_efficiency; keeps its output and "
-                       "log-sum-exp, no scores; --unfused-attention for the "
-                       "decomposed form)",
-                       attentionRate)
+             : formatv("fused kernel at {0}% of the peak ({1}; keeps its "
+                       "output and log-sum-exp, no scores; "
+                       "--unfused-attention for the decomposed form)",
+                       attentionRate,
+                       attentionEfficiency.getNumOccurrences()
+                           ? "--attention-efficiency"
+                           : "the cluster's attention_efficiency")
                    .str())
      << "\n";
   if (!e.notes.empty())
@@ -672,6 +686,13 @@ int main(int argc, char **argv) {
   auto cluster = cost::resolveClusterSpec(clusterArg);
   if (!cluster)
     return fail(toString(cluster.takeError()));
+  if (attentionEfficiency.getNumOccurrences()) {
+    if (!(attentionEfficiency > 0 && attentionEfficiency <= 1))
+      return fail(formatv("--attention-efficiency {0}: must be a fraction "
+                          "of the peak in (0, 1]",
+                          attentionEfficiencyText()));
+    cluster->device.attentionEfficiency = attentionEfficiency;
+  }
 
   plan::ParallelPlan parallel;
   parallel.dp = dp;
