@@ -24,7 +24,8 @@
 //        models from 1.7B to 310.1B with full recomputation, TFLOP/s per GPU
 //        counting it (96·B·s·l·h²·(1 + s/6h + V/16lh) per step, §5.1):
 //        1.7B 137, 3.6B 138, 7.5B 142, 18.4B 135, 39.1B 138, 76.1B 140,
-//        145.6B 148, 310.1B 155. The table gives no micro-batch; these use 1.
+//        145.6B 148, 310.1B 155, 529.6B 163 (T=8 P=35 D=9), 1008B 163
+//        (T=8 P=64 D=6). The table gives no micro-batch; these use 1.
 //  [L24] A. Dubey et al., "The Llama 3 Herd of Models", arXiv 2407.21783,
 //        Table 4 and §3.3: Llama 3 405B (126 layers, hidden 16384, FFN
 //        53248, 128 heads, 8 key/value heads, vocabulary 128256) trained
@@ -228,7 +229,11 @@ TEST_F(PublishedRunsTest, Narayanan2021TFLOPsPerGPU) {
               {48, 8192, 64, 8, 2, 512, 1536, 138},
               {60, 10240, 80, 8, 4, 1024, 1792, 140},
               {80, 12288, 96, 8, 8, 1536, 2304, 148},
-              {96, 16384, 128, 8, 16, 1920, 2160, 155}};
+              {96, 16384, 128, 8, 16, 1920, 2160, 155},
+              // The largest, with the data-parallel all-reduce of 1.9B
+              // parameters a device over 9 and 6 nodes after the flush.
+              {105, 20480, 128, 8, 35, 2520, 2520, 163},
+              {128, 25600, 160, 8, 64, 3072, 3072, 163}};
   for (const Row &row : rows) {
     plan::ParallelPlan plan;
     plan.tp = row.tp;
