@@ -126,6 +126,9 @@ TEST_F(OpCostTest, AttentionHasItsOwnRate) {
   EXPECT_DOUBLE_EQ(opTime(forward, device), forward.flops / 0.25e12);
   device.attentionEfficiency = 0.5;
   EXPECT_DOUBLE_EQ(opTime(forward, device), forward.flops / 0.5e12);
+  // Unset, as a spec file without the key: the GEMMs' efficiency.
+  device.attentionEfficiency = 0;
+  EXPECT_DOUBLE_EQ(opTime(forward, device), forward.flops / 0.8e12);
 }
 
 TEST_F(OpCostTest, ViewsAndOtherDialectsAreFree) {

@@ -41,7 +41,7 @@ struct DeviceSpec {
   double gemmHalfWork = 0;
   /// Fraction of the peak that fused attention reaches on the work it does
   /// (half the score matrix when causal): the rate of attention's kernels,
-  /// which is not the GEMMs' (docs/cluster-spec.md).
+  /// which is not the GEMMs' (docs/cluster-spec.md); 0: gemmEfficiency.
   double attentionEfficiency = 0;
   /// Fraction of memoryBandwidth that bandwidth-bound kernels reach.
   double memoryEfficiency = 0;
