@@ -25,6 +25,11 @@
 //        sequence split over CP devices, each passing its keys and values
 //        around the ring in CP - 1 steps behind the attention of the block
 //        it holds; the backward passes them again with their gradients.
+//  [F23] Y. Zhao et al., "PyTorch FSDP: Experiences on Scaling Fully
+//        Sharded Data Parallel", VLDB 2023, §3.1-3.3: the model is wrapped
+//        in units (a transformer block each), and each unit's parameters
+//        are all-gathered before its forward and its backward, and its
+//        gradients reduce-scattered after, one collective per unit.
 //  [M22] Megatron-LM's training loop: the data-parallel gradient reduction
 //        runs after the pipeline flush, in fp32 when the model trains in
 //        bf16 (its main_grad buffers); Loom's optimizer function reduces
@@ -304,8 +309,15 @@ Stage buildStage(int64_t i, int64_t layers, const ClusterSpec &cluster,
     // and again for its backward, and reduce-scatters its gradients into
     // their shards; prefetched behind the compute. The backward's gather
     // and reduce-scatter share the links and the compute they hide behind.
+    // [F23]: one collective per unit, a layer each and the embedding and
+    // head each one more, so each pays its latency (equal shares of the
+    // bytes: the bandwidth term is the same either way).
+    double units = double(layers) + (first ? 1 : 0) + (last ? 1 : 0);
     auto coll = [&](Collective kind, double bytes) {
-      return collectiveCost(kind, bytes, gradGroup, cluster).seconds;
+      if (units < 1)
+        return collectiveCost(kind, bytes, gradGroup, cluster).seconds;
+      return units *
+             collectiveCost(kind, bytes / units, gradGroup, cluster).seconds;
     };
     double gather = coll(Collective::AllGather,
                          stage.params * costs.perParam.params),

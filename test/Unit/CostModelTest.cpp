@@ -411,8 +411,9 @@ TEST_F(EstimateTest, ZeroThreeBackwardGatherAndReduceScatterShareTheLink) {
   // Eight single-device nodes on a 1 GB/s link: ZeRO-3's transfers outlast
   // the compute, so every micro-batch pays the forward's gather and, after
   // its backward, the backward's gather plus the reduce-scatter of its f32
-  // gradients: 2 AG + RS, once each per micro-batch (8 members, the
-  // cheaper of ring and recursive doubling/halving).
+  // gradients: 2 AG + RS per micro-batch, each one collective per unit
+  // (the two layers, the embedding and the head: four, FSDP's wrapping)
+  // of 8 members, the cheaper of ring and recursive doubling/halving.
   GPT g{2, 256, 4, 1000, 128};
   ModelConfig config = gptConfig(g);
   ClusterSpec slow = testCluster(8);
@@ -432,8 +433,10 @@ TEST_F(EstimateTest, ZeroThreeBackwardGatherAndReduceScatterShareTheLink) {
                     treeCost(kind, bytes, 8, link).seconds) +
            slow.device.launchOverhead;
   };
-  double perMicroBatch = 2 * ring(Collective::AllGather, 2 * params) +
-                         ring(Collective::ReduceScatter, 4 * params);
+  double units = 4;
+  double perMicroBatch =
+      units * (2 * ring(Collective::AllGather, 2 * params / units) +
+               ring(Collective::ReduceScatter, 4 * params / units));
   EXPECT_EQ(e.numMicroBatches, 2);
   EXPECT_NEAR(e.stepTime - e.optimizer, 2 * perMicroBatch, 1e-6 * e.stepTime);
 }
