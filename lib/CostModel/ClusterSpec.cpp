@@ -215,7 +215,7 @@ void readDevice(ObjectReader &parent, const json::Object &object,
   // attention kernels run at the GEMMs' rate.
   device.attentionEfficiency = reader.has("attention_efficiency")
                                    ? reader.efficiency("attention_efficiency")
-                                   : device.gemmEfficiency;
+                                   : device.attentionEfficiencyOrGemm();
 }
 
 Error specError(StringRef fileName, const Twine &message) {

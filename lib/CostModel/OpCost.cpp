@@ -70,13 +70,9 @@ double opTime(const OpWork &work, const DeviceSpec &device) {
     compute = (work.flops + device.gemmHalfWork) /
               (device.gemmEfficiency * device.peakFlops(work.mathMode));
   else if (work.opClass == OpClass::Attention)
-    // Fused attention at its own kernels' rate, on the work they do (a
-    // device built without one: the GEMMs' rate, as a spec file without
-    // the key reads).
-    compute = work.flops /
-              ((device.attentionEfficiency > 0 ? device.attentionEfficiency
-                                               : device.gemmEfficiency) *
-               device.peakFlops(work.mathMode));
+    // Fused attention at its own kernels' rate, on the work they do.
+    compute = work.flops / (device.attentionEfficiencyOrGemm() *
+                            device.peakFlops(work.mathMode));
   else
     // Vector units: elementwise arithmetic runs at the FP32 rate.
     compute = work.flops / device.peakFlops(MathMode::FP32);

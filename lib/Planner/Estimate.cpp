@@ -312,10 +312,9 @@ Stage buildStage(int64_t i, int64_t layers, const ClusterSpec &cluster,
     // [F23]: one collective per unit, a layer each and the embedding and
     // head each one more, so each pays its latency (equal shares of the
     // bytes: the bandwidth term is the same either way).
-    double units = double(layers) + (first ? 1 : 0) + (last ? 1 : 0);
+    double units =
+        std::max(1.0, double(layers) + (first ? 1 : 0) + (last ? 1 : 0));
     auto coll = [&](Collective kind, double bytes) {
-      if (units < 1)
-        return collectiveCost(kind, bytes, gradGroup, cluster).seconds;
       return units *
              collectiveCost(kind, bytes / units, gradGroup, cluster).seconds;
     };

@@ -170,10 +170,10 @@ cl::opt<int64_t> topK("top", cl::init(5), cl::cat(category),
                       cl::desc("Search: print the best plan and the next "
                                "K - 1 (default 5)"));
 
-/// --attention-efficiency as given on the command line.
-std::string attentionEfficiencyText() {
+/// `value` in printf's %g: 0.35, 16.3, 1.5.
+std::string shortNumber(double value) {
   std::string text;
-  raw_string_ostream(text) << format("%g", attentionEfficiency.getValue());
+  raw_string_ostream(text) << format("%g", value);
   return text;
 }
 
@@ -359,9 +359,6 @@ void printText(const plan::Estimate &e, const plan::ParallelPlan &p,
   os << formatv("model:       {0:e3} parameters, {1:e3} model FLOPs per "
                 "step\n",
                 e.numParams, e.modelFlopsPerStep);
-  std::string attentionRate;
-  raw_string_ostream(attentionRate)
-      << format("%g", 100 * cluster.device.attentionEfficiency);
   os << "attention:   "
      << (unfusedAttention
              ? "unfused (--unfused-attention: matmul, softmax, dropout, "
@@ -370,7 +367,8 @@ void printText(const plan::Estimate &e, const plan::ParallelPlan &p,
              : formatv("fused kernel at {0}% of the peak ({1}; keeps its "
                        "output and log-sum-exp, no scores; "
                        "--unfused-attention for the decomposed form)",
-                       attentionRate,
+                       shortNumber(100 *
+                                   cluster.device.attentionEfficiencyOrGemm()),
                        attentionEfficiency.getNumOccurrences()
                            ? "--attention-efficiency"
                            : "the cluster's attention_efficiency")
@@ -690,7 +688,7 @@ int main(int argc, char **argv) {
     if (!(attentionEfficiency > 0 && attentionEfficiency <= 1))
       return fail(formatv("--attention-efficiency {0}: must be a fraction "
                           "of the peak in (0, 1]",
-                          attentionEfficiencyText()));
+                          shortNumber(attentionEfficiency)));
     cluster->device.attentionEfficiency = attentionEfficiency;
   }
 

@@ -43,6 +43,11 @@ struct DeviceSpec {
   /// (half the score matrix when causal): the rate of attention's kernels,
   /// which is not the GEMMs' (docs/cluster-spec.md); 0: gemmEfficiency.
   double attentionEfficiency = 0;
+  /// The attention efficiency costs use: attentionEfficiency, or where none
+  /// was given (0) the GEMMs' gemmEfficiency.
+  double attentionEfficiencyOrGemm() const {
+    return attentionEfficiency > 0 ? attentionEfficiency : gemmEfficiency;
+  }
   /// Fraction of memoryBandwidth that bandwidth-bound kernels reach.
   double memoryEfficiency = 0;
 
