@@ -22,6 +22,7 @@
 #include "dialects/Loom/GradientBuilders.h"
 #include "dialects/Loom/LoomDialect.h"
 #include "dialects/Loom/LoomOps.h"
+#include "loom/Support/Diagnostics.h"
 
 #include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/Dialect/Func/IR/FuncOps.h"
@@ -167,14 +168,14 @@ private:
 /// Checks that `fn` is a loss: one block, one 0-d float result.
 LogicalResult verifyLossFunction(func::FuncOp fn) {
   if (fn.isExternal() || !fn.getBody().hasOneBlock())
-    return fn.emitError("loom-autodiff: '")
-           << fn.getSymName() << "' must have a body of one block";
+    return emitLineError(fn) << "loom-autodiff: '" << fn.getSymName()
+                             << "' must have a body of one block";
   ArrayRef<Type> results = fn.getFunctionType().getResults();
   auto loss = results.size() == 1 ? dyn_cast<RankedTensorType>(results[0])
                                   : RankedTensorType();
   if (!loss || loss.getRank() != 0 || !isFloatTensorType(loss))
-    return fn.emitError("loom-autodiff: '")
-           << fn.getSymName()
+    return emitLineError(fn)
+           << "loom-autodiff: '" << fn.getSymName()
            << "' must return exactly one 0-d float tensor (the loss)";
   return success();
 }
@@ -267,12 +268,14 @@ struct AutodiffPass : impl::LoomAutodiffBase<AutodiffPass> {
     ModuleOp module = getOperation();
     auto forward = module.lookupSymbol<func::FuncOp>(funcName);
     if (!forward) {
-      module.emitError("loom-autodiff: no function '") << funcName << "'";
+      emitLineError(module)
+          << "loom-autodiff: no function '" << funcName << "'";
       return signalPassFailure();
     }
     std::string name = funcName + "_backward";
     if (module.lookupSymbol(name)) {
-      forward.emitError("loom-autodiff: '") << name << "' already exists";
+      emitLineError(forward)
+          << "loom-autodiff: '" << name << "' already exists";
       return signalPassFailure();
     }
 

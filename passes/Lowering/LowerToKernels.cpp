@@ -13,6 +13,7 @@
 
 #include "dialects/Loom/LoomDialect.h"
 #include "dialects/Loom/LoomOps.h"
+#include "loom/Support/Diagnostics.h"
 #include "loom/loom_program.h"
 
 #include "mlir/Dialect/Arith/IR/Arith.h"
@@ -97,7 +98,7 @@ private:
 
 LogicalResult FunctionLowering::collectSteps() {
   if (!fn.getBody().hasOneBlock())
-    return fn.emitOpError() << target.flag << " needs a function of one block";
+    return emitLineError(fn) << target.flag << " needs a function of one block";
   for (Operation &op : fn.getBody().front()) {
     if (isa<func::ReturnOp, shard::ShardingOp>(op))
       continue;
@@ -127,7 +128,7 @@ LogicalResult FunctionLowering::collectSteps() {
       continue;
     }
     if (isa<func::CallOp>(op))
-      return op.emitOpError()
+      return emitLineError(&op)
              << target.flag << " needs the calls inlined (run --inline first)";
     auto call = encodeKernelCall(&op, groups, target);
     if (failed(call))
@@ -475,9 +476,10 @@ LogicalResult lowerToKernels(ModuleOp module, const Target &target) {
     (lower ? toLower : toDrop).push_back(fn);
   }
   if (toLower.empty())
-    return module.emitError() << target.flag
-                              << " found nothing to lower: no stage functions "
-                                 "(--loom-split-stages) and no @train_step";
+    return emitLineError(module)
+           << target.flag
+           << " found nothing to lower: no stage functions "
+              "(--loom-split-stages) and no @train_step";
   GroupTable groups;
   llvm::StringMap<LLVM::LLVMFuncOp> kernels;
   for (func::FuncOp fn : toLower) {

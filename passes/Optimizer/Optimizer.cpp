@@ -12,6 +12,7 @@
 
 #include "dialects/Loom/LoomDialect.h"
 #include "dialects/Loom/LoomOps.h"
+#include "loom/Support/Diagnostics.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 
@@ -50,12 +51,12 @@ struct OptimizerPass : impl::LoomOptimizerBase<OptimizerPass> {
       return signalPassFailure();
     auto grads = module.lookupSymbol<func::FuncOp>(funcName);
     if (!grads) {
-      module.emitError("loom-optimizer: no function '")
-          << funcName << "' (run --loom-autodiff first)";
+      emitLineError(module) << "loom-optimizer: no function '" << funcName
+                            << "' (run --loom-autodiff first)";
       return signalPassFailure();
     }
     if (module.lookupSymbol("train_step")) {
-      grads.emitError("loom-optimizer: 'train_step' already exists");
+      emitLineError(grads) << "loom-optimizer: 'train_step' already exists";
       return signalPassFailure();
     }
     FailureOr<Signature> signature = analyze(grads);
@@ -70,7 +71,7 @@ private:
   LogicalResult checkOptions() {
     ModuleOp module = getOperation();
     auto fail = [&](const Twine &message) {
-      return module.emitError("loom-optimizer: ") << message;
+      return emitLineError(module) << "loom-optimizer: " << message;
     };
     if (kind != "adamw" && kind != "sgd")
       return fail("unknown kind '" + kind + "' (expected adamw or sgd)");
@@ -94,12 +95,13 @@ private:
       if (isFloatTensorType(type)) {
         if (result >= grads.getNumResults() ||
             !grads.getResultAttr(result, kGradOfAttr))
-          return grads.emitError("loom-optimizer: '")
-                 << funcName << "' is not a gradient function: result "
-                 << result << " should be the gradient of argument " << i;
+          return emitLineError(grads)
+                 << "loom-optimizer: '" << funcName
+                 << "' is not a gradient function: result " << result
+                 << " should be the gradient of argument " << i;
         if (!cast<RankedTensorType>(type).getElementType().isF32())
-          return grads.emitError("loom-optimizer: parameter ")
-                 << i << " is " << type
+          return emitLineError(grads)
+                 << "loom-optimizer: parameter " << i << " is " << type
                  << "; master weights must be f32 (use a bf16 compute copy)";
         sig.params.push_back(i);
         ++result;

@@ -12,6 +12,7 @@
 
 #include "dialects/Loom/LoomDialect.h"
 #include "dialects/Loom/LoomOps.h"
+#include "loom/Support/Diagnostics.h"
 
 #include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/IR/Builders.h"
@@ -59,10 +60,10 @@ public:
           !isa<IntegerType>(type.getElementType()))
         continue;
       if (type.getDimSize(0) % m != 0)
-        return fn.emitError("--loom-pipeline: the batch of ")
-               << type.getDimSize(0) << " sequences (argument "
-               << arg.getArgNumber() << ") does not divide into " << m
-               << " micro-batches";
+        return emitLineError(fn)
+               << "--loom-pipeline: the batch of " << type.getDimSize(0)
+               << " sequences (argument " << arg.getArgNumber()
+               << ") does not divide into " << m << " micro-batches";
       batch[arg] = 0;
       arg.setType(withBatch(type, 0, m));
     }
@@ -196,8 +197,8 @@ private:
 
 LogicalResult splitMicroBatch(func::FuncOp fn, int64_t numMicroBatches) {
   if (!fn.getBody().hasOneBlock())
-    return fn.emitError("--loom-pipeline: '")
-           << fn.getSymName() << "' must have a body of one block";
+    return emitLineError(fn) << "--loom-pipeline: '" << fn.getSymName()
+                             << "' must have a body of one block";
   return Splitter(fn, numMicroBatches).run();
 }
 

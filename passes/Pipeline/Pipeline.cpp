@@ -19,6 +19,7 @@
 
 #include "dialects/Loom/LoomDialect.h"
 #include "dialects/Loom/LoomOps.h"
+#include "loom/Support/Diagnostics.h"
 
 #include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/Dialect/Func/IR/FuncOps.h"
@@ -103,15 +104,16 @@ FailureOr<SmallVector<Attribute>> parseRecompute(Operation *at, StringRef text,
   SmallVector<StringRef> parts;
   text.split(parts, ',');
   if (parts.size() != 1 && int64_t(parts.size()) != numStages)
-    return at->emitError("--loom-pipeline: `recompute` lists ")
-           << parts.size() << " modes for " << numStages << " stages";
+    return emitLineError(at)
+           << "--loom-pipeline: `recompute` lists " << parts.size()
+           << " modes for " << numStages << " stages";
   SmallVector<Attribute> modes;
   Builder b(at->getContext());
   for (int64_t s = 0; s < numStages; ++s) {
     StringRef mode = parts[parts.size() == 1 ? 0 : s].trim();
     if (mode != "none" && mode != "selective" && mode != "full")
-      return at->emitError("--loom-pipeline: unknown recompute mode '")
-             << mode << "' (none, selective or full)";
+      return emitLineError(at) << "--loom-pipeline: unknown recompute mode '"
+                               << mode << "' (none, selective or full)";
     modes.push_back(b.getStringAttr(mode));
   }
   return modes;
@@ -130,28 +132,30 @@ struct PipelinePass : impl::LoomPipelineBase<PipelinePass> {
     if (!std::isfinite(memoryBudget) || memoryBudget < 0) {
       char text[32];
       std::snprintf(text, sizeof(text), "%g", double(memoryBudget));
-      return module.emitError("--loom-pipeline: memory-budget=")
-             << text
+      return emitLineError(module)
+             << "--loom-pipeline: memory-budget=" << text
              << " must be a number of bytes >= 0 (0: the device's memory)";
     }
     auto kind = sched::parseScheduleKind(schedule);
     if (!kind)
-      return module.emitError("--loom-pipeline: unknown schedule '")
-             << schedule << "' (gpipe, 1f1b, interleaved-1f1b, zb-h1)";
+      return emitLineError(module)
+             << "--loom-pipeline: unknown schedule '" << schedule
+             << "' (gpipe, 1f1b, interleaved-1f1b, zb-h1)";
     if (llvm::Error err = sched::checkScheduleShape(*kind, stages, microBatches,
                                                     virtualStages))
-      return module.emitError("--loom-pipeline: ")
-             << llvm::toString(std::move(err));
+      return emitLineError(module)
+             << "--loom-pipeline: " << llvm::toString(std::move(err));
     if (ModuleState state = getModuleState(module); state != ModuleState::Whole)
-      return module.emitError("--loom-pipeline: the module is already ")
+      return emitLineError(module)
+             << "--loom-pipeline: the module is already "
              << stringifyModuleState(state) << " (loom.state)";
     auto forward = module.lookupSymbol<func::FuncOp>("forward");
     auto oldGrad = module.lookupSymbol<func::FuncOp>("forward_backward");
     auto step = module.lookupSymbol<func::FuncOp>("train_step");
     if (!forward || !oldGrad || !step)
-      return module.emitError("--loom-pipeline: needs @forward, "
-                              "@forward_backward and @train_step "
-                              "(--loom-autodiff --loom-optimizer)");
+      return emitLineError(module) << "--loom-pipeline: needs @forward, "
+                                      "@forward_backward and @train_step "
+                                      "(--loom-autodiff --loom-optimizer)";
     func::CallOp call;
     int64_t calls = 0;
     step.walk([&](func::CallOp c) {
@@ -160,13 +164,14 @@ struct PipelinePass : impl::LoomPipelineBase<PipelinePass> {
         call = c;
     });
     if (!call || calls != 1)
-      return step.emitError("--loom-pipeline: @train_step must make one "
-                            "call, to @forward_backward (run the pass "
-                            "before --inline)");
+      return emitLineError(step)
+             << "--loom-pipeline: @train_step must make one "
+                "call, to @forward_backward (run the pass "
+                "before --inline)";
     auto cluster = cost::resolveClusterSpec(clusterName);
     if (!cluster)
-      return module.emitError("--loom-pipeline: ")
-             << llvm::toString(cluster.takeError());
+      return emitLineError(module)
+             << "--loom-pipeline: " << llvm::toString(cluster.takeError());
     int64_t numStages = stages * virtualStages;
     auto recomputeModes = parseRecompute(module, recompute, numStages);
     if (failed(recomputeModes))
@@ -273,9 +278,10 @@ struct PipelinePass : impl::LoomPipelineBase<PipelinePass> {
         continue;
       auto arg = dyn_cast<BlockArgument>(operand);
       if (!arg)
-        return call.emitError("--loom-pipeline: a micro-batched argument "
-                              "of @forward_backward is not an argument of "
-                              "@train_step");
+        return emitLineError(call)
+               << "--loom-pipeline: a micro-batched argument "
+                  "of @forward_backward is not an argument of "
+                  "@train_step";
       arg.setType(type);
     }
     auto step = call->getParentOfType<func::FuncOp>();

@@ -32,6 +32,7 @@
 
 #include "dialects/Loom/LoomDialect.h"
 #include "dialects/Loom/LoomOps.h"
+#include "loom/Support/Diagnostics.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/Builders.h"
@@ -641,11 +642,11 @@ LogicalResult Splitter::run() {
   auto schedule =
       sched::buildSchedule(kind, numRanks, microBatches, virtualStages);
   if (!schedule)
-    return module.emitError("--loom-split-stages: ")
-           << llvm::toString(schedule.takeError());
+    return emitLineError(module)
+           << "--loom-split-stages: " << llvm::toString(schedule.takeError());
   if (llvm::Error err = sched::verifySchedule(*schedule))
-    return module.emitError("--loom-split-stages: ")
-           << llvm::toString(std::move(err));
+    return emitLineError(module)
+           << "--loom-split-stages: " << llvm::toString(std::move(err));
   module->setAttr(kScheduleAttr,
                   sched::scheduleToAttr(module.getContext(), *schedule));
   setModuleState(module, ModuleState::Split);
@@ -660,14 +661,15 @@ struct SplitStagesPass : impl::LoomSplitStagesBase<SplitStagesPass> {
     ModuleOp module = getOperation();
     if (ModuleState state = getModuleState(module);
         state != ModuleState::Pipelined) {
-      module.emitError("--loom-split-stages: the module is ")
+      emitLineError(module)
+          << "--loom-split-stages: the module is "
           << stringifyModuleState(state) << ", not pipelined (loom.state)"
           << (state == ModuleState::Split ? "" : ": run --loom-pipeline first");
       return signalPassFailure();
     }
     auto step = module.lookupSymbol<func::FuncOp>("train_step");
     if (!step || step.isExternal()) {
-      module.emitError("--loom-split-stages: no @train_step to split");
+      emitLineError(module) << "--loom-split-stages: no @train_step to split";
       return signalPassFailure();
     }
     if (failed(Splitter(module, step).run()))

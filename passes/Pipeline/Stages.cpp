@@ -11,6 +11,7 @@
 
 #include "dialects/Loom/LoomDialect.h"
 #include "dialects/Loom/LoomOps.h"
+#include "loom/Support/Diagnostics.h"
 
 #include "llvm/ADT/SetVector.h"
 #include "llvm/Support/FormatVariadic.h"
@@ -37,10 +38,10 @@ FailureOr<ForwardItems> findForwardItems(func::FuncOp forward) {
     items.numLayers = std::max(items.numLayers, argLayer.back() + 1);
   }
   if (items.numLayers == 0)
-    return forward.emitError(
-        "--loom-pipeline: no argument is marked with a transformer layer "
-        "(`loom.layer`) or names one (`h.<i>.`, `layers.<i>.`, "
-        "`blocks.<i>.`), so there is nothing to cut into stages");
+    return emitLineError(forward)
+           << "--loom-pipeline: no argument is marked with a transformer layer "
+              "(`loom.layer`) or names one (`h.<i>.`, `layers.<i>.`, "
+              "`blocks.<i>.`), so there is nothing to cut into stages";
   int last = items.numLayers - 1;
 
   // A cast of an argument (a weight's bf16 copy under mixed precision)
@@ -174,28 +175,30 @@ chooseStageBounds(func::FuncOp forward, const ForwardItems &items,
   int64_t numStages = inFlight.size();
   if (!layersPerStage.empty()) {
     if (int64_t(layersPerStage.size()) != numStages)
-      return forward.emitError("--loom-pipeline: `layers` lists ")
-             << layersPerStage.size() << " stages, the pipeline has "
-             << numStages;
+      return emitLineError(forward)
+             << "--loom-pipeline: `layers` lists " << layersPerStage.size()
+             << " stages, the pipeline has " << numStages;
     std::vector<int64_t> bounds{0};
     int64_t layer = 0;
     for (auto [s, count] : llvm::enumerate(layersPerStage)) {
       if (count < 0)
-        return forward.emitError("--loom-pipeline: `layers` has a negative "
-                                 "count");
+        return emitLineError(forward)
+               << "--loom-pipeline: `layers` has a negative "
+                  "count";
       layer += count;
       // Items: the embedding (0) goes with stage 0, the head with the last.
       bounds.push_back(s + 1 == layersPerStage.size() ? numItems : 1 + layer);
     }
     if (layer != items.numLayers)
-      return forward.emitError("--loom-pipeline: `layers` places ")
-             << layer << " layers, the model has " << items.numLayers;
+      return emitLineError(forward)
+             << "--loom-pipeline: `layers` places " << layer
+             << " layers, the model has " << items.numLayers;
     return bounds;
   }
   if (numStages > numItems)
-    return forward.emitError("--loom-pipeline: ")
-           << numStages << " stages but only " << numItems
-           << " items to place (the embedding, " << items.numLayers
+    return emitLineError(forward)
+           << "--loom-pipeline: " << numStages << " stages but only "
+           << numItems << " items to place (the embedding, " << items.numLayers
            << " layers and the head)";
   plan::StageProblem problem;
   problem.items = costs;
@@ -206,9 +209,9 @@ chooseStageBounds(func::FuncOp forward, const ForwardItems &items,
   if (auto partition = plan::partitionStages(problem))
     return partition->bounds;
   auto tightest = plan::partitionForMemory(problem);
-  return forward.emitError("--loom-pipeline: no split of the items into ")
-         << numStages << " stages fits "
-         << llvm::formatv("{0:e3}", capacity).str()
+  return emitLineError(forward)
+         << "--loom-pipeline: no split of the items into " << numStages
+         << " stages fits " << llvm::formatv("{0:e3}", capacity).str()
          << " bytes per device; the tightest needs "
          << llvm::formatv("{0:e3}", tightest ? tightest->peakBytes : 0.0).str();
 }

@@ -4,6 +4,7 @@
 
 #include "dialects/Loom/LoomDialect.h"
 #include "dialects/Loom/LoomOps.h"
+#include "loom/Support/Diagnostics.h"
 
 using namespace mlir;
 
@@ -39,8 +40,9 @@ LogicalResult StepPhases::classify(int64_t numStages) {
   for (Operation &op : body) {
     position[&op] = index++;
     if (isa<func::CallOp>(op))
-      return op.emitError("--loom-split-stages: inline @train_step first "
-                          "(--inline)");
+      return emitLineError(&op)
+             << "--loom-split-stages: inline @train_step first "
+                "(--inline)";
     if (op.hasTrait<OpTrait::IsTerminator>() || isConstantLeaf(&op))
       continue;
     if (isa<AdamWUpdateOp, SGDUpdateOp>(op) || op.hasAttr(kTiedGradientAttr)) {

@@ -12,6 +12,7 @@
 #include "loom/AutoShard/SequenceSplit.h"
 
 #include "dialects/Loom/LoomOps.h"
+#include "loom/Support/Diagnostics.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/Dialect/Shard/IR/ShardOps.h"
@@ -72,10 +73,22 @@ shard::ShardOp annotate(OpBuilder &b, Location loc, Value value,
   return shardOp;
 }
 
-/// How a diagnostic names a pinned value.
+/// Pins the plan cannot keep that get a line of their own; a count stands
+/// for the rest.
+constexpr size_t kMaxPinDiagnostics = 4;
+
+/// How a diagnostic names a pinned value: an argument by its parameter's
+/// name (`loom.name`) when it has one, as the user's model does.
 std::string describe(Value value) {
-  if (auto arg = dyn_cast<BlockArgument>(value))
-    return "argument " + std::to_string(arg.getArgNumber());
+  if (auto arg = dyn_cast<BlockArgument>(value)) {
+    std::string number = "argument " + std::to_string(arg.getArgNumber());
+    auto fn = dyn_cast<func::FuncOp>(arg.getOwner()->getParentOp());
+    if (auto name =
+            fn ? fn.getArgAttrOfType<StringAttr>(arg.getArgNumber(), kNameAttr)
+               : StringAttr())
+      return "'" + name.str() + "' (" + number + ")";
+    return number;
+  }
   auto result = cast<OpResult>(value);
   return "result " + std::to_string(result.getResultNumber()) + " of '" +
          result.getOwner()->getName().getStringRef().str() + "'";
@@ -102,7 +115,7 @@ FailureOr<std::vector<ShardingPin>> takePins(func::FuncOp fn,
     if (inserted)
       pins.push_back({value, std::move(sharding)});
     else if (!(pins[it->second].sharding == sharding))
-      return emitError(loc)
+      return emitLineError(loc)
              << "--loom-auto-shard: " << describe(value)
              << " is pinned twice, to " << pins[it->second].sharding.str()
              << " and to " << sharding.str();
@@ -115,12 +128,12 @@ FailureOr<std::vector<ShardingPin>> takePins(func::FuncOp fn,
       continue;
     auto type = dyn_cast<RankedTensorType>(arg.getType());
     if (!type)
-      return emitError(arg.getLoc())
+      return emitLineError(arg.getLoc())
              << "--loom-auto-shard: '" << kSplitAxesAttr << "' on "
              << describe(arg) << ", which is not a ranked tensor";
     auto sharding = parseSplitAxesAttr(attr, type.getRank(), mesh);
     if (!sharding)
-      return emitError(arg.getLoc())
+      return emitLineError(arg.getLoc())
              << "--loom-auto-shard: bad pin " << kSplitAxesAttr << " = " << attr
              << " on " << describe(arg) << ": "
              << llvm::toString(sharding.takeError());
@@ -187,9 +200,9 @@ struct AutoShardPass : impl::LoomAutoShardBase<AutoShardPass> {
     if (!std::isfinite(memoryBudget) || memoryBudget < 0) {
       char text[32];
       std::snprintf(text, sizeof(text), "%g", double(memoryBudget));
-      fn.emitError() << "--loom-auto-shard: memory-budget=" << text
-                     << " must be a number of bytes >= 0 (0: the device's "
-                        "memory)";
+      emitLineError(fn) << "--loom-auto-shard: memory-budget=" << text
+                        << " must be a number of bytes >= 0 (0: the device's "
+                           "memory)";
       return signalPassFailure();
     }
     DeviceMesh mesh{parseMeshShape(meshShape)};
@@ -222,8 +235,8 @@ struct AutoShardPass : impl::LoomAutoShardBase<AutoShardPass> {
     }
     if (auto grid = module.lookupSymbol<shard::GridOp>(kGridName);
         grid && grid.getShape() != llvm::ArrayRef<int64_t>(mesh.shape)) {
-      grid.emitError() << "--loom-auto-shard: this grid is not the mesh "
-                       << meshShape << " the pass plans on";
+      emitLineError(grid) << "--loom-auto-shard: this grid is not the mesh "
+                          << meshShape << " the pass plans on";
       return signalPassFailure();
     }
     if (contextAxis < -1 ||
@@ -248,40 +261,53 @@ struct AutoShardPass : impl::LoomAutoShardBase<AutoShardPass> {
     auto problem = buildShardingProblem(fn, mesh, *cluster, problemOptions);
     auto built = std::chrono::steady_clock::now();
     if (!problem) {
-      emitError(fn.getLoc())
-          << "--loom-auto-shard: " << llvm::toString(problem.takeError());
+      emitLineError(fn) << "--loom-auto-shard: "
+                        << llvm::toString(problem.takeError());
       return signalPassFailure();
     }
     restrictSequenceSplits(*problem, *sequenceSplit, fn);
     if (contextAxis >= 0)
       restrictContextAxis(*problem, contextAxis, fn);
     // A pin is the user's decision: one the plan cannot keep is an error,
-    // unless the user asked for the best the planner can do.
-    bool unmetPins = false;
-    for (const UnmetPin &unmet : applyPins(*problem, *pins, mesh)) {
-      const ShardingPin &pin = (*pins)[unmet.pin];
+    // unless the user asked for the best the planner can do. A scheme pinned
+    // on a mesh it does not fit misses a pin on every parameter: the first
+    // few, one line each, say what to change, and one line counts the rest.
+    std::vector<UnmetPin> unmet = applyPins(*problem, *pins, mesh);
+    for (auto [i, miss] : llvm::enumerate(unmet)) {
+      const ShardingPin &pin = (*pins)[miss.pin];
+      if (i == kMaxPinDiagnostics) {
+        size_t rest = unmet.size() - i;
+        if (bestEffortPins)
+          emitLineWarning(fn.getLoc())
+              << "--loom-auto-shard: " << rest << " more pin"
+              << (rest == 1 ? "" : "s") << " cannot be kept; planning without "
+              << (rest == 1 ? "it" : "them");
+        else
+          emitLineError(fn) << "--loom-auto-shard: " << rest << " more pin"
+                            << (rest == 1 ? "" : "s") << " cannot be kept";
+        break;
+      }
       if (bestEffortPins) {
-        emitWarning(locationOf(pin.value))
+        emitLineWarning(locationOf(pin.value))
             << "--loom-auto-shard: cannot pin " << describe(pin.value) << " to "
-            << pin.sharding.str() << ": " << unmet.reason
+            << pin.sharding.str() << ": " << miss.reason
             << "; planning without this pin";
         continue;
       }
-      emitError(locationOf(pin.value))
+      emitLineError(locationOf(pin.value))
           << "--loom-auto-shard: cannot pin " << describe(pin.value) << " to "
-          << pin.sharding.str() << ": " << unmet.reason
+          << pin.sharding.str() << ": " << miss.reason
           << " (best-effort-pins=true plans without it)";
-      unmetPins = true;
     }
-    if (unmetPins)
+    if (!unmet.empty() && !bestEffortPins)
       return signalPassFailure();
     solver::StrategyOptions options;
     options.memoryBudget =
         memoryBudget > 0 ? double(memoryBudget) : cluster->device.memoryBytes;
     auto plan = solveShardingProblem(*problem, options);
     if (!plan) {
-      emitError(fn.getLoc())
-          << "--loom-auto-shard: " << llvm::toString(plan.takeError());
+      emitLineError(fn) << "--loom-auto-shard: "
+                        << llvm::toString(plan.takeError());
       return signalPassFailure();
     }
     if (report)

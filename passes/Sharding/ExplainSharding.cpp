@@ -16,6 +16,7 @@
 #include "loom/Support/AtomicFile.h"
 
 #include "dialects/Loom/LoomOps.h"
+#include "loom/Support/Diagnostics.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/Dialect/Shard/IR/ShardOps.h"
@@ -95,35 +96,35 @@ struct ExplainShardingPass
     ModuleOp module = getOperation();
     auto fn = module.lookupSymbol<func::FuncOp>(funcName);
     if (!fn) {
-      module.emitError() << "--loom-explain-sharding: no function @"
-                         << funcName;
+      emitLineError(module)
+          << "--loom-explain-sharding: no function @" << funcName;
       return signalPassFailure();
     }
     if (!fn.getBody().hasOneBlock()) {
-      fn.emitError() << "--loom-explain-sharding: @" << funcName
-                     << " must have one block";
+      emitLineError(fn) << "--loom-explain-sharding: @" << funcName
+                        << " must have one block";
       return signalPassFailure();
     }
     FailureOr<shard::GridOp> grid = findGrid(module, fn);
     if (failed(grid))
       return signalPassFailure();
     if (llvm::any_of(grid->getShape(), ShapedType::isDynamic)) {
-      grid->emitError() << "--loom-explain-sharding: the grid's shape must "
-                           "be static";
+      emitLineError(*grid) << "--loom-explain-sharding: the grid's shape must "
+                              "be static";
       return signalPassFailure();
     }
     mesh = DeviceMesh{llvm::SmallVector<int64_t, 3>(grid->getShape())};
     auto spec = cost::resolveClusterSpec(clusterName);
     if (!spec) {
-      fn.emitError() << "--loom-explain-sharding: "
-                     << llvm::toString(spec.takeError());
+      emitLineError(fn) << "--loom-explain-sharding: "
+                        << llvm::toString(spec.takeError());
       return signalPassFailure();
     }
     cluster = std::move(*spec);
     if (mesh.numDevices() != cluster.numDevices()) {
-      grid->emitError() << "--loom-explain-sharding: the grid has "
-                        << mesh.numDevices() << " devices, the cluster '"
-                        << cluster.name << "' " << cluster.numDevices();
+      emitLineError(*grid) << "--loom-explain-sharding: the grid has "
+                           << mesh.numDevices() << " devices, the cluster '"
+                           << cluster.name << "' " << cluster.numDevices();
       return signalPassFailure();
     }
     if (failed(readLayouts(fn)))
@@ -141,8 +142,8 @@ struct ExplainShardingPass
       write(llvm::outs());
       llvm::outs().flush();
     } else if (llvm::Error error = writeFileAtomically(output, write)) {
-      fn.emitError() << "--loom-explain-sharding: "
-                     << llvm::toString(std::move(error));
+      emitLineError(fn) << "--loom-explain-sharding: "
+                        << llvm::toString(std::move(error));
       return signalPassFailure();
     }
     markAllAnalysesPreserved();
@@ -167,18 +168,18 @@ struct ExplainShardingPass
     if (name) {
       if (auto grid = module.lookupSymbol<shard::GridOp>(*name))
         return grid;
-      fn.emitError() << "--loom-explain-sharding: no shard.grid @" << *name;
+      emitLineError(fn) << "--loom-explain-sharding: no shard.grid @" << *name;
       return failure();
     }
     auto grids = module.getOps<shard::GridOp>();
     if (grids.empty()) {
-      fn.emitError() << "--loom-explain-sharding: no shard.grid in the "
-                        "module (run --loom-auto-shard first)";
+      emitLineError(fn) << "--loom-explain-sharding: no shard.grid in the "
+                           "module (run --loom-auto-shard first)";
       return failure();
     }
     if (std::next(grids.begin()) != grids.end()) {
-      fn.emitError() << "--loom-explain-sharding: several shard.grid ops "
-                        "and no sharding naming one";
+      emitLineError(fn) << "--loom-explain-sharding: several shard.grid ops "
+                           "and no sharding naming one";
       return failure();
     }
     return *grids.begin();

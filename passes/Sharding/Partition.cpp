@@ -19,6 +19,7 @@
 #include "passes/Sharding/BucketGradients.h"
 
 #include "dialects/Loom/LoomOps.h"
+#include "loom/Support/Diagnostics.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/Dialect/Shard/IR/ShardOps.h"
@@ -303,7 +304,8 @@ LogicalResult Partitioner::partitionOp(Operation &op) {
   if (isa<shard::ShardingOp>(op))
     return success();
   if (isa<func::CallOp>(op))
-    return op.emitError() << "--loom-partition: inline calls first (--inline)";
+    return emitLineError(&op)
+           << "--loom-partition: inline calls first (--inline)";
 
   llvm::SmallVector<TensorSharding, 4> operandLayouts, resultLayouts;
   for (Value operand : op.getOperands())
@@ -439,8 +441,8 @@ LogicalResult Partitioner::partitionReturn(func::ReturnOp ret) {
 
 LogicalResult Partitioner::run() {
   if (!fn.getBody().hasOneBlock())
-    return fn.emitError() << "--loom-partition: @" << fn.getSymName()
-                          << " must have one block";
+    return emitLineError(fn) << "--loom-partition: @" << fn.getSymName()
+                             << " must have one block";
   if (failed(readLayouts()))
     return failure();
   Block &oldBody = fn.getBody().front();
@@ -451,7 +453,7 @@ LogicalResult Partitioner::run() {
     if (auto tensor = tensorType(arg)) {
       TensorSharding layout = layoutOf(arg);
       if (!layout.partialAxes.empty())
-        return fn.emitError()
+        return emitLineError(fn)
                << "--loom-partition: argument " << arg.getArgNumber()
                << " cannot hold partial sums";
       if (failed(
@@ -487,20 +489,21 @@ struct PartitionPass : impl::LoomPartitionBase<PartitionPass> {
     if (!std::isfinite(bucketBytes) || bucketBytes < 0) {
       char text[32];
       std::snprintf(text, sizeof(text), "%g", double(bucketBytes));
-      module.emitError() << "--loom-partition: bucket-bytes=" << text
-                         << " must be a number of bytes >= 0 (0: no buckets)";
+      emitLineError(module)
+          << "--loom-partition: bucket-bytes=" << text
+          << " must be a number of bytes >= 0 (0: no buckets)";
       return signalPassFailure();
     }
     ModuleState state = getModuleState(module);
     if (state == ModuleState::Partitioned || state == ModuleState::Split) {
-      module.emitError() << "--loom-partition: the module is "
-                         << stringifyModuleState(state)
-                         << " already (loom.state)";
+      emitLineError(module)
+          << "--loom-partition: the module is " << stringifyModuleState(state)
+          << " already (loom.state)";
       return signalPassFailure();
     }
     auto fn = module.lookupSymbol<func::FuncOp>(funcName);
     if (!fn) {
-      module.emitError() << "--loom-partition: no function @" << funcName;
+      emitLineError(module) << "--loom-partition: no function @" << funcName;
       return signalPassFailure();
     }
     shard::GridOp grid;
@@ -509,14 +512,15 @@ struct PartitionPass : impl::LoomPartitionBase<PartitionPass> {
         grid = op;
     });
     if (!grid) {
-      fn.emitError() << "--loom-partition: the module has no shard.grid "
-                        "(run --loom-auto-shard first)";
+      emitLineError(fn) << "--loom-partition: the module has no shard.grid "
+                           "(run --loom-auto-shard first)";
       return signalPassFailure();
     }
     if (llvm::any_of(grid.getShape(), [](int64_t size) {
           return ShapedType::isDynamic(size);
         })) {
-      grid.emitError() << "--loom-partition: the grid must have a static shape";
+      emitLineError(grid)
+          << "--loom-partition: the grid must have a static shape";
       return signalPassFailure();
     }
     // Any cluster ranks the strategies that reach an op's layouts (the

@@ -20,6 +20,7 @@
 
 #include "dialects/Loom/LoomDialect.h"
 #include "dialects/Loom/LoomOps.h"
+#include "loom/Support/Diagnostics.h"
 
 #include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/Dialect/Func/IR/FuncOps.h"
@@ -201,7 +202,7 @@ struct PadVocabPass : impl::LoomPadVocabBase<PadVocabPass> {
 
   void runOnOperation() override {
     if (multiple < 1 || multiple > kMaxMultiple) {
-      getOperation().emitError()
+      emitLineError(getOperation())
           << "--loom-pad-vocab: multiple must be 1 to " << kMaxMultiple
           << ", not " << static_cast<int64_t>(multiple);
       return signalPassFailure();

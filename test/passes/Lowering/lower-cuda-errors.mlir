@@ -22,7 +22,7 @@ func.func @train_step(%a: tensor<4xf16>) -> tensor<4xf16> {
 // Calls must be inlined first.
 func.func private @g(%a: tensor<4xf32>) -> tensor<4xf32>
 func.func @train_step(%a: tensor<4xf32>) -> tensor<4xf32> {
-  // expected-error @+1 {{'func.call' op --loom-lower-cuda needs the calls inlined (run --inline first)}}
+  // expected-error @+1 {{--loom-lower-cuda needs the calls inlined (run --inline first)}}
   %b = func.call @g(%a) : (tensor<4xf32>) -> tensor<4xf32>
   return %b : tensor<4xf32>
 }
