@@ -182,6 +182,33 @@ FailureOr<std::vector<ShardingPin>> takePins(func::FuncOp fn,
   return pins;
 }
 
+/// The planner works on the whole, unpartitioned step: a partitioned one
+/// holds local shapes and collectives, which have no sharding rule. A
+/// pipelined step partitioned in place keeps its `loom.state`, so its
+/// collectives tell it too.
+LogicalResult checkUnpartitioned(ModuleOp module, func::FuncOp fn) {
+  ModuleState state = getModuleState(module);
+  if (state == ModuleState::Partitioned || state == ModuleState::Split)
+    return emitLineError(module)
+           << "--loom-auto-shard: the module is " << stringifyModuleState(state)
+           << " already (loom.state): plan the step before --loom-partition";
+  Operation *collective = nullptr;
+  fn.walk([&](Operation *op) {
+    if (isa<shard::ShardDialect>(op->getDialect()) &&
+        !isa<shard::ShardOp, shard::ShardingOp>(op)) {
+      collective = op;
+      return WalkResult::interrupt();
+    }
+    return WalkResult::advance();
+  });
+  if (collective)
+    return emitLineError(fn)
+           << "--loom-auto-shard: @" << fn.getSymName()
+           << " is partitioned already (it holds '" << collective->getName()
+           << "'): plan the step before --loom-partition";
+  return success();
+}
+
 struct AutoShardPass : impl::LoomAutoShardBase<AutoShardPass> {
   using LoomAutoShardBase::LoomAutoShardBase;
 
@@ -197,6 +224,8 @@ struct AutoShardPass : impl::LoomAutoShardBase<AutoShardPass> {
       optionError() << "--loom-auto-shard: no function @" << funcName;
       return signalPassFailure();
     }
+    if (failed(checkUnpartitioned(module, fn)))
+      return signalPassFailure();
     if (!std::isfinite(memoryBudget) || memoryBudget < 0) {
       char text[32];
       std::snprintf(text, sizeof(text), "%g", double(memoryBudget));

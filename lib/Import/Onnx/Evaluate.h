@@ -80,6 +80,17 @@ struct SliceBox {
 llvm::Expected<SliceBox> sliceBox(llvm::ArrayRef<Operand> inputs,
                                   llvm::ArrayRef<int64_t> shape);
 
+/// Fails when `node` reads past a table of positions shorter than the
+/// sequence: a Gather of known rows (a learned position embedding) or a
+/// Slice of a known table up to `seqLen` (a fixed causal mask, a rotary
+/// table), as a graph exported for 64 positions does under --seq-len 100.
+/// `tableKnown`: the first input is known at import (a constant or a
+/// parameter), not an activation. The message names the table (the node's
+/// first input).
+llvm::Error checkSequenceFits(const OnnxNode &node,
+                              llvm::ArrayRef<Operand> inputs, int64_t seqLen,
+                              bool tableKnown);
+
 /// The shortest decimal that rounds to the same float32 as `value`: the
 /// number a user wrote (1e-5) for an attribute stored as a float
 /// (9.99999974737875e-06).

@@ -76,6 +76,53 @@ Expected<SliceBox> sliceBox(ArrayRef<Operand> in, ArrayRef<int64_t> shape) {
   return box;
 }
 
+Error checkSequenceFits(const OnnxNode &node, ArrayRef<Operand> in,
+                        int64_t seqLen, bool tableKnown) {
+  if (in.empty() || !in[0].present || node.inputs.empty())
+    return Error::success();
+  const ValueType &table = in[0].type;
+  int64_t rank = table.shape.size();
+  auto tooShort = [&](int64_t positions) {
+    return failure("the sequence length " + Twine(seqLen) + " exceeds the " +
+                   Twine(positions) + " positions of '" + node.inputs[0] + "'");
+  };
+  // Rows of a table picked by known indices: the positions 0..S-1 of a
+  // learned position embedding.
+  if (node.opType == "Gather" && in.size() > 1 && in[1].data && rank > 0) {
+    auto axis = normalizeAxis(node.intAttr("axis", 0), rank);
+    if (!axis) {
+      consumeError(axis.takeError());
+      return Error::success();
+    }
+    int64_t dim = table.shape[*axis];
+    if (dim >= seqLen)
+      return Error::success();
+    const HostTensor &ids = *in[1].data;
+    for (int64_t k = 0, n = ids.numElements(); k < n; ++k)
+      if (ids.integer(k) >= dim)
+        return tooShort(dim);
+    return Error::success();
+  }
+  // A constant cut to the sequence length (a causal mask, a rotary
+  // table): ONNX clamps the end, so a short one would come out short.
+  if (node.opType == "Slice" && tableKnown && in.size() > 2 && in[2].data) {
+    const HostTensor &ends = *in[2].data;
+    const HostTensor *axes =
+        in.size() > 3 && in[3].present ? in[3].data : nullptr;
+    for (int64_t i = 0, n = ends.numElements(); i < n; ++i) {
+      int64_t axis =
+          axes ? (i < axes->numElements() ? axes->integer(i) : -1) : i;
+      if (axis < 0)
+        axis += rank;
+      if (axis < 0 || axis >= rank)
+        continue;
+      if (ends.integer(i) == seqLen && table.shape[axis] < seqLen)
+        return tooShort(table.shape[axis]);
+    }
+  }
+  return Error::success();
+}
+
 namespace detail {
 
 Expected<Evaluation> evaluateReshape(const OnnxNode &node, ArrayRef<Operand> in,

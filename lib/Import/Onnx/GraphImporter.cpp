@@ -365,6 +365,10 @@ Error GraphImporter::analyzeNode(int index) {
       return nodeError("dropout in training mode is not supported (export "
                        "the model in eval mode)");
   }
+  bool tableKnown = !node.inputs.empty() && !node.inputs[0].empty() &&
+                    state(node.inputs[0])->known;
+  if (Error e = checkSequenceFits(node, operands, seqLen, tableKnown))
+    return nodeError(toString(std::move(e)));
   bool weightLikeOut = allKnown && anyWeightLike && isLayoutOp(node.opType);
   bool fold = allKnown && !weightLikeOut && isFoldableOp(node.opType);
   if (fold)

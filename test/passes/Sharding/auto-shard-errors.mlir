@@ -26,3 +26,26 @@ func.func @f(%x: tensor<8xf32>) -> tensor<8xf32> {
   %y = func.call @g(%x) : (tensor<8xf32>) -> tensor<8xf32>
   return %y : tensor<8xf32>
 }
+
+// -----
+
+// A partitioned module: the planner plans the whole step, before
+// --loom-partition.
+// expected-error @+1 {{--loom-auto-shard: the module is partitioned already (loom.state): plan the step before --loom-partition}}
+module attributes {loom.state = "partitioned"} {
+  shard.grid @mesh(shape = 2x4)
+  func.func @f(%x: tensor<8xf32>) -> tensor<8xf32> {
+    return %x : tensor<8xf32>
+  }
+}
+
+// -----
+
+// A pipelined step partitioned in place keeps its state; its collectives
+// say it is partitioned.
+shard.grid @mesh(shape = 2x4)
+// expected-error @+1 {{--loom-auto-shard: @f is partitioned already (it holds 'shard.all_gather'): plan the step before --loom-partition}}
+func.func @f(%x: tensor<4xf32>) -> tensor<8xf32> {
+  %y = shard.all_gather %x on @mesh grid_axes = [0] gather_axis = 0 : tensor<4xf32> -> tensor<8xf32>
+  return %y : tensor<8xf32>
+}

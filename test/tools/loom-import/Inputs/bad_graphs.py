@@ -11,6 +11,10 @@ variants Loom must refuse with one clear error each:
   opset11.onnx        the model at opset 11
   extra-input.onnx    an attention_mask input besides the ids
   dropout.onnx        a Dropout in training mode
+  positions.onnx      dynamic ids plus a learned position table P of 6 rows
+                      (Gather(P, Range(0, sequence)), as GPT-2 exports it)
+  causal-mask.onnx    dynamic ids plus a constant 'bias' of 6 rows cut to
+                      the sequence (Slice, as GPT-2 exports its mask)
 and weights files for valid.onnx that do not fit it:
   other.safetensors   another model's tensors (no name or value matches)
   narrow.safetensors  E of the wrong shape
@@ -94,6 +98,32 @@ def main():
     pick = helper.make_node("Gather", ["x", "far"], ["p"], axis=1, name="pick_positions")
     head_p = helper.make_node("MatMul", ["p", "W"], ["logits"], name="head")
     save(model([embed, pick, head_p], initializers=[far]), os.path.join(out, "gather-range.onnx"))
+
+    # The sequence length, as PyTorch's exporter computes it from the ids.
+    one_i = numpy_helper.from_array(np.array(1, dtype=np.int64), "one_i")
+    zero_i = numpy_helper.from_array(np.array(0, dtype=np.int64), "zero_i")
+    length = [helper.make_node("Shape", ["ids"], ["ids_shape"], name="ids_shape"),
+              helper.make_node("Gather", ["ids_shape", "one_i"], ["seq"], name="seq")]
+
+    table = numpy_helper.from_array(
+        np.random.default_rng(2).standard_normal((6, 4)).astype(np.float32), "P")
+    nodes = [embed] + length + [
+        helper.make_node("Range", ["zero_i", "seq", "one_i"], ["positions"], name="positions"),
+        helper.make_node("Gather", ["P", "positions"], ["pe"], name="position_embedding"),
+        helper.make_node("Add", ["x", "pe"], ["xp"], name="add_positions"),
+        helper.make_node("MatMul", ["xp", "W"], ["logits"], name="head")]
+    save(model(nodes, inputs=[dynamic], initializers=[one_i, zero_i, table]),
+         os.path.join(out, "positions.onnx"))
+
+    bias = numpy_helper.from_array(np.zeros((6, 8), dtype=np.float32), "bias_value")
+    nodes = [embed] + length + [
+        helper.make_node("Constant", [], ["bias"], value=bias, name="bias"),
+        helper.make_node("Unsqueeze", ["seq", "zero"], ["seq1"], name="seq_as_list"),
+        helper.make_node("Slice", ["bias", "zero", "seq1", "zero"], ["cut"], name="cut_bias"),
+        helper.make_node("MatMul", ["x", "W"], ["scores"], name="head"),
+        helper.make_node("Add", ["scores", "cut"], ["logits"], name="add_bias")]
+    save(model(nodes, inputs=[dynamic], initializers=[one_i, zero]),
+         os.path.join(out, "causal-mask.onnx"))
 
     rng = np.random.default_rng(1)
     write_safetensors(os.path.join(out, "other.safetensors"),
