@@ -172,10 +172,6 @@ int importGraph() {
   options.precision = precision;
   options.weightsPath = weightsPath;
   options.parameterValues = !initWeights.empty();
-  if (microBatch.getNumOccurrences() && microBatch <= 0)
-    return fail("--micro-batch must be positive");
-  if (seqLen < 0)
-    return fail("--seq-len must be positive");
   mlir::MLIRContext context;
   auto imported = loom::importOnnx(context, configPath, options);
   if (!imported)
@@ -211,6 +207,12 @@ int main(int argc, char **argv) {
     return fail("--init-seed needs --init-weights");
   if (json && !summary)
     return fail("--json needs --summary");
+  // Given, a size must be positive; 0 is not "not given" (the importers'
+  // options use 0 for the model's or the graph's own size).
+  for (const cl::opt<int64_t> *size : {&microBatch, &seqLen})
+    if (size->getNumOccurrences() && *size <= 0)
+      return fail("--" + size->ArgStr + " must be positive, not " +
+                  Twine(int64_t(*size)));
   if (loom::isOnnxPath(configPath))
     return importGraph();
   if (weightsPath.getNumOccurrences())
