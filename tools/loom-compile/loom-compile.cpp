@@ -30,7 +30,8 @@
 // place, so an interrupted compile never leaves a partial artifact. The
 // output must be absent (its parent directory must exist), an empty
 // directory, or an artifact, which is replaced whole; anything else is
-// never touched. --emit-llvm's file appears only when the artifact does.
+// never touched. --emit-llvm's file appears only when the artifact does,
+// and never inside it.
 //
 //===----------------------------------------------------------------------===//
 
@@ -435,6 +436,38 @@ Error checkOutputTarget(StringRef output) {
   return Error::success();
 }
 
+/// `path` absolute, without `.` and `..`, and with its longest existing
+/// prefix resolved through symbolic links, so that two spellings of one
+/// place compare equal whether or not its end exists yet.
+SmallString<256> resolvedPath(StringRef path) {
+  SmallString<256> absolute(path);
+  sys::fs::make_absolute(absolute);
+  sys::path::remove_dots(absolute, /*remove_dot_dot=*/true);
+  StringRef existing = absolute;
+  while (!existing.empty() && !sys::fs::exists(existing))
+    existing = sys::path::parent_path(existing);
+  SmallString<256> real;
+  if (existing.empty() || sys::fs::real_path(existing, real))
+    return absolute;
+  real.append(absolute.substr(existing.size()));
+  return real;
+}
+
+/// --emit-llvm's file may not lie inside the artifact directory: the
+/// artifact is built beside it and renamed over it whole, so the file
+/// would either be lost or make the directory hold a file no artifact
+/// holds.
+Error checkLLVMPathOutside(StringRef output, StringRef llvmPath) {
+  SmallString<256> dir = resolvedPath(output), file = resolvedPath(llvmPath);
+  if (file == dir || (file.starts_with(dir) && file.size() > dir.size() &&
+                      sys::path::is_separator(file[dir.size()])))
+    return createStringError("--emit-llvm " + llvmPath +
+                             ": inside the artifact directory " + output +
+                             ", which loom-compile replaces whole; write "
+                             "the LLVM IR elsewhere");
+  return Error::success();
+}
+
 } // namespace
 
 int main(int argc, char **argv) {
@@ -474,6 +507,9 @@ int main(int argc, char **argv) {
     output.pop_back();
   if (Error err = checkOutputTarget(output))
     return fail(toString(std::move(err)));
+  if (!emitLLVM.empty() && !loom::isStreamOutput(emitLLVM))
+    if (Error err = checkLLVMPathOutside(output, emitLLVM))
+      return fail(toString(std::move(err)));
 
   if (Error err = loom::checkExecutable(*module,
                                         {loom::ModuleState::Whole,
