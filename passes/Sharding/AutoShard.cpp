@@ -352,7 +352,7 @@ struct AutoShardPass : impl::LoomAutoShardBase<AutoShardPass> {
     int64_t tied = llvm::count_if(problem.nodes, [](const ProblemNode &node) {
       return node.leader >= 0;
     });
-    fn.emitRemark() << llvm::formatv(
+    emitLineRemark(fn.getLoc()) << llvm::formatv(
         "--loom-auto-shard: {0} nodes, {1} edges, {2} layers ({3} solved for, "
         "{4} nodes tied), ILP {5} variables {6} rows; cost {7:e1} s (compute "
         "{8:e1} s, resharding {9:e1} s), memory {10:e1} bytes per device; "

@@ -50,6 +50,12 @@ inline mlir::InFlightDiagnostic emitLineWarning(mlir::Location loc) {
   return mlir::emitWarning(lineOf(loc));
 }
 
+/// A one-line remark at `loc`'s file and line (a pass's report on a
+/// function, which would otherwise print the function after it).
+inline mlir::InFlightDiagnostic emitLineRemark(mlir::Location loc) {
+  return mlir::emitRemark(lineOf(loc));
+}
+
 } // namespace loom
 
 #endif // LOOM_SUPPORT_DIAGNOSTICS_H
