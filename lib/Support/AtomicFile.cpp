@@ -59,6 +59,23 @@ Error writeFileAtomically(StringRef path,
   return Error::success();
 }
 
+Error checkOutputFile(StringRef path) {
+  if (isStreamOutput(path))
+    return Error::success();
+  if (sys::fs::is_directory(path))
+    return pathError(path, "is a directory");
+  // The rename needs a new file in the same directory: create one now, so
+  // that a missing or read-only directory fails before any work, not after.
+  Expected<sys::fs::TempFile> probe =
+      sys::fs::TempFile::create(path + ".tmp-%%%%%%");
+  if (!probe)
+    return pathError(path, "cannot create a file in its directory: " +
+                               toString(probe.takeError()));
+  if (Error error = probe->discard())
+    return pathError(path, toString(std::move(error)));
+  return Error::success();
+}
+
 Expected<std::string> createTempDirectoryBeside(StringRef target) {
   SmallString<256> model(target);
   model += ".tmp";

@@ -154,6 +154,15 @@ Error loadInit(RankSession &session, StringRef path) {
 
 } // namespace
 
+Error checkOutputs(const CompiledOptions &options) {
+  if (!options.savePath.empty())
+    if (Error err = checkCheckpointTarget(options.savePath))
+      return err;
+  if (!options.logPath.empty())
+    return checkOutputFile(options.logPath);
+  return Error::success();
+}
+
 int launchUnderMpirun(int np, int argc, char **argv) {
   auto mpirun = sys::findProgramByName("mpirun");
   if (!mpirun)
@@ -218,9 +227,9 @@ int runCompiled(const CompiledOptions &options) {
   } else if (Error err = loadInit(session, options.initPath)) {
     return abortJob(failRank(rank, toString(std::move(err))));
   }
-  // Refuse a directory the save would not replace before training for it.
-  if (rank == 0 && !options.savePath.empty())
-    if (Error err = checkCheckpointTarget(options.savePath))
+  // Outputs that cannot be written fail now, not after the training.
+  if (rank == 0)
+    if (Error err = checkOutputs(options))
       return abortJob(failRank(rank, toString(std::move(err))));
   Expected<std::vector<uint32_t>> ids = readTokenFile(options.dataPath);
   if (!ids)

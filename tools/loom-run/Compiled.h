@@ -5,6 +5,8 @@
 
 #include "RankSession.h"
 
+#include "llvm/Support/Error.h"
+
 #include <cstdint>
 #include <string>
 
@@ -28,6 +30,10 @@ struct CompiledOptions {
 /// "step S: the loss is nan; stopping (...)": both backends stop at the
 /// first step whose loss is not finite, unless told to train on.
 std::string nonFiniteLossMessage(int64_t step, double loss);
+
+/// Checks that the --save checkpoint directory and the --log-json file can
+/// be written, before the steps whose results they hold.
+llvm::Error checkOutputs(const CompiledOptions &options);
 
 /// Trains `options.artifactPath` on this MPI rank (MPI_Init included);
 /// returns the process's exit status.

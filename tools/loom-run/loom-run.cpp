@@ -14,7 +14,8 @@
 // (1-based) trains on batch s - 1 of the token file (loom/Data/Batch.h).
 // Each step prints its loss; --log-json writes one JSON line per step and
 // --save the trained parameters. Output files are written whole at the end
-// (temporary file, then rename), never half. A loom-compile artifact runs on
+// (temporary file, then rename), never half, and their paths are checked
+// before step 1, so that no training is lost to a bad path. A loom-compile artifact runs on
 // MPI ranks (Compiled.h); there --save writes a sharded checkpoint directory
 // of the whole state, which --resume continues (docs/runtime.md).
 //
@@ -488,6 +489,11 @@ int main(int argc, char **argv) {
                 "loom-compile artifact)");
   if (initPath.empty())
     return fail("--init is required");
+  // Outputs that cannot be written fail now, not after the training.
+  for (const std::string &path : {logPath.getValue(), savePath.getValue()})
+    if (!path.empty())
+      if (Error error = loom::checkOutputFile(path))
+        return fail(toString(std::move(error)));
 
   mlir::MLIRContext context;
   context.loadDialect<loom::LoomDialect, mlir::func::FuncDialect,
