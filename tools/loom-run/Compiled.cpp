@@ -154,6 +154,12 @@ Error loadInit(RankSession &session, StringRef path) {
 
 } // namespace
 
+json::Value jsonNumber(double value) {
+  if (!std::isfinite(value))
+    return nullptr;
+  return value;
+}
+
 Error checkOutputs(const CompiledOptions &options) {
   if (!options.savePath.empty())
     if (Error err = checkCheckpointTarget(options.savePath))
@@ -300,10 +306,11 @@ int runCompiled(const CompiledOptions &options) {
                         "{3,8:f1} ms\n",
                         step, loss, tokensPerSecond, seconds * 1e3);
       outs().flush();
-      log << json::Value(json::Object{{"step", step},
-                                      {"loss", loss},
-                                      {"tokens_per_second", tokensPerSecond},
-                                      {"step_ms", seconds * 1e3}})
+      log << json::Value(json::Object{
+                 {"step", step},
+                 {"loss", jsonNumber(loss)},
+                 {"tokens_per_second", jsonNumber(tokensPerSecond)},
+                 {"step_ms", seconds * 1e3}})
           << "\n";
     }
     if (options.saveEvery > 0 && step % options.saveEvery == 0) {

@@ -6,6 +6,7 @@
 #include "RankSession.h"
 
 #include "llvm/Support/Error.h"
+#include "llvm/Support/JSON.h"
 
 #include <cstdint>
 #include <string>
@@ -30,6 +31,11 @@ struct CompiledOptions {
 /// "step S: the loss is nan; stopping (...)": both backends stop at the
 /// first step whose loss is not finite, unless told to train on.
 std::string nonFiniteLossMessage(int64_t step, double loss);
+
+/// `value` as a --log-json number: null when it is NaN or infinite, which
+/// JSON cannot write (llvm::json would print a bare `nan`, and readers
+/// refuse the line).
+llvm::json::Value jsonNumber(double value);
 
 /// Checks that the --save checkpoint directory and the --log-json file can
 /// be written, before the steps whose results they hold.

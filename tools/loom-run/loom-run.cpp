@@ -15,9 +15,10 @@
 // Each step prints its loss; --log-json writes one JSON line per step and
 // --save the trained parameters. Output files are written whole at the end
 // (temporary file, then rename), never half, and their paths are checked
-// before step 1, so that no training is lost to a bad path. A loom-compile artifact runs on
-// MPI ranks (Compiled.h); there --save writes a sharded checkpoint directory
-// of the whole state, which --resume continues (docs/runtime.md).
+// before step 1, so that no training is lost to a bad path. A loom-compile
+// artifact runs on MPI ranks (Compiled.h); there --save writes a sharded
+// checkpoint directory of the whole state, which --resume continues
+// (docs/runtime.md).
 //
 //===----------------------------------------------------------------------===//
 
@@ -126,7 +127,10 @@ cl::opt<int64_t> saveEvery("save-every", cl::init(0), cl::cat(category),
 cl::opt<std::string> logPath("log-json", cl::cat(category),
                              cl::value_desc("file"),
                              cl::desc("Write one JSON line per step: "
-                                      "{\"step\": s, \"loss\": x}"));
+                                      "{\"step\": s, \"loss\": x} (x null "
+                                      "when not finite), and on the cpu and "
+                                      "cuda backends \"tokens_per_second\" "
+                                      "and \"step_ms\""));
 cl::opt<loom::interp::Precision>
     precision("precision", cl::init(loom::interp::Precision::F32),
               cl::cat(category),
@@ -213,7 +217,9 @@ class StepLog {
 public:
   void record(int64_t step, double loss) {
     outs() << formatv("step {0,4}  loss {1:f6}\n", step, loss);
-    lines << json::Value(json::Object{{"step", step}, {"loss", loss}}) << "\n";
+    lines << json::Value(json::Object{{"step", step},
+                                      {"loss", loom::run::jsonNumber(loss)}})
+          << "\n";
   }
   Error write() {
     if (logPath.empty())
