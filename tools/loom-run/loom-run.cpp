@@ -541,6 +541,11 @@ int main(int argc, char **argv) {
     if (!path.empty())
       if (Error error = loom::checkOutputFile(path))
         return fail(toString(std::move(error)));
+  // --save replaces an earlier run's parameters, never some other file.
+  if (!savePath.empty() && llvm::sys::fs::is_regular_file(savePath) &&
+      !loom::hasSafetensorsHeader(savePath))
+    return fail(savePath + ": exists and is not a safetensors file; not "
+                           "replacing it");
 
   mlir::MLIRContext context;
   context.loadDialect<loom::LoomDialect, mlir::func::FuncDialect,
