@@ -12,7 +12,10 @@
 // every batch, and runs the steps; rank 0 prints one line per step. A watchdog
 // thread on each rank ends the whole job (MPI_Abort) when a step makes no
 // progress for --timeout seconds, naming the rank and what it was running; a
-// rank that dies is reported by mpirun, which ends the others.
+// rank that dies is reported by mpirun, which ends the others. Under --np,
+// what can be checked before the job starts is checked in the launching
+// process (checkBeforeLaunch), where an error is one line and not every
+// rank's under OpenMPI's abort banner.
 //
 //===----------------------------------------------------------------------===//
 
@@ -169,6 +172,42 @@ Error checkOutputs(const CompiledOptions &options) {
   return Error::success();
 }
 
+Error checkBeforeLaunch(const CompiledOptions &options, int np) {
+  // The artifact whole (plan.json, schedule.json, program.so), as every
+  // rank would load it.
+  char message[1024] = "";
+  loom_artifact *artifact = nullptr;
+  if (loom_artifact_load(options.artifactPath.c_str(), &artifact, message,
+                         sizeof message))
+    return createStringError(message);
+  int32_t ranks = loom_artifact_world_size(artifact);
+  std::string compiledFor = loom_artifact_backend(artifact);
+  loom_artifact_free(artifact);
+  if (compiledFor != options.backend)
+    return createStringError(
+        formatv("{0} was compiled for the {1} backend (plan.json \"backend\"; "
+                "loom-compile --target={1}), but --backend asks for {2}",
+                options.artifactPath, compiledFor, options.backend));
+  if (ranks != np)
+    return createStringError(
+        formatv("{0}: the artifact runs on {1} rank{2}, not --np {3}",
+                options.artifactPath, ranks, ranks == 1 ? "" : "s", np));
+  sys::fs::file_status status;
+  if (!options.initPath.empty())
+    if (std::error_code error = sys::fs::status(options.initPath, status))
+      return createStringError(options.initPath + ": " + error.message());
+  if (!options.resumePath.empty()) {
+    Expected<ShardedCheckpointReader> reader =
+        ShardedCheckpointReader::open(options.resumePath);
+    if (!reader)
+      return reader.takeError();
+  }
+  Expected<std::vector<uint32_t>> ids = readTokenFile(options.dataPath);
+  if (!ids)
+    return ids.takeError();
+  return checkOutputs(options);
+}
+
 int launchUnderMpirun(int np, int argc, char **argv) {
   auto mpirun = sys::findProgramByName("mpirun");
   if (!mpirun)
@@ -289,8 +328,11 @@ int runCompiled(const CompiledOptions &options) {
     auto start = Clock::now();
     watchdog.mark(true);
     double loss = 0.0;
-    if (std::string error = session.step(step, loss); !error.empty())
-      return abortJob(failRank(rank, error));
+    // The runtime's message names the rank and the step already.
+    if (std::string error = session.step(step, loss); !error.empty()) {
+      printError(error);
+      return abortJob(1);
+    }
     watchdog.mark(false);
     // Every rank holds the step's loss (the pipeline sends it to all).
     if (!std::isfinite(loss) && !options.allowNonFiniteLoss) {

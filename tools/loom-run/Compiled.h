@@ -45,6 +45,13 @@ llvm::Error checkOutputs(const CompiledOptions &options);
 /// returns the process's exit status.
 int runCompiled(const CompiledOptions &options);
 
+/// What `loom-run --np np` checks before starting mpirun, so that an error
+/// the ranks would each report inside the job (under OpenMPI's abort
+/// banner) is one line: the artifact loads and runs on `np` ranks, the
+/// --init file exists, the --resume checkpoint's index reads, the token
+/// file reads, and the outputs can be written (checkOutputs).
+llvm::Error checkBeforeLaunch(const CompiledOptions &options, int np);
+
 /// Runs this program again under `mpirun -np np`, without --np.
 int launchUnderMpirun(int np, int argc, char **argv);
 

@@ -508,20 +508,25 @@ int main(int argc, char **argv) {
                   "(a checkpoint directory to continue)");
     if (saveEvery < 0 || (saveEvery > 0 && savePath.empty()))
       return fail("--save-every needs a positive step count and --save");
-    if (numRanks > 0)
+    loom::run::CompiledOptions options{modulePath,
+                                       dataPath,
+                                       logPath,
+                                       initPath,
+                                       resumePath,
+                                       savePath,
+                                       saveEvery,
+                                       steps,
+                                       timeoutSeconds,
+                                       allowNonFiniteLoss,
+                                       backend == Backend::CUDA ? "cuda"
+                                                                : "cpu",
+                                       {cudaDevice, commKind, timeoutSeconds}};
+    if (numRanks > 0) {
+      if (Error error = loom::run::checkBeforeLaunch(options, numRanks))
+        return fail(toString(std::move(error)));
       return loom::run::launchUnderMpirun(numRanks, argc, argv);
-    return loom::run::runCompiled({modulePath,
-                                   dataPath,
-                                   logPath,
-                                   initPath,
-                                   resumePath,
-                                   savePath,
-                                   saveEvery,
-                                   steps,
-                                   timeoutSeconds,
-                                   allowNonFiniteLoss,
-                                   backend == Backend::CUDA ? "cuda" : "cpu",
-                                   {cudaDevice, commKind, timeoutSeconds}});
+    }
+    return loom::run::runCompiled(options);
   }
   if (numRanks > 0)
     return fail(
