@@ -463,6 +463,9 @@ Expected<ShardedCheckpointReader> ShardedCheckpointReader::open(StringRef dir) {
   ShardedCheckpointReader reader;
   reader.dir = withoutTrailingSlash(dir).str();
   std::string path = reader.indexPath();
+  if (sys::fs::exists(reader.dir) && !sys::fs::is_directory(reader.dir))
+    return fileError(reader.dir, "is not a directory; a checkpoint is a "
+                                 "directory (loom-run --save DIR)");
   if (!sys::fs::is_directory(reader.dir))
     return fileError(reader.dir, "no such checkpoint directory");
   Expected<std::unique_ptr<MemoryBuffer>> buffer =

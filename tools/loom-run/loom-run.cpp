@@ -489,11 +489,21 @@ int main(int argc, char **argv) {
     return fail("--np must be positive");
   if (!std::isfinite(timeoutSeconds) || timeoutSeconds < 0)
     return fail("--timeout must be a number of seconds >= 0 (0: never)");
+  // A path that is not there is neither backend's input: say so, rather
+  // than what the backend it would pick cannot do.
+  llvm::sys::fs::file_status status;
+  if (modulePath != "-")
+    if (std::error_code error = llvm::sys::fs::status(modulePath, status))
+      return fail(modulePath + ": " + error.message());
   if (backend == Backend::Auto)
     backend = !llvm::sys::fs::is_directory(modulePath) ? Backend::Reference
               : compiledBackend(modulePath) == "cuda"  ? Backend::CUDA
                                                        : Backend::CPU;
   if (backend == Backend::CPU || backend == Backend::CUDA) {
+    if (!llvm::sys::fs::is_directory(modulePath))
+      return fail(modulePath + ": not a loom-compile artifact directory (the "
+                               "compiled backends run one; a module runs on "
+                               "--backend=reference)");
     if (commKind != "auto" && commKind != "nccl" && commKind != "staged")
       return fail("--comm must be auto, nccl or staged, not '" + commKind +
                   "'");
