@@ -124,7 +124,7 @@ cl::opt<std::string>
 cl::opt<int64_t> saveEvery("save-every", cl::init(0), cl::cat(category),
                            cl::value_desc("S"),
                            cl::desc("Also save after every step divisible "
-                                    "by S (cpu and cuda backends)"));
+                                    "by S >= 1 (cpu and cuda backends)"));
 cl::opt<std::string> logPath("log-json", cl::cat(category),
                              cl::value_desc("file"),
                              cl::desc("Write one JSON line per step: "
@@ -485,7 +485,8 @@ int main(int argc, char **argv) {
                               "Run training steps of a Loom module\n");
   if (steps < 1)
     return fail("--steps must be at least 1");
-  if (numRanks < 0)
+  // An explicit 0 is a mistake, not "no --np": only absence means that.
+  if (numRanks.getNumOccurrences() && numRanks < 1)
     return fail("--np must be positive");
   if (!std::isfinite(timeoutSeconds) || timeoutSeconds < 0)
     return fail("--timeout must be a number of seconds >= 0 (0: never)");
@@ -516,7 +517,7 @@ int main(int argc, char **argv) {
     if (initPath.empty() == resumePath.empty())
       return fail("give either --init (parameters to start from) or --resume "
                   "(a checkpoint directory to continue)");
-    if (saveEvery < 0 || (saveEvery > 0 && savePath.empty()))
+    if (saveEvery.getNumOccurrences() && (saveEvery < 1 || savePath.empty()))
       return fail("--save-every needs a positive step count and --save");
     loom::run::CompiledOptions options{modulePath,
                                        dataPath,
@@ -531,14 +532,14 @@ int main(int argc, char **argv) {
                                        backend == Backend::CUDA ? "cuda"
                                                                 : "cpu",
                                        {cudaDevice, commKind, timeoutSeconds}};
-    if (numRanks > 0) {
+    if (numRanks.getNumOccurrences()) {
       if (Error error = loom::run::checkBeforeLaunch(options, numRanks))
         return fail(toString(std::move(error)));
       return loom::run::launchUnderMpirun(numRanks, argc, argv);
     }
     return loom::run::runCompiled(options);
   }
-  if (numRanks > 0)
+  if (numRanks.getNumOccurrences())
     return fail(
         "--np runs the compiled backends; the reference backend runs in "
         "one process");
@@ -546,7 +547,7 @@ int main(int argc, char **argv) {
       timeoutSeconds.getNumOccurrences())
     return fail("--comm, --device and --timeout apply to the compiled "
                 "backends, not the reference interpreter");
-  if (!resumePath.empty() || saveEvery != 0)
+  if (!resumePath.empty() || saveEvery.getNumOccurrences())
     return fail("--resume and --save-every need a compiled backend (a "
                 "loom-compile artifact)");
   if (initPath.empty())
