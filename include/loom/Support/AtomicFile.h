@@ -39,7 +39,8 @@ llvm::Error checkOutputFile(llvm::StringRef path);
 /// `target` and returns its path: in `target`'s directory, whether
 /// `target` is absolute or relative (llvm::sys::fs::createUniqueDirectory
 /// alone would put a relative one in the system's temporary directory,
-/// from where no rename reaches `target`). Errors start with `target`.
+/// from where no rename reaches `target`), with the mode the umask leaves
+/// of 0777, like any directory a tool creates. Errors start with `target`.
 llvm::Expected<std::string> createTempDirectoryBeside(llvm::StringRef target);
 
 /// Puts the directory `tempDir` (a sibling of `target`) at `target`: with
