@@ -157,6 +157,10 @@ Error loadInit(RankSession &session, StringRef path) {
 
 } // namespace
 
+std::string countOf(int64_t count, StringRef noun) {
+  return formatv("{0} {1}{2}", count, noun, count == 1 ? "" : "s").str();
+}
+
 json::Value jsonNumber(double value) {
   if (!std::isfinite(value))
     return nullptr;
@@ -281,11 +285,11 @@ int runCompiled(const CompiledOptions &options) {
     return abortJob(failRank(rank, toString(ids.takeError())));
 
   if (rank == 0) {
-    outs() << formatv("loom-run: {0}, batch {1} x {2} tokens, workspace {3} "
-                      "KiB and state {4} KiB per rank, {5} steps\n",
-                      session.describe(), rows, seqLen,
-                      session.workspaceBytes() / 1024,
-                      session.stateBytes() / 1024, options.steps);
+    outs() << formatv(
+        "loom-run: {0}, batch {1} x {2} tokens, workspace {3} "
+        "KiB and state {4} KiB per rank, {5}\n",
+        session.describe(), rows, seqLen, session.workspaceBytes() / 1024,
+        session.stateBytes() / 1024, countOf(options.steps, "step"));
     if (!options.resumePath.empty())
       outs() << formatv("loom-run: resuming {0} after step {1}\n",
                         options.resumePath, stepsDone);

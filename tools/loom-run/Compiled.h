@@ -32,6 +32,9 @@ struct CompiledOptions {
 /// first step whose loss is not finite, unless told to train on.
 std::string nonFiniteLossMessage(int64_t step, double loss);
 
+/// "1 step", "3 steps": the count and its noun, plural unless 1.
+std::string countOf(int64_t count, llvm::StringRef noun);
+
 /// `value` as a --log-json number: null when it is NaN or infinite, which
 /// JSON cannot write (llvm::json would print a bare `nan`, and readers
 /// refuse the line).

@@ -109,7 +109,7 @@ cl::opt<std::string>
                cl::desc("Continue from a checkpoint directory instead of "
                         "--init: its state and step count; --steps more "
                         "steps follow (cpu and cuda backends)"));
-cl::opt<std::string> dataPath("data", cl::Required, cl::cat(category),
+cl::opt<std::string> dataPath("data", cl::cat(category),
                               cl::value_desc("file.tokens"),
                               cl::desc("Training tokens (see "
                                        "docs/token-file.md)"));
@@ -408,13 +408,15 @@ int runPipelined(mlir::ModuleOp module) {
   }
   if (batch == 0)
     return fail(modulePath + ": no stage reads the tokens or labels");
-  outs() << formatv("loom-run: reference backend, pipelined: {0} ranks x {1} "
-                    "device{9}, {2} with {3} micro-batches, {4} parameter "
-                    "tensors ({5} values), batch {6} x {7} tokens, {8} steps\n",
-                    schedule->numRanks, devices,
+  outs() << formatv("loom-run: reference backend, pipelined: {0} ranks x {1}, "
+                    "{2} with {3} micro-batches, {4} ({5} values), batch {6} "
+                    "x {7} tokens, {8}\n",
+                    schedule->numRanks, loom::run::countOf(devices, "device"),
                     loom::sched::stringifyScheduleKind(schedule->kind),
-                    schedule->numMicroBatches, params.size(), numElements,
-                    batch, seqLen, steps.getValue(), devices == 1 ? "" : "s");
+                    schedule->numMicroBatches,
+                    loom::run::countOf(params.size(), "parameter tensor"),
+                    numElements, batch, seqLen,
+                    loom::run::countOf(steps, "step"));
 
   StepLog log;
   for (int64_t step = 1; step <= steps; ++step) {
@@ -483,6 +485,10 @@ int main(int argc, char **argv) {
   cl::HideUnrelatedOptions(category);
   cl::ParseCommandLineOptions(argc, argv,
                               "Run training steps of a Loom module\n");
+  // Checked here rather than by cl::Required, so that every missing input
+  // is worded alike ("--init is required").
+  if (dataPath.empty())
+    return fail("--data is required");
   if (steps < 1)
     return fail("--steps must be at least 1");
   // An explicit 0 is a mistake, not "no --np": only absence means that.
@@ -585,15 +591,20 @@ int main(int argc, char **argv) {
   // that run it, which the module state alone cannot.
   auto fn = module->lookupSymbol<mlir::func::FuncOp>("train_step");
   if (std::string grid = fn ? partitionedGrid(*module, fn) : std::string();
-      !grid.empty())
+      !grid.empty()) {
+    int64_t devices = gridDevices(*module);
+    std::string shape =
+        grid.find('x') == std::string::npos
+            ? "a grid of " + loom::run::countOf(devices, "device")
+            : formatv("a {0} grid of {1} devices", grid, devices).str();
     return fail(formatv(
-        "{0}: @train_step is partitioned for a grid of {2} devices ({1}; "
-        "--loom-partition ran), one device's share of the step, and the "
-        "reference backend runs the whole step; compile it (loom-compile -o "
-        "model.loom) and run it on {2} MPI ranks (loom-run model.loom --np "
-        "{2}), or give the reference backend the step from before "
-        "--loom-auto-shard",
-        modulePath, grid, gridDevices(*module)));
+        "{0}: @train_step is --loom-partition's program for one device of "
+        "{1}, and the reference backend runs the whole step; compile it "
+        "(loom-compile -o model.loom) and run it on {2} MPI ranks (loom-run "
+        "model.loom --np {2}), or give the reference backend the step from "
+        "before --loom-auto-shard",
+        modulePath, shape, devices));
+  }
   if (Error error = loom::checkExecutable(
           *module, {loom::ModuleState::Whole, loom::ModuleState::Split},
           "loom-run --backend=reference"))
@@ -627,10 +638,13 @@ int main(int argc, char **argv) {
   int64_t numElements = 0;
   for (const loom::TrainedParam &param : layout->params)
     numElements += llvm::product_of(param.shape);
-  outs() << formatv("loom-run: reference backend, {0} parameter tensors ({1} "
-                    "values), micro-batch {2} x {3} tokens, {4} steps\n",
-                    layout->params.size(), numElements, layout->microBatch,
-                    layout->seqLen, steps.getValue());
+  // The step's whole batch, as the pipelined and compiled headers say it.
+  outs() << formatv(
+      "loom-run: reference backend, {0} ({1} values), batch "
+      "{2} x {3} tokens, {4}\n",
+      loom::run::countOf(layout->params.size(), "parameter tensor"),
+      numElements, layout->microBatch, layout->seqLen,
+      loom::run::countOf(steps, "step"));
 
   std::vector<Tensor> state = initialState(fn, *layout, *bound);
   StepLog log;
