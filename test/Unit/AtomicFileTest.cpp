@@ -1,9 +1,9 @@
-//===- AtomicFileTest.cpp - Temporary directories beside their target -----===//
+//===- AtomicFileTest.cpp - Output paths and temporary directories --------===//
 //
 // Artifacts and checkpoints are assembled in a directory created beside
 // their target and renamed into place: that directory takes its mode from
 // the umask like every other file a tool writes (0755 under umask 022, not
-// 0750 whatever the umask).
+// 0750 whatever the umask); output paths are probed before the work.
 //
 //===----------------------------------------------------------------------===//
 
@@ -51,6 +51,25 @@ TEST(AtomicFileTest, TempDirectoriesBesideOneTargetAreDistinct) {
   ASSERT_TRUE(bool(a) && bool(b));
   EXPECT_NE(*a, *b);
   EXPECT_EQ(dir.entries().size(), 2u);
+}
+
+// An output path is checked before the work whose result it holds: a file
+// that can be created beside it passes and is removed again; a directory,
+// or a directory that does not exist, fails naming the path.
+TEST(AtomicFileTest, CheckOutputFileProbesAndLeavesNothing) {
+  loom::unittest::TempDir dir;
+  EXPECT_FALSE(bool(loom::checkOutputFile(dir.file("out.json"))));
+  EXPECT_TRUE(dir.isEmpty());
+  EXPECT_FALSE(bool(loom::checkOutputFile("/dev/null")));
+  llvm::Error isDir = loom::checkOutputFile(dir.file(""));
+  ASSERT_TRUE(bool(isDir));
+  EXPECT_NE(llvm::toString(std::move(isDir)).find("is a directory"),
+            std::string::npos);
+  llvm::Error missing = loom::checkOutputFile(dir.file("missing/out.json"));
+  ASSERT_TRUE(bool(missing));
+  EXPECT_NE(llvm::toString(std::move(missing)).find("missing/out.json: "),
+            std::string::npos);
+  EXPECT_TRUE(dir.isEmpty());
 }
 
 } // namespace
