@@ -340,6 +340,27 @@ Expected<Checkpoint> parseSafetensors(StringRef contents, StringRef fileName) {
   return checkpoint;
 }
 
+bool hasSafetensorsHeader(StringRef path) {
+  uint64_t fileSize = 0;
+  if (sys::fs::file_size(path, fileSize) || fileSize < 8)
+    return false;
+  auto size = MemoryBuffer::getFileSlice(path, 8, 0);
+  if (!size)
+    return false;
+  uint64_t headerSize = support::endian::read64le((*size)->getBufferStart());
+  if (headerSize > fileSize - 8 || headerSize > kMaxJsonFileBytes)
+    return false;
+  auto header = MemoryBuffer::getFileSlice(path, headerSize, 8);
+  if (!header)
+    return false;
+  Expected<json::Value> root = parseJson((*header)->getBuffer());
+  if (!root) {
+    consumeError(root.takeError());
+    return false;
+  }
+  return root->getAsObject() != nullptr;
+}
+
 Expected<Checkpoint> readSafetensors(StringRef path) {
   Expected<std::unique_ptr<MemoryBuffer>> buffer =
       readInputFile(path, kMaxCheckpointFileBytes);

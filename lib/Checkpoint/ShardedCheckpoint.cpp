@@ -402,8 +402,10 @@ writeCheckpointShards(StringRef dir, int64_t rank, int64_t worldSize,
   return digestShardFile((*written)->getBuffer());
 }
 
-Error checkCheckpointTarget(StringRef path) {
-  StringRef dir = withoutTrailingSlash(path);
+namespace {
+/// checkCheckpointTarget without the probe: the parent exists, and `dir`
+/// is absent, empty or a checkpoint.
+Error checkReplaceable(StringRef dir) {
   StringRef parent = sys::path::parent_path(dir);
   if (parent.empty())
     parent = ".";
@@ -425,6 +427,20 @@ Error checkCheckpointTarget(StringRef path) {
                           "index.json); not replacing it");
   return Error::success();
 }
+} // namespace
+
+Error checkCheckpointTarget(StringRef path) {
+  StringRef dir = withoutTrailingSlash(path);
+  if (Error error = checkReplaceable(dir))
+    return error;
+  // A save assembles the checkpoint in a directory beside `dir`: make one
+  // now, so that a read-only parent fails before training, not after.
+  Expected<std::string> probe = createTempDirectoryBeside(dir);
+  if (!probe)
+    return probe.takeError();
+  (void)sys::fs::remove(*probe);
+  return Error::success();
+}
 
 Expected<std::string> createCheckpointTempDir(StringRef path) {
   return createTempDirectoryBeside(withoutTrailingSlash(path));
@@ -438,7 +454,7 @@ Error commitCheckpoint(StringRef tempDir, StringRef path,
           [&](raw_ostream &os) { os << printCheckpointIndex(index); }))
     return error;
   // Checked again: the directory may have changed since the job started.
-  if (Error error = checkCheckpointTarget(dir))
+  if (Error error = checkReplaceable(dir))
     return error;
   return replaceDirectory(tempDir, dir);
 }
@@ -447,6 +463,9 @@ Expected<ShardedCheckpointReader> ShardedCheckpointReader::open(StringRef dir) {
   ShardedCheckpointReader reader;
   reader.dir = withoutTrailingSlash(dir).str();
   std::string path = reader.indexPath();
+  if (sys::fs::exists(reader.dir) && !sys::fs::is_directory(reader.dir))
+    return fileError(reader.dir, "is not a directory; a checkpoint is a "
+                                 "directory (loom-run --save DIR)");
   if (!sys::fs::is_directory(reader.dir))
     return fileError(reader.dir, "no such checkpoint directory");
   Expected<std::unique_ptr<MemoryBuffer>> buffer =

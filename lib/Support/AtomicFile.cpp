@@ -59,12 +59,42 @@ Error writeFileAtomically(StringRef path,
   return Error::success();
 }
 
+Error checkOutputFile(StringRef path) {
+  if (isStreamOutput(path))
+    return Error::success();
+  if (sys::fs::is_directory(path))
+    return pathError(path, "is a directory");
+  // The rename needs a new file in the same directory: create one now, so
+  // that a missing or read-only directory fails before any work, not after.
+  Expected<sys::fs::TempFile> probe =
+      sys::fs::TempFile::create(path + ".tmp-%%%%%%");
+  if (!probe)
+    return pathError(path, "cannot create a file in its directory: " +
+                               toString(probe.takeError()));
+  if (Error error = probe->discard())
+    return pathError(path, toString(std::move(error)));
+  return Error::success();
+}
+
 Expected<std::string> createTempDirectoryBeside(StringRef target) {
   SmallString<256> model(target);
   model += ".tmp";
   sys::fs::make_absolute(model);
+  // Not llvm::sys::fs::createUniqueDirectory: it creates mode 0770, so an
+  // artifact or checkpoint renamed from here would be drwxr-x--- under any
+  // umask, while the files in it honour the umask. 0777 lets mkdir apply
+  // the umask as it does for every other directory.
+  model += "-%%%%%%";
   SmallString<256> temp;
-  if (std::error_code error = sys::fs::createUniqueDirectory(model, temp))
+  std::error_code error;
+  for (int attempt = 0; attempt < 128; ++attempt) {
+    sys::fs::createUniquePath(model, temp, /*MakeAbsolute=*/false);
+    error = sys::fs::create_directory(temp, /*IgnoreExisting=*/false,
+                                      sys::fs::all_all);
+    if (error != std::errc::file_exists)
+      break;
+  }
+  if (error)
     return pathError(target,
                      "cannot create a temporary directory: " + error.message());
   return temp.str().str();

@@ -3,8 +3,10 @@
 #include "loom/Training/TrainStep.h"
 
 #include "dialects/Loom/LoomDialect.h"
+#include "dialects/Loom/LoomOps.h"
 
 #include "mlir/IR/BuiltinTypes.h"
+#include "llvm/ADT/SetVector.h"
 #include "llvm/ADT/StringExtras.h"
 
 using namespace llvm;
@@ -115,6 +117,37 @@ bindParameters(ArrayRef<TrainedParam> params, const Checkpoint &ckpt,
     bound.push_back(tensor);
   }
   return bound;
+}
+
+SmallVector<Value> embeddingTablesOf(Value ids) {
+  SmallVector<Value> tables;
+  llvm::SetVector<Value> seen;
+  SmallVector<Value> work = {ids};
+  auto visit = [&](Value value) {
+    if (seen.insert(value))
+      work.push_back(value);
+  };
+  while (!work.empty()) {
+    Value value = work.pop_back_val();
+    for (OpOperand &use : value.getUses()) {
+      Operation *user = use.getOwner();
+      if (auto embedding = dyn_cast<EmbeddingOp>(user)) {
+        if (use.get() == embedding.getIds())
+          tables.push_back(embedding.getTable());
+      } else if (auto call = dyn_cast<func::CallOp>(user)) {
+        auto callee = SymbolTable::lookupNearestSymbolFrom<func::FuncOp>(
+            call, call.getCalleeAttr());
+        if (callee && !callee.isExternal() &&
+            use.getOperandNumber() < callee.getNumArguments())
+          visit(callee.getArgument(use.getOperandNumber()));
+      } else if (isa<ReshapeOp, TransposeOp>(user) ||
+                 user->getName().getDialectNamespace() == "shard") {
+        for (Value result : user->getResults())
+          visit(result);
+      }
+    }
+  }
+  return tables;
 }
 
 } // namespace loom

@@ -93,6 +93,25 @@ TEST(SafetensorsTest, RoundTripKeepsOrderShapesValuesAndMetadata) {
   EXPECT_EQ(dir.entries(), std::vector<std::string>{"model.safetensors"});
 }
 
+// A tool replacing its earlier output tells it from another file by the
+// header alone: text, a header size past the end, a header that is not a
+// JSON object.
+TEST(SafetensorsTest, HeaderSniffTellsCheckpointsFromOtherFiles) {
+  TempDir dir;
+  CheckpointTensor tensor{"x", {2}, {1.0f, 2.0f}};
+  ASSERT_FALSE(bool(writeSafetensors(dir.file("a.safetensors"), {tensor})));
+  EXPECT_TRUE(hasSafetensorsHeader(dir.file("a.safetensors")));
+  writeFile(dir.file("text"), "hello\n");
+  EXPECT_FALSE(hasSafetensorsHeader(dir.file("text")));
+  writeFile(dir.file("long"), littleEndian(100, 8) + "{}");
+  EXPECT_FALSE(hasSafetensorsHeader(dir.file("long")));
+  writeFile(dir.file("array"), littleEndian(2, 8) + "[]");
+  EXPECT_FALSE(hasSafetensorsHeader(dir.file("array")));
+  writeFile(dir.file("empty"), littleEndian(2, 8) + "{}");
+  EXPECT_TRUE(hasSafetensorsHeader(dir.file("empty")));
+  EXPECT_FALSE(hasSafetensorsHeader(dir.file("missing")));
+}
+
 TEST(SafetensorsTest, WriterOutputIsByteExact) {
   TempDir dir("loom-checkpoint-test");
   std::string path = dir.file("exact.safetensors");

@@ -12,7 +12,10 @@
 // every batch, and runs the steps; rank 0 prints one line per step. A watchdog
 // thread on each rank ends the whole job (MPI_Abort) when a step makes no
 // progress for --timeout seconds, naming the rank and what it was running; a
-// rank that dies is reported by mpirun, which ends the others.
+// rank that dies is reported by mpirun, which ends the others. Under --np,
+// what can be checked before the job starts is checked in the launching
+// process (checkBeforeLaunch), where an error is one line and not every
+// rank's under OpenMPI's abort banner.
 //
 //===----------------------------------------------------------------------===//
 
@@ -154,6 +157,61 @@ Error loadInit(RankSession &session, StringRef path) {
 
 } // namespace
 
+std::string countOf(int64_t count, StringRef noun) {
+  return formatv("{0} {1}{2}", count, noun, count == 1 ? "" : "s").str();
+}
+
+json::Value jsonNumber(double value) {
+  if (!std::isfinite(value))
+    return nullptr;
+  return value;
+}
+
+Error checkOutputs(const CompiledOptions &options) {
+  if (!options.savePath.empty())
+    if (Error err = checkCheckpointTarget(options.savePath))
+      return err;
+  if (!options.logPath.empty())
+    return checkOutputFile(options.logPath);
+  return Error::success();
+}
+
+Error checkBeforeLaunch(const CompiledOptions &options, int np) {
+  // The artifact whole (plan.json, schedule.json, program.so), as every
+  // rank would load it.
+  char message[1024] = "";
+  loom_artifact *artifact = nullptr;
+  if (loom_artifact_load(options.artifactPath.c_str(), &artifact, message,
+                         sizeof message))
+    return createStringError(message);
+  int32_t ranks = loom_artifact_world_size(artifact);
+  std::string compiledFor = loom_artifact_backend(artifact);
+  loom_artifact_free(artifact);
+  if (compiledFor != options.backend)
+    return createStringError(
+        formatv("{0} was compiled for the {1} backend (plan.json \"backend\"; "
+                "loom-compile --target={1}), but --backend asks for {2}",
+                options.artifactPath, compiledFor, options.backend));
+  if (ranks != np)
+    return createStringError(
+        formatv("{0}: the artifact runs on {1} rank{2}, not --np {3}",
+                options.artifactPath, ranks, ranks == 1 ? "" : "s", np));
+  sys::fs::file_status status;
+  if (!options.initPath.empty())
+    if (std::error_code error = sys::fs::status(options.initPath, status))
+      return createStringError(options.initPath + ": " + error.message());
+  if (!options.resumePath.empty()) {
+    Expected<ShardedCheckpointReader> reader =
+        ShardedCheckpointReader::open(options.resumePath);
+    if (!reader)
+      return reader.takeError();
+  }
+  Expected<std::vector<uint32_t>> ids = readTokenFile(options.dataPath);
+  if (!ids)
+    return ids.takeError();
+  return checkOutputs(options);
+}
+
 int launchUnderMpirun(int np, int argc, char **argv) {
   auto mpirun = sys::findProgramByName("mpirun");
   if (!mpirun)
@@ -218,20 +276,20 @@ int runCompiled(const CompiledOptions &options) {
   } else if (Error err = loadInit(session, options.initPath)) {
     return abortJob(failRank(rank, toString(std::move(err))));
   }
-  // Refuse a directory the save would not replace before training for it.
-  if (rank == 0 && !options.savePath.empty())
-    if (Error err = checkCheckpointTarget(options.savePath))
+  // Outputs that cannot be written fail now, not after the training.
+  if (rank == 0)
+    if (Error err = checkOutputs(options))
       return abortJob(failRank(rank, toString(std::move(err))));
   Expected<std::vector<uint32_t>> ids = readTokenFile(options.dataPath);
   if (!ids)
     return abortJob(failRank(rank, toString(ids.takeError())));
 
   if (rank == 0) {
-    outs() << formatv("loom-run: {0}, batch {1} x {2} tokens, workspace {3} "
-                      "KiB and state {4} KiB per rank, {5} steps\n",
-                      session.describe(), rows, seqLen,
-                      session.workspaceBytes() / 1024,
-                      session.stateBytes() / 1024, options.steps);
+    outs() << formatv(
+        "loom-run: {0}, batch {1} x {2} tokens, workspace {3} "
+        "KiB and state {4} KiB per rank, {5}\n",
+        session.describe(), rows, seqLen, session.workspaceBytes() / 1024,
+        session.stateBytes() / 1024, countOf(options.steps, "step"));
     if (!options.resumePath.empty())
       outs() << formatv("loom-run: resuming {0} after step {1}\n",
                         options.resumePath, stepsDone);
@@ -274,8 +332,11 @@ int runCompiled(const CompiledOptions &options) {
     auto start = Clock::now();
     watchdog.mark(true);
     double loss = 0.0;
-    if (std::string error = session.step(step, loss); !error.empty())
-      return abortJob(failRank(rank, error));
+    // The runtime's message names the rank and the step already.
+    if (std::string error = session.step(step, loss); !error.empty()) {
+      printError(error);
+      return abortJob(1);
+    }
     watchdog.mark(false);
     // Every rank holds the step's loss (the pipeline sends it to all).
     if (!std::isfinite(loss) && !options.allowNonFiniteLoss) {
@@ -291,10 +352,11 @@ int runCompiled(const CompiledOptions &options) {
                         "{3,8:f1} ms\n",
                         step, loss, tokensPerSecond, seconds * 1e3);
       outs().flush();
-      log << json::Value(json::Object{{"step", step},
-                                      {"loss", loss},
-                                      {"tokens_per_second", tokensPerSecond},
-                                      {"step_ms", seconds * 1e3}})
+      log << json::Value(json::Object{
+                 {"step", step},
+                 {"loss", jsonNumber(loss)},
+                 {"tokens_per_second", jsonNumber(tokensPerSecond)},
+                 {"step_ms", seconds * 1e3}})
           << "\n";
     }
     if (options.saveEvery > 0 && step % options.saveEvery == 0) {

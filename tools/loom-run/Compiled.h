@@ -5,6 +5,9 @@
 
 #include "RankSession.h"
 
+#include "llvm/Support/Error.h"
+#include "llvm/Support/JSON.h"
+
 #include <cstdint>
 #include <string>
 
@@ -29,9 +32,28 @@ struct CompiledOptions {
 /// first step whose loss is not finite, unless told to train on.
 std::string nonFiniteLossMessage(int64_t step, double loss);
 
+/// "1 step", "3 steps": the count and its noun, plural unless 1.
+std::string countOf(int64_t count, llvm::StringRef noun);
+
+/// `value` as a --log-json number: null when it is NaN or infinite, which
+/// JSON cannot write (llvm::json would print a bare `nan`, and readers
+/// refuse the line).
+llvm::json::Value jsonNumber(double value);
+
+/// Checks that the --save checkpoint directory and the --log-json file can
+/// be written, before the steps whose results they hold.
+llvm::Error checkOutputs(const CompiledOptions &options);
+
 /// Trains `options.artifactPath` on this MPI rank (MPI_Init included);
 /// returns the process's exit status.
 int runCompiled(const CompiledOptions &options);
+
+/// What `loom-run --np np` checks before starting mpirun, so that an error
+/// the ranks would each report inside the job (under OpenMPI's abort
+/// banner) is one line: the artifact loads and runs on `np` ranks, the
+/// --init file exists, the --resume checkpoint's index reads, the token
+/// file reads, and the outputs can be written (checkOutputs).
+llvm::Error checkBeforeLaunch(const CompiledOptions &options, int np);
 
 /// Runs this program again under `mpirun -np np`, without --np.
 int launchUnderMpirun(int np, int argc, char **argv);

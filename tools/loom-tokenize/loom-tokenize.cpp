@@ -13,6 +13,7 @@
 
 #include "loom/Data/ByteTokenizer.h"
 #include "loom/Data/TokenFile.h"
+#include "loom/Support/AtomicFile.h"
 #include "loom/Support/InputFile.h"
 
 #include "llvm/Support/CommandLine.h"
@@ -81,11 +82,14 @@ int decodeFile() {
   if (Error error = loom::checkTokenIds(*ids, loom::kByteVocabSize))
     return fail(inputPath + ": " + toString(std::move(error)));
   std::string text = loom::decodeBytes(*ids);
-  StringRef output = outputPath.empty() ? StringRef("-") : outputPath;
-  if (Error error = writeToOutput(output, [&](raw_ostream &os) {
-        os << text;
-        return Error::success();
-      }))
+  if (outputPath.empty() || outputPath == "-") {
+    outs() << text;
+    return 0;
+  }
+  // Loom's writer, as every other output of the tools: its errors name the
+  // path as they do, unquoted.
+  if (Error error = loom::writeFileAtomically(
+          outputPath, [&](raw_ostream &os) { os << text; }))
     return fail(toString(std::move(error)));
   return 0;
 }

@@ -74,6 +74,12 @@ llvm::Expected<Checkpoint> readSafetensors(llvm::StringRef path);
 llvm::Expected<Checkpoint> parseSafetensors(llvm::StringRef contents,
                                             llvm::StringRef fileName);
 
+/// True when `path` begins as a safetensors file does: an 8-byte header
+/// size within the file, then that many bytes of a JSON object. Reads the
+/// header only, so that a tool may tell an earlier checkpoint it replaces
+/// from some other file it must not overwrite.
+bool hasSafetensorsHeader(llvm::StringRef path);
+
 /// Writes F32 tensors, or F64 ones (`doubles`) for dtype "F64" (both
 /// HF-loadable), metadata included; writes a temporary
 /// file then renames it, so a failure never leaves a half-written file.

@@ -121,8 +121,10 @@ writeCheckpointShards(llvm::StringRef dir, int64_t rank, int64_t worldSize,
                       int64_t steps, llvm::ArrayRef<CheckpointTensor> tensors,
                       llvm::ArrayRef<llvm::SmallVector<int64_t>> offsets);
 
-/// Checks that `dir` can become a checkpoint: its parent is a directory,
-/// and `dir` is absent, empty, or a checkpoint (which saving replaces).
+/// Checks that `dir` can become a checkpoint: its parent is a directory
+/// where a directory can be created (one is, and removed), and `dir` is
+/// absent, empty, or a checkpoint (which saving replaces). A job calls it
+/// before its first step, so that the training is not lost to a bad path.
 llvm::Error checkCheckpointTarget(llvm::StringRef dir);
 
 /// Creates an empty temporary directory next to `dir` to assemble it in.

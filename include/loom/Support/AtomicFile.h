@@ -29,11 +29,18 @@ llvm::Error
 writeFileAtomically(llvm::StringRef path,
                     llvm::function_ref<void(llvm::raw_ostream &)> write);
 
+/// Checks, before the work whose result it will hold, that `path` can be
+/// written as writeFileAtomically writes it: it is not a directory, and a
+/// file can be created beside it (one is, and removed). A stream output
+/// passes. Errors start with `path`; nothing is left behind.
+llvm::Error checkOutputFile(llvm::StringRef path);
+
 /// Creates an empty directory named `target` + ".tmp-XXXXXX" beside
 /// `target` and returns its path: in `target`'s directory, whether
 /// `target` is absolute or relative (llvm::sys::fs::createUniqueDirectory
 /// alone would put a relative one in the system's temporary directory,
-/// from where no rename reaches `target`). Errors start with `target`.
+/// from where no rename reaches `target`), with the mode the umask leaves
+/// of 0777, like any directory a tool creates. Errors start with `target`.
 llvm::Expected<std::string> createTempDirectoryBeside(llvm::StringRef target);
 
 /// Puts the directory `tempDir` (a sibling of `target`) at `target`: with

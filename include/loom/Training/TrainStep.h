@@ -47,6 +47,15 @@ struct TrainStepLayout {
 /// Reads the layout of `fn`; errors name what is missing or out of place.
 llvm::Expected<TrainStepLayout> analyzeTrainStep(mlir::func::FuncOp fn);
 
+/// The tables of the `loom.embedding` ops that look up the token ids `ids`
+/// (the step's tokens argument): through func.call into the callee (a step
+/// calls @forward_backward), reshapes and transposes, and ops of the
+/// `shard` dialect, which move ids without changing them. A table's first
+/// dimension is the vocabulary every id must stay below; the caller checks
+/// the token file against it before training. Empty when no embedding reads
+/// `ids`.
+llvm::SmallVector<mlir::Value> embeddingTablesOf(mlir::Value ids);
+
 /// The tensor of `ckpt` holding parameter `name`: the name itself or, for
 /// GPT-2 files saved from `GPT2Model`, the name without `transformer.`.
 const CheckpointTensor *findParameter(const Checkpoint &ckpt,
