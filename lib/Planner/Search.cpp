@@ -377,11 +377,6 @@ llvm::Expected<SearchResult> searchPlans(PlanEvaluator &evaluator,
   }
   if (options.progress)
     options.progress(result.numEstimated, result.numEstimated);
-  if (fitting.empty() && !result.closestRejected)
-    return llvm::createStringError(llvm::formatv(
-        "the search estimated none of the {0} plans within its {1} s time "
-        "limit; pin some of the degrees or give it more time",
-        result.numPlans, options.timeLimitSeconds));
   // The best screened plans, ranked again by their simulated pipelines.
   rank(fitting, std::max(options.simulated, options.topK));
   for (RankedPlan &ranked : fitting) {

@@ -19,7 +19,9 @@
 
 #include <gtest/gtest.h>
 
+#include <chrono>
 #include <set>
+#include <thread>
 #include <tuple>
 
 using namespace loom;
@@ -112,6 +114,48 @@ TEST(PlanSearchTest, BestPlanBeatsEveryPlanEstimatedAlone) {
   // One costing of the model per (tensor degree, micro-batch).
   EXPECT_EQ(result->numCostedModels, int64_t(pairs.size()));
   EXPECT_EQ(fresh.numCostedModels(), pairs.size());
+}
+
+TEST(PlanSearchTest, AnEarlyStopSaysHowFarItGot) {
+  // GPT-3 175B fits no plan on one DGX A100. The progress callback (called
+  // every 256 plans, before the clock is read) stalls the search past its
+  // limit at plan 256: it stops there, with every plan it estimated
+  // rejected, and must say that it stopped, not that all plans failed.
+  mlir::MLIRContext context;
+  context.loadDialect<LoomDialect, mlir::func::FuncDialect,
+                      mlir::arith::ArithDialect>();
+  ModelConfig config = loadConfig("gpt3-175b.json");
+  cost::ClusterSpec cluster = loadCluster("a100-80g");
+  TrainingSetup setup;
+  setup.globalBatch = 64;
+  PlanEvaluator evaluator(context, config, cluster, setup,
+                          buildForwardBackward);
+  SearchOptions options;
+  options.timeLimitSeconds = 1;
+  options.progress = [&](int64_t done, int64_t) {
+    if (done == 256)
+      std::this_thread::sleep_for(std::chrono::milliseconds(1100));
+  };
+  auto result = searchPlans(evaluator, config, cluster, setup, options);
+  ASSERT_TRUE(bool(result)) << llvm::toString(result.takeError());
+  EXPECT_TRUE(result->best.empty());
+  EXPECT_TRUE(result->stoppedEarly());
+  EXPECT_EQ(result->numEstimated, 256);
+  EXPECT_GT(result->numPlans, 256);
+  EXPECT_EQ(result->numRejectedForMemory, 256);
+  EXPECT_TRUE(result->closestRejected.has_value());
+
+  // Stopped before the first plan: an empty result, not an error.
+  options.timeLimitSeconds = 0.05;
+  options.progress = [&](int64_t done, int64_t) {
+    if (done == 0)
+      std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  };
+  result = searchPlans(evaluator, config, cluster, setup, options);
+  ASSERT_TRUE(bool(result)) << llvm::toString(result.takeError());
+  EXPECT_EQ(result->numEstimated, 0);
+  EXPECT_TRUE(result->best.empty());
+  EXPECT_FALSE(result->closestRejected.has_value());
 }
 
 TEST(PlanSearchTest, WhyLostNamesTheComponentThatGrew) {

@@ -619,6 +619,22 @@ int search(mlir::MLIRContext &context, const ModelConfig &config,
   double seconds =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - start)
           .count();
+  if (result->best.empty() && result->stoppedEarly()) {
+    // The plans not estimated may well fit: say how far the search got.
+    std::string closest;
+    if (const auto &rejected = result->closestRejected)
+      closest = formatv(", none of which fits in memory (the closest needs "
+                        "{0} > {1} per device: {2})",
+                        formatGiB(rejected->estimate.memory.peak()),
+                        formatGiB(rejected->estimate.deviceMemory),
+                        describePlan(rejected->plan, rejected->estimate))
+                    .str();
+    return fail(formatv("the search stopped after {0} s (--search-seconds) "
+                        "with {1} of the {2} plans estimated{3}; give it more "
+                        "time or pin some of the degrees",
+                        shortNumber(searchSeconds), result->numEstimated,
+                        result->numPlans, closest));
+  }
   if (result->best.empty()) {
     const plan::RankedPlan &closest = *result->closestRejected;
     return fail(formatv("no plan fits in memory: all {0} plans were rejected; "

@@ -85,7 +85,10 @@ std::vector<ParallelPlan> enumeratePlans(const ModelConfig &config,
 
 /// The search; an error when no plan can run at all (the reason), or the
 /// model cannot be costed. No plan fitting is not an error: `best` is empty
-/// and `closestRejected` says what the tightest plan needs.
+/// and `closestRejected` says what the tightest plan needs (empty too when
+/// the time limit passed before any plan was estimated). When the search
+/// stopped early (stoppedEarly()), only the plans it estimated were ranked
+/// or rejected: an empty `best` then says nothing of the others.
 llvm::Expected<SearchResult> searchPlans(PlanEvaluator &evaluator,
                                          const ModelConfig &config,
                                          const cost::ClusterSpec &cluster,
