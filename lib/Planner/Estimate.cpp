@@ -80,19 +80,10 @@ int64_t pipelineStride(const ParallelPlan &plan) {
 /// The ranks that hold the same parameters and reduce their gradients (and
 /// share ZeRO's shards): the D data-parallel ranks times the CP
 /// context-parallel ones (Megatron-Core's data-parallel group with context
-/// parallelism).
+/// parallelism), placed on the nodes as the rank order lays them out.
 GroupPlacement gradientGroup(const ParallelPlan &plan, int64_t devicesPerNode) {
-  GroupPlacement data =
-      GroupPlacement::strided(plan.dp, dataStride(plan), devicesPerNode);
-  if (plan.cp == 1)
-    return data;
-  GroupPlacement context =
-      GroupPlacement::strided(plan.cp, plan.tp, devicesPerNode);
-  GroupPlacement group{plan.dp * plan.cp, context.perNode * data.perNode};
-  group.perNode = std::clamp<int64_t>(group.perNode, 1, group.size);
-  while (group.size % group.perNode != 0)
-    --group.perNode;
-  return group;
+  return GroupPlacement::of(
+      {{plan.cp, plan.tp}, {plan.dp, dataStride(plan)}}, devicesPerNode);
 }
 
 } // namespace
@@ -119,10 +110,16 @@ MicroBatchComm microBatchComm(const ClusterSpec &cluster,
                               const ParallelPlan &plan, double hiddenBytes,
                               double kvBytes, double tokens) {
   const int64_t t = plan.tp;
+  // Every group placed where the rank order puts it; the slowest of each
+  // kind sets the time (GroupPlacement::of), as all of them step together.
+  // A stage sends to the next, and a context-parallel device to its ring
+  // neighbour: across nodes wherever their groups span nodes.
   auto tpGroup = GroupPlacement::strided(t, 1, cluster.devicesPerNode);
-  auto ppGroup =
-      GroupPlacement::strided(2, pipelineStride(plan), cluster.devicesPerNode);
-  auto cpPair = GroupPlacement::strided(2, t, cluster.devicesPerNode);
+  auto ppGroup = GroupPlacement::strided(plan.pp, pipelineStride(plan),
+                                         cluster.devicesPerNode)
+                     .neighbours();
+  auto cpPair =
+      GroupPlacement::strided(plan.cp, t, cluster.devicesPerNode).neighbours();
   auto coll = [&](Collective kind, double bytes, const GroupPlacement &g) {
     return collectiveCost(kind, bytes, g, cluster).seconds;
   };

@@ -248,8 +248,8 @@ llvm::Expected<SearchResult> searchPlans(PlanEvaluator &evaluator,
   if (plans.empty())
     return llvm::createStringError(llvm::formatv(
         "no plan runs on the {0} devices: no data x tensor x pipeline split "
-        "of them (tensor within a node of {1}, a power of two, dividing the "
-        "{2} heads; at most {3} stages) also divides the global batch {4} "
+        "of them (tensor a power of two up to the {1} devices of a node unless "
+        "pinned, dividing the {2} heads; at most {3} stages) also divides the global batch {4} "
         "into whole micro-batches{5}",
         cluster.numDevices(), cluster.devicesPerNode, config.numHeads,
         config.numLayers, setup.globalBatch,

@@ -118,16 +118,6 @@ TEST(CollectivesTest, AcrossNodesTheHierarchicalAllReduceIsThreePhases) {
             ringCost(Collective::AllReduce, n, 128, inter).seconds);
 }
 
-TEST(CollectivesTest, GroupPlacementFollowsTheStride) {
-  GroupPlacement tensor = GroupPlacement::strided(8, 1, 8);
-  EXPECT_EQ(tensor.perNode, 8);
-  GroupPlacement data = GroupPlacement::strided(16, 8, 8);
-  EXPECT_EQ(data.perNode, 1);
-  EXPECT_EQ(data.numNodes(), 16);
-  GroupPlacement mixed = GroupPlacement::strided(8, 2, 8);
-  EXPECT_EQ(mixed.perNode, 4);
-}
-
 TEST(CollectivesTest, OnlyTheExposedPartCounts) {
   EXPECT_EQ(exposedTime(3, 5), 0);
   EXPECT_EQ(exposedTime(5, 3), 2);

@@ -2,7 +2,7 @@
 //
 // `loom-plan` without --estimate: enumerates every plan of a model on a
 // cluster — data/context/tensor/pipeline degrees whose product is the
-// device count (tensor degree a power of two within a node, dividing the
+// device count (tensor degree a power of two up to a node, dividing the
 // heads and the MLP; context degree a power of two dividing the sequence)
 // and their order over the nodes, micro-batch size (so the global batch
 // splits into whole micro-batches), pipeline schedule, ZeRO stage, sequence
