@@ -240,8 +240,8 @@ Expected<ClusterSpec> parseClusterSpec(StringRef text, StringRef fileName) {
                        "intra_node", "inter_node"},
                       error);
   spec.name = reader.string("name");
-  spec.nodes = reader.count("nodes", 1 << 16);
-  spec.devicesPerNode = reader.count("devices_per_node", 1 << 10);
+  spec.nodes = reader.count("nodes", kMaxNodes);
+  spec.devicesPerNode = reader.count("devices_per_node", kMaxDevicesPerNode);
   if (const json::Object *device = reader.nested("device"))
     readDevice(reader, *device, spec.device, error);
   if (const json::Object *intra = reader.nested("intra_node")) {
@@ -548,6 +548,11 @@ Expected<ClusterSpec> resolveClusterSpec(StringRef argument) {
                                  "--cluster '" + argument +
                                      "': the node count after ':' must be a "
                                      "positive integer");
+      if (count > kMaxNodes)
+        return createStringError(
+            inconvertibleErrorCode(),
+            "--cluster '" + argument + "': the node count " + Twine(count) +
+                " is more than the " + Twine(kMaxNodes) + " Loom plans for");
       base = head;
       nodes = count;
     }

@@ -388,6 +388,23 @@ TEST(ClusterSpecTest, ResolveErrors) {
   EXPECT_EQ(resolveError("a100-80g:"),
             "--cluster 'a100-80g:': the node count after ':' must be a "
             "positive integer");
+  // The bound of a spec file's "nodes", before the device count could
+  // overflow (2^63 - 1 and 2^61 nodes of 8 devices did).
+  EXPECT_EQ(resolveError("a100-80g:70000"),
+            "--cluster 'a100-80g:70000': the node count 70000 is more than "
+            "the 65536 Loom plans for");
+  EXPECT_EQ(resolveError("a100-80g:9223372036854775807"),
+            "--cluster 'a100-80g:9223372036854775807': the node count "
+            "9223372036854775807 is more than the 65536 Loom plans for");
+  EXPECT_EQ(resolveError("a100-80g:2305843009213693952"),
+            "--cluster 'a100-80g:2305843009213693952': the node count "
+            "2305843009213693952 is more than the 65536 Loom plans for");
+  EXPECT_EQ(resolveError("a100-80g:99999999999999999999"),
+            "--cluster 'a100-80g:99999999999999999999': the node count "
+            "after ':' must be a positive integer");
+  auto largest = resolveClusterSpec("a100-80g:65536");
+  ASSERT_TRUE(bool(largest)) << llvm::toString(largest.takeError());
+  EXPECT_EQ(largest->numDevices(), 65536 * 8);
   EXPECT_EQ(resolveError(":2"),
             "--cluster ':2': expected PRESET[:NODES] or FILE.json[:NODES]");
   EXPECT_EQ(resolveError(""),
