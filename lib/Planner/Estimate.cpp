@@ -447,6 +447,13 @@ std::string checkPlan(const ModelConfig &config, const ClusterSpec &cluster,
   if (plan.pp > config.numLayers)
     return llvm::formatv("P = {0} stages but the model has {1} layers", plan.pp,
                          config.numLayers);
+  // Interleaving takes turns between the stages of several ranks: one rank
+  // running its V stages in order is the plain pipeline of P = 1 with a
+  // schedule that does not exist.
+  if (plan.schedule == Schedule::Interleaved1F1B && plan.pp < 2)
+    return llvm::formatv("interleaved-1f1b interleaves the stages of at "
+                         "least 2 pipeline ranks, but P = {0}",
+                         plan.pp);
   // Interleaved, the first and last stages may hold only the embedding and
   // the head (as Llama 3's 126 layers on 16 x 8 stages).
   if (plan.virtualStages < 1 ||

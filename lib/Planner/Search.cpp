@@ -109,9 +109,9 @@ std::string formatSeconds(double seconds) {
 
 /// The (schedule, virtual stages) pairs to try for P stages and M
 /// micro-batches: GPipe, 1F1B and ZB-H1, and interleaved 1F1B with V = 2
-/// or 4 where P · V is at most the layers plus two (the first and last
-/// stages may hold only the embedding and the head) and P divides the
-/// micro-batches; the stage DP places the layers, evenly or not.
+/// or 4 where P is at least 2, P · V is at most the layers plus two (the
+/// first and last stages may hold only the embedding and the head) and P
+/// divides the micro-batches; the stage DP places the layers, evenly or not.
 std::vector<std::pair<Schedule, int64_t>>
 schedulesFor(const SearchSpace &space, const ModelConfig &config, int64_t p,
              int64_t m) {
@@ -129,7 +129,7 @@ schedulesFor(const SearchSpace &space, const ModelConfig &config, int64_t p,
       continue;
     }
     for (int64_t v : orDefault(space.virtualStages, {2, 4}))
-      if (v >= 2 && p * v <= config.numLayers + 2 && m % p == 0)
+      if (p >= 2 && v >= 2 && p * v <= config.numLayers + 2 && m % p == 0)
         result.push_back({kind, v});
   }
   return result;
@@ -261,9 +261,9 @@ llvm::Expected<SearchResult> searchPlans(PlanEvaluator &evaluator,
             ? ""
         : llvm::is_contained(options.space.schedules, Schedule::Interleaved1F1B)
             ? llvm::formatv(" within the pinned degrees and schedule "
-                            "(interleaved-1f1b needs P x V to be at most "
-                            "the {0} layers plus 2 and P to divide the "
-                            "micro-batches)",
+                            "(interleaved-1f1b needs P of at least 2, P x V "
+                            "at most the {0} layers plus 2 and P dividing "
+                            "the micro-batches)",
                             config.numLayers)
                   .str()
             : std::string(" within the pinned degrees")));
