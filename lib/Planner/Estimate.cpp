@@ -82,8 +82,8 @@ int64_t pipelineStride(const ParallelPlan &plan) {
 /// context-parallel ones (Megatron-Core's data-parallel group with context
 /// parallelism), placed on the nodes as the rank order lays them out.
 GroupPlacement gradientGroup(const ParallelPlan &plan, int64_t devicesPerNode) {
-  return GroupPlacement::of(
-      {{plan.cp, plan.tp}, {plan.dp, dataStride(plan)}}, devicesPerNode);
+  return GroupPlacement::of({{plan.cp, plan.tp}, {plan.dp, dataStride(plan)}},
+                            devicesPerNode);
 }
 
 } // namespace

@@ -39,8 +39,8 @@ int64_t referencePerNode(const std::vector<int64_t> &radices,
     for (size_t axis = 0; axis < radices.size(); ++axis) {
       int64_t coordinate = rest % radices[axis];
       rest /= radices[axis];
-      bool inGroup = std::find(groupAxes.begin(), groupAxes.end(),
-                               int(axis)) != groupAxes.end();
+      bool inGroup = std::find(groupAxes.begin(), groupAxes.end(), int(axis)) !=
+                     groupAxes.end();
       key.push_back(inGroup ? -1 : coordinate);
     }
     ++groups[key][rank / node];
@@ -134,12 +134,11 @@ TEST(GroupPlacementTest, MatchesEveryRankLaidOut) {
               for (const std::vector<int> &kind : kinds) {
                 GroupPlacement placed =
                     GroupPlacement::of(axesOf(radices, kind), node);
-                EXPECT_EQ(placed.perNode,
-                          referencePerNode(radices, kind, node))
+                EXPECT_EQ(placed.perNode, referencePerNode(radices, kind, node))
                     << "radices " << radices[0] << "," << radices[1] << ","
                     << radices[2] << "," << radices[3] << " group axes "
-                    << kind.front() << (kind.size() > 1 ? "+" : "")
-                    << " node " << node;
+                    << kind.front() << (kind.size() > 1 ? "+" : "") << " node "
+                    << node;
                 EXPECT_EQ(placed.size % placed.perNode, 0);
                 ++checked;
               }
