@@ -148,6 +148,37 @@ llvm::Error nonFinite(const ParallelPlan &plan, const Estimate &estimate) {
       stringifyRankOrder(plan.rankOrder)));
 }
 
+/// Why enumeratePlans found nothing: the constraints of the split, those of
+/// the pinned dimensions named.
+std::string noPlanRuns(const ModelConfig &config, const ClusterSpec &cluster,
+                       const TrainingSetup &setup, const SearchSpace &space) {
+  bool pinned = !space.dp.empty() || !space.tp.empty() || !space.pp.empty() ||
+                !space.cp.empty() || !space.microBatch.empty() ||
+                !space.schedules.empty() || !space.virtualStages.empty();
+  std::string context, within;
+  if (!space.cp.empty())
+    context = llvm::formatv("context dividing the {0}-token sequence; ",
+                            setup.seqLen ? setup.seqLen : config.maxPositions)
+                  .str();
+  if (llvm::is_contained(space.schedules, Schedule::Interleaved1F1B))
+    within = llvm::formatv(" within the pinned degrees and schedule "
+                           "(interleaved-1f1b needs P of at least 2, P x V "
+                           "at most the {0} layers plus 2 and P dividing "
+                           "the micro-batches)",
+                           config.numLayers)
+                 .str();
+  else if (pinned)
+    within = " within the pinned degrees";
+  return llvm::formatv(
+      "no plan runs on the {0} devices: no data x {1}tensor x pipeline split "
+      "of them (tensor a power of two up to the {2} devices of a node unless "
+      "pinned, dividing the {3} heads; {4}at most {5} stages) also divides "
+      "the global batch {6} into whole micro-batches{7}",
+      cluster.numDevices(), space.cp.empty() ? "" : "context x ",
+      cluster.devicesPerNode, config.numHeads, context, config.numLayers,
+      setup.globalBatch, within);
+}
+
 } // namespace
 
 std::vector<ParallelPlan> enumeratePlans(const ModelConfig &config,
@@ -234,7 +265,8 @@ llvm::Expected<SearchResult> searchPlans(PlanEvaluator &evaluator,
                                          const SearchOptions &options) {
   for (const std::vector<int64_t> *pinned :
        {&options.space.dp, &options.space.tp, &options.space.pp,
-        &options.space.microBatch, &options.space.virtualStages})
+        &options.space.cp, &options.space.microBatch,
+        &options.space.virtualStages})
     for (int64_t value : *pinned)
       if (value < 1)
         return llvm::createStringError(llvm::formatv(
@@ -246,27 +278,8 @@ llvm::Expected<SearchResult> searchPlans(PlanEvaluator &evaluator,
   std::vector<ParallelPlan> plans =
       enumeratePlans(config, cluster, setup, options.space);
   if (plans.empty())
-    return llvm::createStringError(llvm::formatv(
-        "no plan runs on the {0} devices: no data x tensor x pipeline split "
-        "of them (tensor a power of two up to the {1} devices of a node unless "
-        "pinned, dividing the {2} heads; at most {3} stages) also divides the global batch {4} "
-        "into whole micro-batches{5}",
-        cluster.numDevices(), cluster.devicesPerNode, config.numHeads,
-        config.numLayers, setup.globalBatch,
-        options.space.dp.empty() && options.space.tp.empty() &&
-                options.space.pp.empty() && options.space.cp.empty() &&
-                options.space.microBatch.empty() &&
-                options.space.schedules.empty() &&
-                options.space.virtualStages.empty()
-            ? ""
-        : llvm::is_contained(options.space.schedules, Schedule::Interleaved1F1B)
-            ? llvm::formatv(" within the pinned degrees and schedule "
-                            "(interleaved-1f1b needs P of at least 2, P x V "
-                            "at most the {0} layers plus 2 and P dividing "
-                            "the micro-batches)",
-                            config.numLayers)
-                  .str()
-            : std::string(" within the pinned degrees")));
+    return llvm::createStringError(
+        noPlanRuns(config, cluster, setup, options.space));
   SearchResult result;
   result.numPlans = int64_t(plans.size());
   std::vector<RankedPlan> fitting;

@@ -683,7 +683,7 @@ int main(int argc, char **argv) {
                         "most {1} sequences per step)",
                         globalBatch.getValue(), kMaxGlobalBatch));
   for (const cl::opt<int64_t> *degree :
-       {&dp, &tp, &pp, &microBatch, &virtualStages})
+       {&dp, &tp, &pp, &cp, &microBatch, &virtualStages})
     if (*degree < 1 || *degree > kMaxDegree)
       return fail(formatv("--{0} {1}: must be an integer in [1, {2}]",
                           degree->ArgStr, degree->getValue(), kMaxDegree));
