@@ -44,6 +44,7 @@
 #include "loom/CostModel/Collectives.h"
 #include "loom/CostModel/OpCost.h"
 
+#include "llvm/ADT/STLExtras.h"
 #include "llvm/Support/FormatVariadic.h"
 
 #include <algorithm>
@@ -483,9 +484,13 @@ std::string checkPlan(const ModelConfig &config, const ClusterSpec &cluster,
   if (!plan.stageLayers.empty()) {
     const int64_t n = plan.pp * plan.virtualStages,
                   given = int64_t(plan.stageLayers.size());
+    for (auto [stage, layers] : llvm::enumerate(plan.stageLayers))
+      if (layers < 0)
+        return llvm::formatv("the stage layout gives stage {0} {1} layers",
+                             stage, layers);
     int64_t sum = 0;
     for (int64_t layers : plan.stageLayers)
-      sum += layers < 0 ? config.numLayers + 1 : layers;
+      sum += std::min(layers, config.numLayers + 1);
     if ((given != plan.pp && given != n) || sum != config.numLayers)
       return llvm::formatv(
           "the stage layout gives {0} stages {1} layers; "

@@ -462,6 +462,10 @@ TEST_F(EstimateTest, InterleavedLayoutsNeedNotDivide) {
   EXPECT_EQ(plan::checkPlan(config, node, parallel, setup),
             "the stage layout gives 3 stages 9 layers; the plan has 4 stages "
             "(16 with V = 4) of 14 layers");
+  // A negative count is named, not summed into a wrong total.
+  parallel.stageLayers = {1, 1, 1, 1, 1, 1, 1, -2, 1, 1, 1, 1, 1, 1, 1, 1};
+  EXPECT_EQ(plan::checkPlan(config, node, parallel, setup),
+            "the stage layout gives stage 7 -2 layers");
 }
 
 TEST_F(EstimateTest, ContextParallelismSplitsTheSequence) {

@@ -729,6 +729,9 @@ int main(int argc, char **argv) {
   setup.unfusedAttention = unfusedAttention;
   setup.activations.storeDropoutMasks = storeDropoutMasks;
 
+  for (auto [stage, layers] : enumerate(stageLayersFlag))
+    if (layers < 0)
+      return fail(formatv("--layers: stage {0} has {1} layers", stage, layers));
   if (!estimateFlag && stageLayersFlag.getNumOccurrences())
     return fail("--layers gives the stage layout of the plan --estimate "
                 "estimates; the search places the layers itself");
