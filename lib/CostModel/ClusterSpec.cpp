@@ -211,11 +211,11 @@ void readDevice(ObjectReader &parent, const json::Object &object,
   device.gemmEfficiency = reader.efficiency("gemm_efficiency");
   device.gemmHalfWork =
       reader.number("gemm_half_work_flops", true, 0, kMaxFlops);
-  // Optional, for the spec files written before it existed: absent, the
-  // attention kernels run at the GEMMs' rate.
+  // Optional, for the spec files written before it existed: absent (0),
+  // the attention kernels run at the GEMMs' rate, and reports say so.
   device.attentionEfficiency = reader.has("attention_efficiency")
                                    ? reader.efficiency("attention_efficiency")
-                                   : device.attentionEfficiencyOrGemm();
+                                   : 0;
 }
 
 Error specError(StringRef fileName, const Twine &message) {
@@ -337,7 +337,8 @@ std::string printClusterSpec(const ClusterSpec &spec) {
       number(out, "launch_overhead_s", device.launchOverhead);
       number(out, "gemm_efficiency", device.gemmEfficiency);
       number(out, "gemm_half_work_flops", device.gemmHalfWork);
-      number(out, "attention_efficiency", device.attentionEfficiency);
+      if (device.attentionEfficiency > 0)
+        number(out, "attention_efficiency", device.attentionEfficiency);
     });
     out.attributeObject("intra_node", [&] {
       out.attribute("name", spec.intraNode.name);

@@ -98,13 +98,28 @@ void rank(std::vector<RankedPlan> &plans, int64_t topK) {
   plans = std::move(kept);
 }
 
-/// Seconds in s, ms or µs, three decimals.
-std::string formatSeconds(double seconds) {
-  if (seconds >= 1 || seconds == 0)
-    return llvm::formatv("{0:f3} s", seconds);
-  if (seconds >= 1e-3)
-    return llvm::formatv("{0:f3} ms", seconds * 1e3);
-  return llvm::formatv("{0:f3} us", seconds * 1e6);
+/// "a vs b" in one unit, that of the larger: seconds in s, ms or us with
+/// three decimals, so that "237.144 us vs 0.000 s" never happens.
+std::string formatSecondsPair(double a, double b) {
+  double larger = std::max(a, b);
+  auto [scale, unit] = larger >= 1 || larger == 0 ? std::pair{1.0, "s"}
+                       : larger >= 1e-3           ? std::pair{1e3, "ms"}
+                                                  : std::pair{1e6, "us"};
+  return llvm::formatv("{0:f3} {2} vs {1:f3} {2}", a * scale, b * scale, unit);
+}
+
+/// "a vs b" bytes in the binary unit of the larger, two decimals (the
+/// units loom-plan prints memory in).
+std::string formatBytesPair(double a, double b) {
+  const char *units[] = {"B", "KiB", "MiB", "GiB", "TiB"};
+  double larger = std::max(a, b), scale = 1;
+  int unit = 0;
+  while (unit < 4 && larger >= 1024 * scale) {
+    scale *= 1024;
+    ++unit;
+  }
+  return llvm::formatv("{0:f2} {2} vs {1:f2} {2}", a / scale, b / scale,
+                       units[unit]);
 }
 
 /// The (schedule, virtual stages) pairs to try for P stages and M
@@ -411,25 +426,24 @@ std::string whyLost(const Estimate &winner, const Estimate &loser) {
     const char *name;
     double winner, loser;
   };
+  // The three parts the step time is printed as (compute includes the
+  // optimizer step), so that the reason quotes numbers the plans show.
   Component components[] = {
-      {"compute", winner.compute - winner.optimizer,
-       loser.compute - loser.optimizer},
+      {"compute", winner.compute, loser.compute},
       {"exposed communication", winner.exposedComm, loser.exposedComm},
       {"pipeline bubble", winner.bubble, loser.bubble},
-      {"optimizer step", winner.optimizer, loser.optimizer},
   };
   if (loser.stepTime == winner.stepTime)
-    return llvm::formatv("same step time, more memory: {0} vs {1} bytes",
-                         int64_t(loser.memory.peak()),
-                         int64_t(winner.memory.peak()));
+    return "same step time, more memory: " +
+           formatBytesPair(loser.memory.peak(), winner.memory.peak());
   const Component *largest = &components[0];
   for (const Component &c : components)
     if (c.loser - c.winner > largest->loser - largest->winner)
       largest = &c;
-  return llvm::formatv("+{0:f1}% step time: {1} {2} vs {3}",
+  return llvm::formatv("+{0:f1}% step time: {1} {2}",
                        100 * (loser.stepTime / winner.stepTime - 1),
-                       largest->name, formatSeconds(largest->loser),
-                       formatSeconds(largest->winner));
+                       largest->name,
+                       formatSecondsPair(largest->loser, largest->winner));
 }
 
 } // namespace loom::plan

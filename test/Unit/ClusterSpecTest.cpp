@@ -221,7 +221,12 @@ TEST(ClusterSpecTest, AttentionEfficiencyIsOptional) {
                        }),
                        "x.json");
   ASSERT_TRUE(static_cast<bool>(parsed)) << llvm::toString(parsed.takeError());
-  EXPECT_EQ(parsed->device.attentionEfficiency, 0.75);
+  // It stays unset (0), so that reports can tell the GEMMs' rate from a
+  // measured one, and prints back without it.
+  EXPECT_EQ(parsed->device.attentionEfficiency, 0);
+  EXPECT_EQ(parsed->device.attentionEfficiencyOrGemm(), 0.75);
+  EXPECT_EQ(printClusterSpec(*parsed).find("attention_efficiency"),
+            std::string::npos);
   EXPECT_EQ(preset("a100-80g").device.attentionEfficiency, 0.5);
 }
 

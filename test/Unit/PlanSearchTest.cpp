@@ -170,10 +170,31 @@ TEST(PlanSearchTest, WhyLostNamesTheComponentThatGrew) {
   loser.exposedComm = 0.24;
   EXPECT_EQ(whyLost(winner, loser),
             "+14.0% step time: pipeline bubble 200.000 ms vs 100.000 ms");
-  loser.stepTime = winner.stepTime;
-  loser.memory.activations = 2;
+  // Compute as the step-time line prints it, the optimizer step included;
+  // both sides of a reason in one unit.
+  loser = winner;
+  winner.optimizer = 0.1;
+  loser.compute = 0.75;
+  loser.stepTime = 1.05;
   EXPECT_EQ(whyLost(winner, loser),
-            "same step time, more memory: 2 vs 0 bytes");
+            "+5.0% step time: compute 750.000 ms vs 700.000 ms");
+  loser = winner;
+  loser.exposedComm = 0.2002;
+  loser.stepTime = 1.0002;
+  winner.exposedComm = 0.2;
+  EXPECT_EQ(whyLost(winner, loser),
+            "+0.0% step time: exposed communication 200.200 ms vs 200.000 ms");
+  winner.exposedComm = 0;
+  loser.exposedComm = 237.144e-6;
+  loser.stepTime = winner.stepTime + loser.exposedComm;
+  EXPECT_EQ(whyLost(winner, loser),
+            "+0.0% step time: exposed communication 237.144 us vs 0.000 us");
+  // A tie in time loses on memory, in the GiB the plans print.
+  loser = winner;
+  loser.memory.activations = 3.5 * double(1 << 30);
+  winner.memory.activations = 3.0 * double(1 << 30);
+  EXPECT_EQ(whyLost(winner, loser),
+            "same step time, more memory: 3.50 GiB vs 3.00 GiB");
 }
 
 } // namespace

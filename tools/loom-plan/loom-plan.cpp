@@ -371,7 +371,10 @@ void printText(const plan::Estimate &e, const plan::ParallelPlan &p,
                                    cluster.device.attentionEfficiencyOrGemm()),
                        attentionEfficiency.getNumOccurrences()
                            ? "--attention-efficiency"
-                           : "the cluster's attention_efficiency")
+                       : cluster.device.attentionEfficiency > 0
+                           ? "the cluster's attention_efficiency"
+                           : "the cluster's gemm_efficiency: its spec gives "
+                             "no attention_efficiency")
                    .str())
      << "\n";
   if (!e.notes.empty())
@@ -701,6 +704,10 @@ int main(int argc, char **argv) {
   if (!cluster)
     return fail(toString(cluster.takeError()));
   if (attentionEfficiency.getNumOccurrences()) {
+    if (unfusedAttention)
+      return fail("--attention-efficiency is the rate of the fused attention "
+                  "kernel, which --unfused-attention does not run (its "
+                  "matmuls run at the GEMMs' rate): give one or the other");
     if (!(attentionEfficiency > 0 && attentionEfficiency <= 1))
       return fail(formatv("--attention-efficiency {0}: must be a fraction "
                           "of the peak in (0, 1]",

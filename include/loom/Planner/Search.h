@@ -96,7 +96,10 @@ llvm::Expected<SearchResult> searchPlans(PlanEvaluator &evaluator,
                                          const SearchOptions &options);
 
 /// Why `loser` is slower than `winner`: "+14.0% step time: pipeline bubble
-/// 0.900 s vs 0.400 s", naming the component that grew most.
+/// 0.900 s vs 0.400 s", naming the part of the step time (compute, the
+/// optimizer step included; exposed communication; pipeline bubble) that
+/// grew most, both numbers in one unit; a tie names the peak memory, in
+/// GiB or the unit that fits.
 std::string whyLost(const Estimate &winner, const Estimate &loser);
 
 } // namespace loom::plan
