@@ -2,7 +2,9 @@
 
 #include "loom/Support/AtomicFile.h"
 
+#include "llvm/ADT/SmallString.h"
 #include "llvm/Support/FileSystem.h"
+#include "llvm/Support/Path.h"
 
 #include <cerrno>
 #include <cstdio>
@@ -23,6 +25,20 @@ bool isStreamOutput(StringRef path) {
     return false;
   return status.type() != sys::fs::file_type::regular_file &&
          status.type() != sys::fs::file_type::directory_file;
+}
+
+Error checkWritable(StringRef path) {
+  SmallString<128> directory = sys::path::parent_path(path);
+  if (directory.empty())
+    directory = ".";
+  if (sys::fs::is_directory(path))
+    return pathError(path, "is a directory");
+  if (!sys::fs::is_directory(directory))
+    return pathError(path, "directory '" + directory + "' does not exist");
+  if (std::error_code error =
+          sys::fs::access(directory, sys::fs::AccessMode::Write))
+    return pathError(path, error.message());
+  return Error::success();
 }
 
 Error writeFileAtomically(StringRef path,

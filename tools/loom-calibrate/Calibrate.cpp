@@ -263,16 +263,8 @@ void printSummary(raw_ostream &os, const Calibration &calibration,
 
 /// Checks that `path` can be written before a minute of measuring.
 std::optional<std::string> checkWritable(StringRef path) {
-  SmallString<128> directory = sys::path::parent_path(path);
-  if (directory.empty())
-    directory = ".";
-  if (sys::fs::is_directory(path))
-    return (path + ": is a directory").str();
-  if (!sys::fs::is_directory(directory))
-    return (path + ": directory '" + directory + "' does not exist").str();
-  if (std::error_code error =
-          sys::fs::access(directory, sys::fs::AccessMode::Write))
-    return (path + ": " + error.message()).str();
+  if (Error error = loom::checkWritable(path))
+    return toString(std::move(error));
   return std::nullopt;
 }
 

@@ -34,6 +34,7 @@
 #include "loom/Planner/Estimate.h"
 #include "loom/Planner/Search.h"
 #include "loom/Schedule/Timeline.h"
+#include "loom/Support/AtomicFile.h"
 #include "loom/Support/InputFile.h"
 #include "passes/Pipelines/Pipelines.h"
 
@@ -695,6 +696,10 @@ int main(int argc, char **argv) {
       !timeline.ends_with(".svg"))
     return fail("--timeline=" + timeline +
                 ": the file must end in .json (Chrome trace) or .svg");
+  // Before a search of up to a minute, not after it.
+  if (!timeline.empty())
+    if (Error error = checkWritable(timeline))
+      return fail("--timeline: " + toString(std::move(error)));
 
   mlir::MLIRContext context;
   auto config = readModel(context);

@@ -29,6 +29,11 @@ llvm::Error
 writeFileAtomically(llvm::StringRef path,
                     llvm::function_ref<void(llvm::raw_ostream &)> write);
 
+/// Whether `path` can be written, checked before a long computation whose
+/// result goes there: it is not a directory, and its directory exists and
+/// is writable. The error starts with `path`.
+llvm::Error checkWritable(llvm::StringRef path);
+
 /// Creates an empty directory named `target` + ".tmp-XXXXXX" beside
 /// `target` and returns its path: in `target`'s directory, whether
 /// `target` is absolute or relative (llvm::sys::fs::createUniqueDirectory
