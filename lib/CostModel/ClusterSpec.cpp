@@ -121,8 +121,12 @@ public:
     if (!value)
       return 1;
     std::optional<double> number = value->getAsNumber();
-    if (!number || !std::isfinite(*number) || *number < 0 ||
-        (*number == 0 && !zeroAllowed)) {
+    if (number && !std::isfinite(*number)) {
+      // 1e400 reads as infinity.
+      fail(key, "must be a finite number");
+      return 1;
+    }
+    if (!number || *number < 0 || (*number == 0 && !zeroAllowed)) {
       fail(key, zeroAllowed ? "must be a non-negative number"
                             : "must be a positive number");
       return 1;

@@ -255,6 +255,14 @@ TEST(ClusterSpecTest, UnknownKeys) {
 }
 
 TEST(ClusterSpecTest, BadValues) {
+  // 1e400 reads as infinity: not a bad sign, a number out of any range.
+  std::string infinite = printClusterSpec(preset("a100-80g"));
+  size_t at = infinite.find("\"memory_bytes\": ") + 16;
+  infinite.replace(at, infinite.find(',', at) - at, "1e400");
+  llvm::Expected<ClusterSpec> parsed = parseClusterSpec(infinite, "x.json");
+  ASSERT_FALSE(bool(parsed));
+  EXPECT_EQ(llvm::toString(parsed.takeError()),
+            "x.json: device.memory_bytes: must be a finite number");
   EXPECT_EQ(parseError(editedA100([](llvm::json::Object &spec) {
               member(member(spec, "device"), "peak_flops")["bf16"] = 0.0;
             })),

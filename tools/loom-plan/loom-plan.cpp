@@ -16,7 +16,7 @@
 //             [--schedule gpipe|1f1b|interleaved-1f1b|zb-h1]
 //             [--virtual-stages V] [--layers L0,L1,...]
 //             [--timeline FILE.json|FILE.svg]
-//             [--sequence-parallel] [--precision bf16|f32]
+//             [--sequence-parallel] [--mixed-precision[=false]]
 //             [--optimizer adamw|sgd] [--unfused-attention]
 //             [--store-dropout-masks] --estimate [--json]
 //
@@ -74,16 +74,20 @@ cl::opt<int64_t> seqLen("seq", cl::init(0), cl::cat(category),
                         cl::desc("Tokens per sequence (default: the "
                                  "model's maximum)"));
 cl::opt<int64_t> dp("dp", cl::init(1), cl::cat(category),
-                    cl::desc("Data-parallel degree D (default 1)"));
+                    cl::desc("Data-parallel degree D (--estimate: default 1; "
+                             "a search tries every D unless given)"));
 cl::opt<int64_t> tp("tp", cl::init(1), cl::cat(category),
                     cl::desc("Tensor-parallel degree T, Megatron-style "
-                             "(default 1)"));
+                             "(--estimate: default 1; a search tries every T "
+                             "unless given)"));
 cl::opt<int64_t> pp("pp", cl::init(1), cl::cat(category),
-                    cl::desc("Pipeline stages P (default 1)"));
+                    cl::desc("Pipeline stages P (--estimate: default 1; a "
+                             "search tries every P unless given)"));
 cl::opt<int64_t> cp("cp", cl::init(1), cl::cat(category),
                     cl::desc("Context-parallel degree CP: each sequence split "
                              "over CP devices, attention's keys and values "
-                             "passed around their ring (default 1)"));
+                             "passed around their ring (--estimate: default "
+                             "1; a search tries every CP unless given)"));
 cl::list<int64_t> stageLayersFlag(
     "layers", cl::CommaSeparated, cl::cat(category),
     cl::value_desc("L0,L1,..."),
@@ -91,10 +95,15 @@ cl::list<int64_t> stageLayersFlag(
              "counts, or P x V for interleaved-1f1b (default: even)"));
 cl::opt<int64_t> microBatch("micro-batch", cl::init(1), cl::cat(category),
                             cl::desc("Sequences per micro-batch on one "
-                                     "data-parallel rank (default 1)"));
+                                     "data-parallel rank (--estimate: default "
+                                     "1; a search tries every size unless "
+                                     "given)"));
 cl::opt<unsigned> zero("zero", cl::init(0), cl::cat(category),
-                       cl::desc("ZeRO stage 0-3 over the data-parallel "
-                                "devices (default 0)"));
+                       cl::desc("ZeRO stage 0-3, sharding over the D x CP "
+                                "data- and context-parallel devices, which "
+                                "hold the same parameters (--estimate: "
+                                "default 0; a search tries every stage "
+                                "unless given)"));
 cl::opt<cost::Recompute> recompute(
     "recompute", cl::init(cost::Recompute::None), cl::cat(category),
     cl::desc("Activation recomputation"),
@@ -202,7 +211,7 @@ std::string formatBytes(double bytes) {
 /// ("D=8 CP=16 T=8 P=16, ..." with context parallelism).
 std::string describePlan(const plan::ParallelPlan &p, const plan::Estimate &e) {
   return formatv("D={0} {10}T={1} P={2}, micro-batch {3} x {4} "
-                 "micro-batches, {5}, ZeRO-{6}, recompute {7}{8}{9}",
+                 "micro-batch{11}, {5}, ZeRO-{6}, recompute {7}{8}{9}",
                  p.dp, p.tp, p.pp, p.microBatch, e.numMicroBatches,
                  p.virtualStages > 1
                      ? formatv("{0} (V={1})",
@@ -215,7 +224,8 @@ std::string describePlan(const plan::ParallelPlan &p, const plan::Estimate &e) {
                  p.rankOrder == plan::RankOrder::TensorDataPipeline
                      ? ""
                      : ", ranks tp-pp-dp",
-                 p.cp > 1 ? formatv("CP={0} ", p.cp).str() : "")
+                 p.cp > 1 ? formatv("CP={0} ", p.cp).str() : "",
+                 e.numMicroBatches == 1 ? "" : "es")
       .str();
 }
 
@@ -354,8 +364,9 @@ void printText(const plan::Estimate &e, const plan::ParallelPlan &p,
       flags.push_back(contextFlags(p));
     os << "loom-opt:    " << join(flags.begin(), flags.end(), " ") << "\n";
   }
-  os << formatv("cluster:     {0}: {1} nodes x {2} devices ({3})\n",
-                cluster.name, cluster.nodes, cluster.devicesPerNode,
+  os << formatv("cluster:     {0}: {1} node{2} x {3} device{4} ({5})\n",
+                cluster.name, cluster.nodes, cluster.nodes == 1 ? "" : "s",
+                cluster.devicesPerNode, cluster.devicesPerNode == 1 ? "" : "s",
                 cluster.device.name);
   os << formatv("model:       {0:e3} parameters, {1:e3} model FLOPs per "
                 "step\n",
