@@ -105,9 +105,9 @@ struct Entry {
   size_t headerIndex;
 };
 
-/// The keys of the top-level object of `header`, in order. `header` must
-/// already have parsed as JSON; llvm::json keeps the last of duplicate keys
-/// silently, so duplicates are found here.
+/// The keys of the top-level object of `header`, in order (llvm::json's
+/// objects have none). `header` must already have parsed as JSON, which
+/// refuses a key given twice.
 Expected<std::vector<std::string>> topLevelKeys(StringRef header) {
   std::vector<std::string> keys;
   int depth = 0;
@@ -295,12 +295,7 @@ Expected<Checkpoint> parseSafetensors(StringRef contents, StringRef fileName) {
 
   Checkpoint checkpoint;
   std::vector<Entry> entries;
-  StringSet<> seen;
   for (const std::string &key : *keys) {
-    if (!seen.insert(key).second)
-      return fileError(fileName, (key == kMetadataKey ? "key " : "tensor ") +
-                                     quoted(key) +
-                                     " appears twice in the header");
     const json::Value *value = object->get(key);
     if (!value) // Not reached: the scanner agrees with the parser.
       return fileError(fileName, "cannot find key " + quoted(key));

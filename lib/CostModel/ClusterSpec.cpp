@@ -121,8 +121,12 @@ public:
     if (!value)
       return 1;
     std::optional<double> number = value->getAsNumber();
-    if (!number || !std::isfinite(*number) || *number < 0 ||
-        (*number == 0 && !zeroAllowed)) {
+    if (number && !std::isfinite(*number)) {
+      // 1e400 reads as infinity.
+      fail(key, "must be a finite number");
+      return 1;
+    }
+    if (!number || *number < 0 || (*number == 0 && !zeroAllowed)) {
       fail(key, zeroAllowed ? "must be a non-negative number"
                             : "must be a positive number");
       return 1;
@@ -211,11 +215,11 @@ void readDevice(ObjectReader &parent, const json::Object &object,
   device.gemmEfficiency = reader.efficiency("gemm_efficiency");
   device.gemmHalfWork =
       reader.number("gemm_half_work_flops", true, 0, kMaxFlops);
-  // Optional, for the spec files written before it existed: absent, the
-  // attention kernels run at the GEMMs' rate.
+  // Optional, for the spec files written before it existed: absent (0),
+  // the attention kernels run at the GEMMs' rate, and reports say so.
   device.attentionEfficiency = reader.has("attention_efficiency")
                                    ? reader.efficiency("attention_efficiency")
-                                   : device.attentionEfficiencyOrGemm();
+                                   : 0;
 }
 
 Error specError(StringRef fileName, const Twine &message) {
@@ -240,8 +244,8 @@ Expected<ClusterSpec> parseClusterSpec(StringRef text, StringRef fileName) {
                        "intra_node", "inter_node"},
                       error);
   spec.name = reader.string("name");
-  spec.nodes = reader.count("nodes", 1 << 16);
-  spec.devicesPerNode = reader.count("devices_per_node", 1 << 10);
+  spec.nodes = reader.count("nodes", kMaxNodes);
+  spec.devicesPerNode = reader.count("devices_per_node", kMaxDevicesPerNode);
   if (const json::Object *device = reader.nested("device"))
     readDevice(reader, *device, spec.device, error);
   if (const json::Object *intra = reader.nested("intra_node")) {
@@ -337,7 +341,8 @@ std::string printClusterSpec(const ClusterSpec &spec) {
       number(out, "launch_overhead_s", device.launchOverhead);
       number(out, "gemm_efficiency", device.gemmEfficiency);
       number(out, "gemm_half_work_flops", device.gemmHalfWork);
-      number(out, "attention_efficiency", device.attentionEfficiency);
+      if (device.attentionEfficiency > 0)
+        number(out, "attention_efficiency", device.attentionEfficiency);
     });
     out.attributeObject("intra_node", [&] {
       out.attribute("name", spec.intraNode.name);
@@ -548,6 +553,11 @@ Expected<ClusterSpec> resolveClusterSpec(StringRef argument) {
                                  "--cluster '" + argument +
                                      "': the node count after ':' must be a "
                                      "positive integer");
+      if (count > kMaxNodes)
+        return createStringError(
+            inconvertibleErrorCode(),
+            "--cluster '" + argument + "': the node count " + Twine(count) +
+                " is more than the " + Twine(kMaxNodes) + " Loom plans for");
       base = head;
       nodes = count;
     }

@@ -21,8 +21,15 @@
 
 #include "loom/CostModel/Collectives.h"
 
+#include "llvm/ADT/STLExtras.h"
+
 #include <algorithm>
+#include <cassert>
 #include <cmath>
+#include <map>
+#include <mutex>
+#include <numeric>
+#include <vector>
 
 namespace loom::cost {
 
@@ -58,15 +65,91 @@ llvm::StringRef stringifyAlgorithm(Algorithm algorithm) {
   return "?";
 }
 
-GroupPlacement GroupPlacement::strided(int64_t size, int64_t stride,
-                                       int64_t devicesPerNode) {
-  // Members r, r + stride, ...: a node of devicesPerNode consecutive ranks
-  // holds devicesPerNode / stride of them (at least one, at most all).
-  int64_t perNode = stride >= devicesPerNode ? 1 : devicesPerNode / stride;
-  perNode = std::clamp<int64_t>(perNode, 1, size);
-  while (size % perNode != 0)
-    --perNode;
-  return {size, perNode};
+namespace {
+
+/// GroupPlacement::of without the cache.
+GroupPlacement placeGroups(llvm::ArrayRef<GroupAxis> axes,
+                           int64_t devicesPerNode) {
+  // A group's members are its first rank (its base) plus these offsets.
+  std::vector<int64_t> offsets{0};
+  int64_t block = 1;
+  for (const GroupAxis &axis : axes) {
+    assert(axis.size >= 1 && axis.stride >= 1 && devicesPerNode >= 1);
+    std::vector<int64_t> next;
+    next.reserve(offsets.size() * size_t(axis.size));
+    for (int64_t i = 0; i < axis.size; ++i)
+      for (int64_t offset : offsets)
+        next.push_back(offset + i * axis.stride);
+    offsets = std::move(next);
+    block = std::max(block, axis.size * axis.stride);
+  }
+  std::sort(offsets.begin(), offsets.end());
+  const int64_t size = int64_t(offsets.size());
+  if (size <= 1)
+    return {1, 1};
+  // The groups tile blocks of `block` ranks: the bases are the ranks of the
+  // first block whose coordinates along the axes are all 0, repeated every
+  // block. How a group lies on nodes depends only on its base modulo the
+  // node size, and those residues repeat every lcm(block, node) ranks.
+  const int64_t node = devicesPerNode;
+  std::vector<char> residues(size_t(node), 0);
+  const int64_t repeats = node / std::gcd(block, node);
+  int64_t found = 0;
+  for (int64_t base = 0; base < block && found < node; ++base) {
+    bool isBase = llvm::all_of(axes, [&](const GroupAxis &axis) {
+      return (base / axis.stride) % axis.size == 0;
+    });
+    for (int64_t j = 0; isBase && j < repeats; ++j) {
+      char &seen = residues[size_t((base + j * block) % node)];
+      found += !seen;
+      seen = 1;
+    }
+  }
+  // Each distinct residue: how many members each node it touches holds.
+  int64_t worst = size; // members per node of the slowest group so far
+  for (int64_t residue = 0; residue < node; ++residue) {
+    if (!residues[size_t(residue)])
+      continue;
+    int64_t fewest = size, most = 0, count = 0, nodes = 0;
+    int64_t current = -1;
+    for (int64_t offset : offsets) {
+      int64_t at = (residue + offset) / node;
+      if (at != current) {
+        if (count) {
+          fewest = std::min(fewest, count);
+          most = std::max(most, count);
+        }
+        current = at;
+        count = 0;
+        ++nodes;
+      }
+      ++count;
+    }
+    fewest = std::min(fewest, count);
+    most = std::max(most, count);
+    if (nodes == 1)
+      continue;
+    worst = std::min(worst, fewest == most ? fewest : 1);
+  }
+  return {size, worst};
+}
+
+} // namespace
+
+GroupPlacement GroupPlacement::of(llvm::ArrayRef<GroupAxis> axes,
+                                  int64_t devicesPerNode) {
+  // A search asks for the same few layouts for each of its 10^5 plans.
+  using Key = std::pair<std::vector<std::pair<int64_t, int64_t>>, int64_t>;
+  static std::mutex mutex;
+  static std::map<Key, GroupPlacement> cache;
+  Key key{{}, devicesPerNode};
+  for (const GroupAxis &axis : axes)
+    key.first.push_back({axis.size, axis.stride});
+  std::lock_guard<std::mutex> lock(mutex);
+  auto [it, inserted] = cache.try_emplace(key);
+  if (inserted)
+    it->second = placeGroups(axes, devicesPerNode);
+  return it->second;
 }
 
 namespace {

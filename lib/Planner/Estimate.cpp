@@ -44,6 +44,7 @@
 #include "loom/CostModel/Collectives.h"
 #include "loom/CostModel/OpCost.h"
 
+#include "llvm/ADT/STLExtras.h"
 #include "llvm/Support/FormatVariadic.h"
 
 #include <algorithm>
@@ -80,19 +81,10 @@ int64_t pipelineStride(const ParallelPlan &plan) {
 /// The ranks that hold the same parameters and reduce their gradients (and
 /// share ZeRO's shards): the D data-parallel ranks times the CP
 /// context-parallel ones (Megatron-Core's data-parallel group with context
-/// parallelism).
+/// parallelism), placed on the nodes as the rank order lays them out.
 GroupPlacement gradientGroup(const ParallelPlan &plan, int64_t devicesPerNode) {
-  GroupPlacement data =
-      GroupPlacement::strided(plan.dp, dataStride(plan), devicesPerNode);
-  if (plan.cp == 1)
-    return data;
-  GroupPlacement context =
-      GroupPlacement::strided(plan.cp, plan.tp, devicesPerNode);
-  GroupPlacement group{plan.dp * plan.cp, context.perNode * data.perNode};
-  group.perNode = std::clamp<int64_t>(group.perNode, 1, group.size);
-  while (group.size % group.perNode != 0)
-    --group.perNode;
-  return group;
+  return GroupPlacement::of({{plan.cp, plan.tp}, {plan.dp, dataStride(plan)}},
+                            devicesPerNode);
 }
 
 } // namespace
@@ -119,10 +111,16 @@ MicroBatchComm microBatchComm(const ClusterSpec &cluster,
                               const ParallelPlan &plan, double hiddenBytes,
                               double kvBytes, double tokens) {
   const int64_t t = plan.tp;
+  // Every group placed where the rank order puts it; the slowest of each
+  // kind sets the time (GroupPlacement::of), as all of them step together.
+  // A stage sends to the next, and a context-parallel device to its ring
+  // neighbour: across nodes wherever their groups span nodes.
   auto tpGroup = GroupPlacement::strided(t, 1, cluster.devicesPerNode);
-  auto ppGroup =
-      GroupPlacement::strided(2, pipelineStride(plan), cluster.devicesPerNode);
-  auto cpPair = GroupPlacement::strided(2, t, cluster.devicesPerNode);
+  auto ppGroup = GroupPlacement::strided(plan.pp, pipelineStride(plan),
+                                         cluster.devicesPerNode)
+                     .neighbours();
+  auto cpPair =
+      GroupPlacement::strided(plan.cp, t, cluster.devicesPerNode).neighbours();
   auto coll = [&](Collective kind, double bytes, const GroupPlacement &g) {
     return collectiveCost(kind, bytes, g, cluster).seconds;
   };
@@ -450,6 +448,13 @@ std::string checkPlan(const ModelConfig &config, const ClusterSpec &cluster,
   if (plan.pp > config.numLayers)
     return llvm::formatv("P = {0} stages but the model has {1} layers", plan.pp,
                          config.numLayers);
+  // Interleaving takes turns between the stages of several ranks: one rank
+  // running its V stages in order is the plain pipeline of P = 1 with a
+  // schedule that does not exist.
+  if (plan.schedule == Schedule::Interleaved1F1B && plan.pp < 2)
+    return llvm::formatv("interleaved-1f1b interleaves the stages of at "
+                         "least 2 pipeline ranks, but P = {0}",
+                         plan.pp);
   // Interleaved, the first and last stages may hold only the embedding and
   // the head (as Llama 3's 126 layers on 16 x 8 stages).
   if (plan.virtualStages < 1 ||
@@ -479,9 +484,13 @@ std::string checkPlan(const ModelConfig &config, const ClusterSpec &cluster,
   if (!plan.stageLayers.empty()) {
     const int64_t n = plan.pp * plan.virtualStages,
                   given = int64_t(plan.stageLayers.size());
+    for (auto [stage, layers] : llvm::enumerate(plan.stageLayers))
+      if (layers < 0)
+        return llvm::formatv("the stage layout gives stage {0} {1} layers",
+                             stage, layers);
     int64_t sum = 0;
     for (int64_t layers : plan.stageLayers)
-      sum += layers < 0 ? config.numLayers + 1 : layers;
+      sum += std::min(layers, config.numLayers + 1);
     if ((given != plan.pp && given != n) || sum != config.numLayers)
       return llvm::formatv(
           "the stage layout gives {0} stages {1} layers; "

@@ -98,20 +98,35 @@ void rank(std::vector<RankedPlan> &plans, int64_t topK) {
   plans = std::move(kept);
 }
 
-/// Seconds in s, ms or µs, three decimals.
-std::string formatSeconds(double seconds) {
-  if (seconds >= 1 || seconds == 0)
-    return llvm::formatv("{0:f3} s", seconds);
-  if (seconds >= 1e-3)
-    return llvm::formatv("{0:f3} ms", seconds * 1e3);
-  return llvm::formatv("{0:f3} us", seconds * 1e6);
+/// "a vs b" in one unit, that of the larger: seconds in s, ms or us with
+/// three decimals, so that "237.144 us vs 0.000 s" never happens.
+std::string formatSecondsPair(double a, double b) {
+  double larger = std::max(a, b);
+  auto [scale, unit] = larger >= 1 || larger == 0 ? std::pair{1.0, "s"}
+                       : larger >= 1e-3           ? std::pair{1e3, "ms"}
+                                                  : std::pair{1e6, "us"};
+  return llvm::formatv("{0:f3} {2} vs {1:f3} {2}", a * scale, b * scale, unit);
+}
+
+/// "a vs b" bytes in the binary unit of the larger, two decimals (the
+/// units loom-plan prints memory in).
+std::string formatBytesPair(double a, double b) {
+  const char *units[] = {"B", "KiB", "MiB", "GiB", "TiB"};
+  double larger = std::max(a, b), scale = 1;
+  int unit = 0;
+  while (unit < 4 && larger >= 1024 * scale) {
+    scale *= 1024;
+    ++unit;
+  }
+  return llvm::formatv("{0:f2} {2} vs {1:f2} {2}", a / scale, b / scale,
+                       units[unit]);
 }
 
 /// The (schedule, virtual stages) pairs to try for P stages and M
 /// micro-batches: GPipe, 1F1B and ZB-H1, and interleaved 1F1B with V = 2
-/// or 4 where P · V is at most the layers plus two (the first and last
-/// stages may hold only the embedding and the head) and P divides the
-/// micro-batches; the stage DP places the layers, evenly or not.
+/// or 4 where P is at least 2, P · V is at most the layers plus two (the
+/// first and last stages may hold only the embedding and the head) and P
+/// divides the micro-batches; the stage DP places the layers, evenly or not.
 std::vector<std::pair<Schedule, int64_t>>
 schedulesFor(const SearchSpace &space, const ModelConfig &config, int64_t p,
              int64_t m) {
@@ -129,7 +144,7 @@ schedulesFor(const SearchSpace &space, const ModelConfig &config, int64_t p,
       continue;
     }
     for (int64_t v : orDefault(space.virtualStages, {2, 4}))
-      if (v >= 2 && p * v <= config.numLayers + 2 && m % p == 0)
+      if (p >= 2 && v >= 2 && p * v <= config.numLayers + 2 && m % p == 0)
         result.push_back({kind, v});
   }
   return result;
@@ -146,6 +161,37 @@ llvm::Error nonFinite(const ParallelPlan &plan, const Estimate &estimate) {
       plan.microBatch, stringifySchedule(plan.schedule), plan.virtualStages,
       int(plan.zero), stringifyRecompute(plan.recompute),
       stringifyRankOrder(plan.rankOrder)));
+}
+
+/// Why enumeratePlans found nothing: the constraints of the split, those of
+/// the pinned dimensions named.
+std::string noPlanRuns(const ModelConfig &config, const ClusterSpec &cluster,
+                       const TrainingSetup &setup, const SearchSpace &space) {
+  bool pinned = !space.dp.empty() || !space.tp.empty() || !space.pp.empty() ||
+                !space.cp.empty() || !space.microBatch.empty() ||
+                !space.schedules.empty() || !space.virtualStages.empty();
+  std::string context, within;
+  if (!space.cp.empty())
+    context = llvm::formatv("context dividing the {0}-token sequence; ",
+                            setup.seqLen ? setup.seqLen : config.maxPositions)
+                  .str();
+  if (llvm::is_contained(space.schedules, Schedule::Interleaved1F1B))
+    within = llvm::formatv(" within the pinned degrees and schedule "
+                           "(interleaved-1f1b needs P of at least 2, P x V "
+                           "at most the {0} layers plus 2 and P dividing "
+                           "the micro-batches)",
+                           config.numLayers)
+                 .str();
+  else if (pinned)
+    within = " within the pinned degrees";
+  return llvm::formatv(
+      "no plan runs on the {0} devices: no data x {1}tensor x pipeline split "
+      "of them (tensor a power of two up to the {2} devices of a node unless "
+      "pinned, dividing the {3} heads; {4}at most {5} stages) also divides "
+      "the global batch {6} into whole micro-batches{7}",
+      cluster.numDevices(), space.cp.empty() ? "" : "context x ",
+      cluster.devicesPerNode, config.numHeads, context, config.numLayers,
+      setup.globalBatch, within);
 }
 
 } // namespace
@@ -234,7 +280,8 @@ llvm::Expected<SearchResult> searchPlans(PlanEvaluator &evaluator,
                                          const SearchOptions &options) {
   for (const std::vector<int64_t> *pinned :
        {&options.space.dp, &options.space.tp, &options.space.pp,
-        &options.space.microBatch, &options.space.virtualStages})
+        &options.space.cp, &options.space.microBatch,
+        &options.space.virtualStages})
     for (int64_t value : *pinned)
       if (value < 1)
         return llvm::createStringError(llvm::formatv(
@@ -246,27 +293,8 @@ llvm::Expected<SearchResult> searchPlans(PlanEvaluator &evaluator,
   std::vector<ParallelPlan> plans =
       enumeratePlans(config, cluster, setup, options.space);
   if (plans.empty())
-    return llvm::createStringError(llvm::formatv(
-        "no plan runs on the {0} devices: no data x tensor x pipeline split "
-        "of them (tensor within a node of {1}, a power of two, dividing the "
-        "{2} heads; at most {3} stages) also divides the global batch {4} "
-        "into whole micro-batches{5}",
-        cluster.numDevices(), cluster.devicesPerNode, config.numHeads,
-        config.numLayers, setup.globalBatch,
-        options.space.dp.empty() && options.space.tp.empty() &&
-                options.space.pp.empty() && options.space.cp.empty() &&
-                options.space.microBatch.empty() &&
-                options.space.schedules.empty() &&
-                options.space.virtualStages.empty()
-            ? ""
-        : llvm::is_contained(options.space.schedules, Schedule::Interleaved1F1B)
-            ? llvm::formatv(" within the pinned degrees and schedule "
-                            "(interleaved-1f1b needs P x V to be at most "
-                            "the {0} layers plus 2 and P to divide the "
-                            "micro-batches)",
-                            config.numLayers)
-                  .str()
-            : std::string(" within the pinned degrees")));
+    return llvm::createStringError(
+        noPlanRuns(config, cluster, setup, options.space));
   SearchResult result;
   result.numPlans = int64_t(plans.size());
   std::vector<RankedPlan> fitting;
@@ -377,11 +405,6 @@ llvm::Expected<SearchResult> searchPlans(PlanEvaluator &evaluator,
   }
   if (options.progress)
     options.progress(result.numEstimated, result.numEstimated);
-  if (fitting.empty() && !result.closestRejected)
-    return llvm::createStringError(llvm::formatv(
-        "the search estimated none of the {0} plans within its {1} s time "
-        "limit; pin some of the degrees or give it more time",
-        result.numPlans, options.timeLimitSeconds));
   // The best screened plans, ranked again by their simulated pipelines.
   rank(fitting, std::max(options.simulated, options.topK));
   for (RankedPlan &ranked : fitting) {
@@ -403,25 +426,24 @@ std::string whyLost(const Estimate &winner, const Estimate &loser) {
     const char *name;
     double winner, loser;
   };
+  // The three parts the step time is printed as (compute includes the
+  // optimizer step), so that the reason quotes numbers the plans show.
   Component components[] = {
-      {"compute", winner.compute - winner.optimizer,
-       loser.compute - loser.optimizer},
+      {"compute", winner.compute, loser.compute},
       {"exposed communication", winner.exposedComm, loser.exposedComm},
       {"pipeline bubble", winner.bubble, loser.bubble},
-      {"optimizer step", winner.optimizer, loser.optimizer},
   };
   if (loser.stepTime == winner.stepTime)
-    return llvm::formatv("same step time, more memory: {0} vs {1} bytes",
-                         int64_t(loser.memory.peak()),
-                         int64_t(winner.memory.peak()));
+    return "same step time, more memory: " +
+           formatBytesPair(loser.memory.peak(), winner.memory.peak());
   const Component *largest = &components[0];
   for (const Component &c : components)
     if (c.loser - c.winner > largest->loser - largest->winner)
       largest = &c;
-  return llvm::formatv("+{0:f1}% step time: {1} {2} vs {3}",
+  return llvm::formatv("+{0:f1}% step time: {1} {2}",
                        100 * (loser.stepTime / winner.stepTime - 1),
-                       largest->name, formatSeconds(largest->loser),
-                       formatSeconds(largest->winner));
+                       largest->name,
+                       formatSecondsPair(largest->loser, largest->winner));
 }
 
 } // namespace loom::plan

@@ -2,7 +2,9 @@
 
 #include "loom/Support/AtomicFile.h"
 
+#include "llvm/ADT/SmallString.h"
 #include "llvm/Support/FileSystem.h"
+#include "llvm/Support/Path.h"
 
 #include <cerrno>
 #include <cstdio>
@@ -64,6 +66,11 @@ Error checkOutputFile(StringRef path) {
     return Error::success();
   if (sys::fs::is_directory(path))
     return pathError(path, "is a directory");
+  SmallString<128> directory = sys::path::parent_path(path);
+  if (directory.empty())
+    directory = ".";
+  if (!sys::fs::is_directory(directory))
+    return pathError(path, "directory '" + directory + "' does not exist");
   // The rename needs a new file in the same directory: create one now, so
   // that a missing or read-only directory fails before any work, not after.
   Expected<sys::fs::TempFile> probe =

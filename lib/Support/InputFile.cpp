@@ -6,6 +6,7 @@
 
 #include "llvm/ADT/ScopeExit.h"
 #include "llvm/ADT/SmallString.h"
+#include "llvm/ADT/StringSet.h"
 #include "llvm/Support/FileSystem.h"
 #include "llvm/Support/Process.h"
 
@@ -78,6 +79,66 @@ readInputFile(StringRef path, uint64_t maxBytes, bool requiresNullTerminator) {
   return MemoryBuffer::getMemBufferCopy(contents, shown);
 }
 
+/// The first key that repeats in one object of `text`, valid JSON, as an
+/// error naming it, its object's path and its byte offset. llvm::json keeps
+/// the last of the two: a misspelt override would silently take effect.
+static Error findDuplicateKey(StringRef text) {
+  struct Frame {
+    bool object = false;
+    int64_t index = 0; ///< arrays: the element being read
+    std::string key;   ///< objects: the member being read
+    StringSet<> keys;
+  };
+  std::vector<Frame> stack;
+  auto path = [&] {
+    std::string result;
+    for (const Frame &frame : stack)
+      if (frame.object && !frame.key.empty())
+        result += (result.empty() ? "" : ".") + frame.key;
+      else if (!frame.object)
+        result += "[" + std::to_string(frame.index) + "]";
+    return result;
+  };
+  for (size_t i = 0; i < text.size(); ++i) {
+    char c = text[i];
+    if (c == '{' || c == '[') {
+      stack.emplace_back();
+      stack.back().object = c == '{';
+    } else if ((c == '}' || c == ']') && !stack.empty()) {
+      stack.pop_back();
+    } else if (c == ',' && !stack.empty() && !stack.back().object) {
+      ++stack.back().index;
+    } else if (c == '"') {
+      size_t start = i;
+      for (++i; i < text.size() && text[i] != '"'; ++i)
+        if (text[i] == '\\')
+          ++i;
+      StringRef token = text.slice(start, i + 1);
+      if (stack.empty() || !stack.back().object ||
+          !text.drop_front(i + 1).ltrim(" \t\r\n").starts_with(":"))
+        continue;
+      // A key is compared as decoded: "a" and "\u0061" are one key.
+      std::string key = token.drop_front().drop_back().str();
+      if (token.contains('\\')) {
+        Expected<json::Value> decoded = json::parse(token);
+        if (!decoded)
+          return decoded.takeError();
+        key = decoded->getAsString()->str();
+      }
+      Frame &object = stack.back();
+      object.key.clear();
+      std::string where = path();
+      object.key = key;
+      if (!object.keys.insert(key).second)
+        return createStringError(inconvertibleErrorCode(),
+                                 "duplicate key \"" + key + "\"" +
+                                     (where.empty() ? "" : " in " + where) +
+                                     " (at byte " + Twine(start) + ")");
+    }
+  }
+  return Error::success();
+}
+
 Expected<json::Value> parseJson(StringRef text) {
   if (std::optional<size_t> at =
           findJsonTooDeep(std::string_view(text.data(), text.size())))
@@ -85,7 +146,12 @@ Expected<json::Value> parseJson(StringRef text) {
                              "nests deeper than " + Twine(kMaxJsonDepth) +
                                  " arrays and objects (at byte " + Twine(*at) +
                                  ")");
-  return json::parse(text);
+  Expected<json::Value> value = json::parse(text);
+  if (!value)
+    return value.takeError();
+  if (Error error = findDuplicateKey(text))
+    return std::move(error);
+  return value;
 }
 
 } // namespace loom

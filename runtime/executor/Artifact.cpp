@@ -12,6 +12,7 @@
 #include <cstdint>
 #include <dlfcn.h>
 #include <fstream>
+#include <set>
 #include <stdexcept>
 
 namespace loom::rt {
@@ -112,9 +113,26 @@ json parseBounded(const std::string &text, const std::string &path) {
   if (std::optional<size_t> at = findJsonTooDeep(text))
     invalid(path, "JSON nests deeper than " + std::to_string(kMaxJsonDepth) +
                       " levels (at byte " + std::to_string(*at) + ")");
-  json value = json::parse(text, nullptr, /*allow_exceptions=*/false);
+  // nlohmann keeps the last of two equal keys: refused, as the tools'
+  // parseJson does, so that an edited plan never takes a hidden value.
+  std::vector<std::set<std::string>> objects;
+  std::string duplicate;
+  auto callback = [&](int, json::parse_event_t event, json &parsed) {
+    if (event == json::parse_event_t::object_start)
+      objects.emplace_back();
+    else if (event == json::parse_event_t::object_end && !objects.empty())
+      objects.pop_back();
+    else if (event == json::parse_event_t::key && !objects.empty() &&
+             !objects.back().insert(parsed.get<std::string>()).second &&
+             duplicate.empty())
+      duplicate = parsed.get<std::string>();
+    return true;
+  };
+  json value = json::parse(text, callback, /*allow_exceptions=*/false);
   if (value.is_discarded())
     invalid(path, "not valid JSON");
+  if (!duplicate.empty())
+    invalid(path, "duplicate key \"" + duplicate + "\"");
   return value;
 }
 

@@ -221,7 +221,12 @@ TEST(ClusterSpecTest, AttentionEfficiencyIsOptional) {
                        }),
                        "x.json");
   ASSERT_TRUE(static_cast<bool>(parsed)) << llvm::toString(parsed.takeError());
-  EXPECT_EQ(parsed->device.attentionEfficiency, 0.75);
+  // It stays unset (0), so that reports can tell the GEMMs' rate from a
+  // measured one, and prints back without it.
+  EXPECT_EQ(parsed->device.attentionEfficiency, 0);
+  EXPECT_EQ(parsed->device.attentionEfficiencyOrGemm(), 0.75);
+  EXPECT_EQ(printClusterSpec(*parsed).find("attention_efficiency"),
+            std::string::npos);
   EXPECT_EQ(preset("a100-80g").device.attentionEfficiency, 0.5);
 }
 
@@ -250,6 +255,14 @@ TEST(ClusterSpecTest, UnknownKeys) {
 }
 
 TEST(ClusterSpecTest, BadValues) {
+  // 1e400 reads as infinity: not a bad sign, a number out of any range.
+  std::string infinite = printClusterSpec(preset("a100-80g"));
+  size_t at = infinite.find("\"memory_bytes\": ") + 16;
+  infinite.replace(at, infinite.find(',', at) - at, "1e400");
+  llvm::Expected<ClusterSpec> parsed = parseClusterSpec(infinite, "x.json");
+  ASSERT_FALSE(bool(parsed));
+  EXPECT_EQ(llvm::toString(parsed.takeError()),
+            "x.json: device.memory_bytes: must be a finite number");
   EXPECT_EQ(parseError(editedA100([](llvm::json::Object &spec) {
               member(member(spec, "device"), "peak_flops")["bf16"] = 0.0;
             })),
@@ -388,6 +401,23 @@ TEST(ClusterSpecTest, ResolveErrors) {
   EXPECT_EQ(resolveError("a100-80g:"),
             "--cluster 'a100-80g:': the node count after ':' must be a "
             "positive integer");
+  // The bound of a spec file's "nodes", before the device count could
+  // overflow (2^63 - 1 and 2^61 nodes of 8 devices did).
+  EXPECT_EQ(resolveError("a100-80g:70000"),
+            "--cluster 'a100-80g:70000': the node count 70000 is more than "
+            "the 65536 Loom plans for");
+  EXPECT_EQ(resolveError("a100-80g:9223372036854775807"),
+            "--cluster 'a100-80g:9223372036854775807': the node count "
+            "9223372036854775807 is more than the 65536 Loom plans for");
+  EXPECT_EQ(resolveError("a100-80g:2305843009213693952"),
+            "--cluster 'a100-80g:2305843009213693952': the node count "
+            "2305843009213693952 is more than the 65536 Loom plans for");
+  EXPECT_EQ(resolveError("a100-80g:99999999999999999999"),
+            "--cluster 'a100-80g:99999999999999999999': the node count "
+            "after ':' must be a positive integer");
+  auto largest = resolveClusterSpec("a100-80g:65536");
+  ASSERT_TRUE(bool(largest)) << llvm::toString(largest.takeError());
+  EXPECT_EQ(largest->numDevices(), 65536 * 8);
   EXPECT_EQ(resolveError(":2"),
             "--cluster ':2': expected PRESET[:NODES] or FILE.json[:NODES]");
   EXPECT_EQ(resolveError(""),

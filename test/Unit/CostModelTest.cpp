@@ -118,16 +118,6 @@ TEST(CollectivesTest, AcrossNodesTheHierarchicalAllReduceIsThreePhases) {
             ringCost(Collective::AllReduce, n, 128, inter).seconds);
 }
 
-TEST(CollectivesTest, GroupPlacementFollowsTheStride) {
-  GroupPlacement tensor = GroupPlacement::strided(8, 1, 8);
-  EXPECT_EQ(tensor.perNode, 8);
-  GroupPlacement data = GroupPlacement::strided(16, 8, 8);
-  EXPECT_EQ(data.perNode, 1);
-  EXPECT_EQ(data.numNodes(), 16);
-  GroupPlacement mixed = GroupPlacement::strided(8, 2, 8);
-  EXPECT_EQ(mixed.perNode, 4);
-}
-
 TEST(CollectivesTest, OnlyTheExposedPartCounts) {
   EXPECT_EQ(exposedTime(3, 5), 0);
   EXPECT_EQ(exposedTime(5, 3), 2);
@@ -472,6 +462,10 @@ TEST_F(EstimateTest, InterleavedLayoutsNeedNotDivide) {
   EXPECT_EQ(plan::checkPlan(config, node, parallel, setup),
             "the stage layout gives 3 stages 9 layers; the plan has 4 stages "
             "(16 with V = 4) of 14 layers");
+  // A negative count is named, not summed into a wrong total.
+  parallel.stageLayers = {1, 1, 1, 1, 1, 1, 1, -2, 1, 1, 1, 1, 1, 1, 1, 1};
+  EXPECT_EQ(plan::checkPlan(config, node, parallel, setup),
+            "the stage layout gives stage 7 -2 layers");
 }
 
 TEST_F(EstimateTest, ContextParallelismSplitsTheSequence) {

@@ -42,6 +42,27 @@ TEST(JsonDepthTest, ParseJsonRefusesDeepNestingBeforeParsing) {
   EXPECT_TRUE(bool(loom::parseJson(ok)));
 }
 
+TEST(JsonDepthTest, ParseJsonRefusesDuplicateKeys) {
+  auto error = [](llvm::StringRef text) {
+    llvm::Expected<llvm::json::Value> parsed = loom::parseJson(text);
+    return parsed ? std::string() : llvm::toString(parsed.takeError());
+  };
+  EXPECT_EQ(error(R"({"nodes": 1, "nodes": 4})"),
+            "duplicate key \"nodes\" (at byte 13)");
+  // Nested, after an array; the path names where the object is.
+  EXPECT_EQ(error(R"({"a": [0, {"b": {"c": 1, "c": 2}}]})"),
+            "duplicate key \"c\" in a[1].b (at byte 25)");
+  // Escapes decode before comparing; a quote inside a key is no end.
+  EXPECT_EQ(error(R"({"x": 1, "\u0078": 2})"),
+            "duplicate key \"x\" (at byte 9)");
+  EXPECT_EQ(error(R"({"a\"b": 1, "a\"b": 2})"),
+            "duplicate key \"a\"b\" (at byte 12)");
+  // The same key in sibling objects, and strings equal to keys, are fine.
+  EXPECT_EQ(error(R"({"a": {"k": 1}, "b": {"k": 2}, "c": ["a", "a"]})"), "");
+  EXPECT_EQ(error(R"([{"k": 1}, {"k": 1}])"), "");
+  EXPECT_EQ(error(R"({"k": "k", "v": {"k": "k"}})"), "");
+}
+
 TEST(InputFileTest, RefusesStreamsPastTheLimit) {
   // /dev/zero never ends: reading stops past the limit.
   llvm::Expected<std::unique_ptr<llvm::MemoryBuffer>> zero =

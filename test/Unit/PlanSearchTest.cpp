@@ -19,7 +19,9 @@
 
 #include <gtest/gtest.h>
 
+#include <chrono>
 #include <set>
+#include <thread>
 #include <tuple>
 
 using namespace loom;
@@ -114,6 +116,48 @@ TEST(PlanSearchTest, BestPlanBeatsEveryPlanEstimatedAlone) {
   EXPECT_EQ(fresh.numCostedModels(), pairs.size());
 }
 
+TEST(PlanSearchTest, AnEarlyStopSaysHowFarItGot) {
+  // GPT-3 175B fits no plan on one DGX A100. The progress callback (called
+  // every 256 plans, before the clock is read) stalls the search past its
+  // limit at plan 256: it stops there, with every plan it estimated
+  // rejected, and must say that it stopped, not that all plans failed.
+  mlir::MLIRContext context;
+  context.loadDialect<LoomDialect, mlir::func::FuncDialect,
+                      mlir::arith::ArithDialect>();
+  ModelConfig config = loadConfig("gpt3-175b.json");
+  cost::ClusterSpec cluster = loadCluster("a100-80g");
+  TrainingSetup setup;
+  setup.globalBatch = 64;
+  PlanEvaluator evaluator(context, config, cluster, setup,
+                          buildForwardBackward);
+  SearchOptions options;
+  options.timeLimitSeconds = 1;
+  options.progress = [&](int64_t done, int64_t) {
+    if (done == 256)
+      std::this_thread::sleep_for(std::chrono::milliseconds(1100));
+  };
+  auto result = searchPlans(evaluator, config, cluster, setup, options);
+  ASSERT_TRUE(bool(result)) << llvm::toString(result.takeError());
+  EXPECT_TRUE(result->best.empty());
+  EXPECT_TRUE(result->stoppedEarly());
+  EXPECT_EQ(result->numEstimated, 256);
+  EXPECT_GT(result->numPlans, 256);
+  EXPECT_EQ(result->numRejectedForMemory, 256);
+  EXPECT_TRUE(result->closestRejected.has_value());
+
+  // Stopped before the first plan: an empty result, not an error.
+  options.timeLimitSeconds = 0.05;
+  options.progress = [&](int64_t done, int64_t) {
+    if (done == 0)
+      std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  };
+  result = searchPlans(evaluator, config, cluster, setup, options);
+  ASSERT_TRUE(bool(result)) << llvm::toString(result.takeError());
+  EXPECT_EQ(result->numEstimated, 0);
+  EXPECT_TRUE(result->best.empty());
+  EXPECT_FALSE(result->closestRejected.has_value());
+}
+
 TEST(PlanSearchTest, WhyLostNamesTheComponentThatGrew) {
   Estimate winner, loser;
   winner.stepTime = 1.0;
@@ -126,10 +170,31 @@ TEST(PlanSearchTest, WhyLostNamesTheComponentThatGrew) {
   loser.exposedComm = 0.24;
   EXPECT_EQ(whyLost(winner, loser),
             "+14.0% step time: pipeline bubble 200.000 ms vs 100.000 ms");
-  loser.stepTime = winner.stepTime;
-  loser.memory.activations = 2;
+  // Compute as the step-time line prints it, the optimizer step included;
+  // both sides of a reason in one unit.
+  loser = winner;
+  winner.optimizer = 0.1;
+  loser.compute = 0.75;
+  loser.stepTime = 1.05;
   EXPECT_EQ(whyLost(winner, loser),
-            "same step time, more memory: 2 vs 0 bytes");
+            "+5.0% step time: compute 750.000 ms vs 700.000 ms");
+  loser = winner;
+  loser.exposedComm = 0.2002;
+  loser.stepTime = 1.0002;
+  winner.exposedComm = 0.2;
+  EXPECT_EQ(whyLost(winner, loser),
+            "+0.0% step time: exposed communication 200.200 ms vs 200.000 ms");
+  winner.exposedComm = 0;
+  loser.exposedComm = 237.144e-6;
+  loser.stepTime = winner.stepTime + loser.exposedComm;
+  EXPECT_EQ(whyLost(winner, loser),
+            "+0.0% step time: exposed communication 237.144 us vs 0.000 us");
+  // A tie in time loses on memory, in the GiB the plans print.
+  loser = winner;
+  loser.memory.activations = 3.5 * double(1 << 30);
+  winner.memory.activations = 3.0 * double(1 << 30);
+  EXPECT_EQ(whyLost(winner, loser),
+            "same step time, more memory: 3.50 GiB vs 3.00 GiB");
 }
 
 } // namespace

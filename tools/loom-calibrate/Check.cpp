@@ -13,6 +13,7 @@
 #include "loom/CostModel/OpCost.h"
 
 #include "llvm/Support/FormatVariadic.h"
+#include "llvm/Support/WithColor.h"
 
 using namespace llvm;
 using loom::cost::Collective;
@@ -25,7 +26,7 @@ Error shapeError(StringRef item) {
   return createStringError(inconvertibleErrorCode(),
                            "--sizes: '" + item +
                                "' is not N or MxNxK with dimensions in "
-                               "1..65536");
+                               "1..1048576");
 }
 
 Expected<std::vector<GemmShape>> parseShapes(StringRef text) {
@@ -38,7 +39,7 @@ Expected<std::vector<GemmShape>> parseShapes(StringRef text) {
     SmallVector<int64_t, 3> values;
     for (StringRef dim : dims) {
       int64_t value;
-      if (dim.getAsInteger(10, value) || value <= 0 || value > 65536)
+      if (dim.getAsInteger(10, value) || value <= 0 || value > (int64_t(1) << 20))
         return shapeError(item);
       values.push_back(value);
     }
@@ -82,9 +83,10 @@ struct CheckInputs {
   std::vector<int64_t> bytes;
 };
 
+/// `memory`: the bytes of memory each rank has (memoryPerRank).
 std::optional<std::string> readInputs(const Topology &topology,
                                       const CheckOptions &options,
-                                      CheckInputs &inputs) {
+                                      double memory, CheckInputs &inputs) {
   if (topology.rank == 0) {
     Expected<cost::ClusterSpec> spec = cost::resolveClusterSpec(options.spec);
     if (!spec)
@@ -96,6 +98,16 @@ std::optional<std::string> readInputs(const Topology &topology,
                              : StringRef(options.shapes));
   if (!shapes)
     return toString(shapes.takeError());
+  // Every rank of a node holds its three matrices at once: half of a
+  // rank's share of memory leaves the rest of the machine room to run.
+  for (const GemmShape &shape : *shapes)
+    if (shape.bytes() > memory / 2)
+      return formatv("--sizes {0}x{1}x{2}: its three fp32 matrices take "
+                     "{3:f2} GiB on each rank, more than half of the {4:f2} "
+                     "GiB of memory a rank has here",
+                     shape.m, shape.n, shape.k, shape.bytes() / (1 << 30),
+                     memory / (1 << 30))
+          .str();
   inputs.shapes = std::move(*shapes);
   Expected<std::vector<int64_t>> bytes =
       parseBytes(options.bytes.empty() ? "24,3000,100000,3000000"
@@ -111,7 +123,8 @@ std::optional<std::string> readInputs(const Topology &topology,
 int runCheck(const Topology &topology, const CheckOptions &options) {
   CheckInputs inputs;
   // Every rank parses the same sizes; only rank 0's errors are printed.
-  if (!agree(topology, readInputs(topology, options, inputs)))
+  double memory = memoryPerRank(topology);
+  if (!agree(topology, readInputs(topology, options, memory, inputs)))
     return 1;
   bool root = topology.rank == 0;
   const cost::ClusterSpec *spec = root ? &*inputs.spec : nullptr;
@@ -121,7 +134,16 @@ int runCheck(const Topology &topology, const CheckOptions &options) {
                  "predicted", "measured", "pred/meas");
 
   for (const GemmShape &shape : inputs.shapes) {
-    double measured = timeGemm(shape.m, shape.n, shape.k, timing);
+    std::optional<double> time = timeGemm(shape.m, shape.n, shape.k, timing);
+    if (!time) {
+      if (root)
+        WithColor::error(errs(), "loom-calibrate")
+            << formatv("--sizes {0}x{1}x{2}: cannot allocate its three fp32 "
+                       "matrices ({3:f2} GiB) on every rank\n",
+                       shape.m, shape.n, shape.k, shape.bytes() / (1 << 30));
+      return 1;
+    }
+    double measured = *time;
     if (root)
       printRow(out, "gemm fp32",
                formatv("{0}x{1}x{2}", shape.m, shape.n, shape.k).str(),

@@ -10,7 +10,9 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdlib>
 #include <functional>
+#include <memory>
 #include <unistd.h>
 
 namespace loom::calibrate {
@@ -19,13 +21,17 @@ namespace {
 
 /// Values in [-1, 1) from a fixed linear congruential generator: never
 /// zeros, which some kernels process faster than real data.
+void fillRandom(float *values, size_t count, uint32_t seed) {
+  uint32_t state = seed * 2654435761u + 1;
+  for (size_t i = 0; i < count; ++i) {
+    state = state * 1664525u + 1013904223u;
+    values[i] = static_cast<float>(state >> 8) / float(1 << 23) - 1.0f;
+  }
+}
+
 std::vector<float> randomFloats(size_t count, uint32_t seed) {
   std::vector<float> values(count);
-  uint32_t state = seed * 2654435761u + 1;
-  for (float &value : values) {
-    state = state * 1664525u + 1013904223u;
-    value = static_cast<float>(state >> 8) / float(1 << 23) - 1.0f;
-  }
+  fillRandom(values.data(), count, seed);
   return values;
 }
 
@@ -125,14 +131,34 @@ void Topology::release() {
 // Local kernels
 //===----------------------------------------------------------------------===//
 
-double timeGemm(int64_t m, int64_t n, int64_t k, const TimingOptions &options) {
-  std::vector<float> a = randomFloats(m * k, 1), b = randomFloats(k * n, 2),
-                     c = randomFloats(m * n, 3);
+std::optional<double> timeGemm(int64_t m, int64_t n, int64_t k,
+                               const TimingOptions &options) {
+  // A failed allocation is a result every rank agrees on, not the
+  // out-of-memory abort std::vector's would be (and no rank waits in a
+  // collective for one that died).
+  struct Free {
+    void operator()(float *p) const { std::free(p); }
+  };
+  std::unique_ptr<float[], Free> a, b, c;
+  auto allocate = [](int64_t count, uint32_t seed) {
+    std::unique_ptr<float[], Free> buffer(
+        static_cast<float *>(std::malloc(size_t(count) * sizeof(float))));
+    if (buffer)
+      fillRandom(buffer.get(), size_t(count), seed);
+    return buffer;
+  };
+  a = allocate(m * k, 1);
+  b = allocate(k * n, 2);
+  c = allocate(m * n, 3);
+  int allocated = a && b && c;
+  MPI_Allreduce(MPI_IN_PLACE, &allocated, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD);
+  if (!allocated)
+    return std::nullopt;
   return timeTogether(
       MPI_COMM_WORLD,
       [&] {
         cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, m, n, k, 1.0f,
-                    a.data(), k, b.data(), n, 0.0f, c.data(), n);
+                    a.get(), k, b.get(), n, 0.0f, c.get(), n);
       },
       options);
 }

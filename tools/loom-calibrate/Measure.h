@@ -67,8 +67,10 @@ struct GemmShape {
 };
 
 /// Seconds of a row-major C[m,n] = A[m,k]·B[k,n] with cblas_sgemm on one
-/// thread, on every rank at once.
-double timeGemm(int64_t m, int64_t n, int64_t k, const TimingOptions &options);
+/// thread, on every rank at once; nullopt on every rank when some rank
+/// could not allocate the matrices.
+std::optional<double> timeGemm(int64_t m, int64_t n, int64_t k,
+                               const TimingOptions &options);
 
 /// Seconds of a triad a[i] = b[i] + s·c[i] over `elements` floats (12 bytes
 /// per element moved: two reads and a write, STREAM's count), on every rank

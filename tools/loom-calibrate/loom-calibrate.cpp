@@ -15,6 +15,7 @@
 #include "Modes.h"
 
 #include "llvm/Support/CommandLine.h"
+#include "llvm/Support/FormatVariadic.h"
 #include "llvm/Support/InitLLVM.h"
 #include "llvm/Support/WithColor.h"
 
@@ -40,7 +41,7 @@ cl::opt<int> ranksPerNode(
     "ranks-per-node", cl::init(0), cl::cat(category),
     cl::desc("Treat each R consecutive ranks as one node instead of the "
              "ranks that share memory (one host standing in for several "
-             "nodes, e.g. one per socket)"));
+             "nodes, e.g. one per socket); R >= 1 must divide the ranks"));
 cl::opt<std::string> checkSpec(
     "check", cl::cat(category), cl::value_desc("spec"),
     cl::desc("Instead of writing a spec, print the times SPEC (FILE.json or "
@@ -62,8 +63,23 @@ std::optional<std::string> checkFlags() {
     return "give -o FILE (calibrate) or --check SPEC";
   if (checkSpec.empty() && (!gemmSizes.empty() || !messageBytes.empty()))
     return "--sizes and --bytes need --check";
-  if (ranksPerNode < 0)
-    return "--ranks-per-node must be positive";
+  return std::nullopt;
+}
+
+/// --ranks-per-node against the ranks mpirun started (every rank computes
+/// the same answer).
+std::optional<std::string> ranksPerNodeError(int numRanks) {
+  if (!ranksPerNode.getNumOccurrences())
+    return std::nullopt;
+  if (ranksPerNode < 1)
+    return formatv("--ranks-per-node {0}: must be at least 1",
+                   ranksPerNode.getValue())
+        .str();
+  if (numRanks % ranksPerNode != 0)
+    return formatv("--ranks-per-node {0} does not divide the {1} ranks "
+                   "(mpirun -np) into whole nodes",
+                   ranksPerNode.getValue(), numRanks)
+        .str();
   return std::nullopt;
 }
 
@@ -100,8 +116,19 @@ int main(int argc, char **argv) {
   }
 
   MPI_Init(&argc, &argv);
+  int rank = 0, numRanks = 1;
+  MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+  MPI_Comm_size(MPI_COMM_WORLD, &numRanks);
+  // Needs the rank count; printed once, by rank 0.
+  if (std::optional<std::string> error = ranksPerNodeError(numRanks)) {
+    if (rank == 0)
+      WithColor::error(errs(), "loom-calibrate") << *error << "\n";
+    MPI_Finalize();
+    return 1;
+  }
   openblas_set_num_threads(1); // one rank, one core
-  Topology topology = Topology::discover(ranksPerNode);
+  Topology topology =
+      Topology::discover(ranksPerNode.getNumOccurrences() ? ranksPerNode : 0);
   int status = 1;
   if (agree(topology, topologyError(topology)))
     status = checkSpec.empty()

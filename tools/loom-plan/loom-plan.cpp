@@ -16,7 +16,7 @@
 //             [--schedule gpipe|1f1b|interleaved-1f1b|zb-h1]
 //             [--virtual-stages V] [--layers L0,L1,...]
 //             [--timeline FILE.json|FILE.svg]
-//             [--sequence-parallel] [--precision bf16|f32]
+//             [--sequence-parallel] [--mixed-precision[=false]]
 //             [--optimizer adamw|sgd] [--unfused-attention]
 //             [--store-dropout-masks] --estimate [--json]
 //
@@ -34,6 +34,7 @@
 #include "loom/Planner/Estimate.h"
 #include "loom/Planner/Search.h"
 #include "loom/Schedule/Timeline.h"
+#include "loom/Support/AtomicFile.h"
 #include "loom/Support/InputFile.h"
 #include "passes/Pipelines/Pipelines.h"
 
@@ -73,16 +74,20 @@ cl::opt<int64_t> seqLen("seq", cl::init(0), cl::cat(category),
                         cl::desc("Tokens per sequence (default: the "
                                  "model's maximum)"));
 cl::opt<int64_t> dp("dp", cl::init(1), cl::cat(category),
-                    cl::desc("Data-parallel degree D (default 1)"));
+                    cl::desc("Data-parallel degree D (--estimate: default 1; "
+                             "a search tries every D unless given)"));
 cl::opt<int64_t> tp("tp", cl::init(1), cl::cat(category),
                     cl::desc("Tensor-parallel degree T, Megatron-style "
-                             "(default 1)"));
+                             "(--estimate: default 1; a search tries every T "
+                             "unless given)"));
 cl::opt<int64_t> pp("pp", cl::init(1), cl::cat(category),
-                    cl::desc("Pipeline stages P (default 1)"));
+                    cl::desc("Pipeline stages P (--estimate: default 1; a "
+                             "search tries every P unless given)"));
 cl::opt<int64_t> cp("cp", cl::init(1), cl::cat(category),
                     cl::desc("Context-parallel degree CP: each sequence split "
                              "over CP devices, attention's keys and values "
-                             "passed around their ring (default 1)"));
+                             "passed around their ring (--estimate: default "
+                             "1; a search tries every CP unless given)"));
 cl::list<int64_t> stageLayersFlag(
     "layers", cl::CommaSeparated, cl::cat(category),
     cl::value_desc("L0,L1,..."),
@@ -90,10 +95,15 @@ cl::list<int64_t> stageLayersFlag(
              "counts, or P x V for interleaved-1f1b (default: even)"));
 cl::opt<int64_t> microBatch("micro-batch", cl::init(1), cl::cat(category),
                             cl::desc("Sequences per micro-batch on one "
-                                     "data-parallel rank (default 1)"));
+                                     "data-parallel rank (--estimate: default "
+                                     "1; a search tries every size unless "
+                                     "given)"));
 cl::opt<unsigned> zero("zero", cl::init(0), cl::cat(category),
-                       cl::desc("ZeRO stage 0-3 over the data-parallel "
-                                "devices (default 0)"));
+                       cl::desc("ZeRO stage 0-3, sharding over the D x CP "
+                                "data- and context-parallel devices, which "
+                                "hold the same parameters (--estimate: "
+                                "default 0; a search tries every stage "
+                                "unless given)"));
 cl::opt<cost::Recompute> recompute(
     "recompute", cl::init(cost::Recompute::None), cl::cat(category),
     cl::desc("Activation recomputation"),
@@ -201,7 +211,7 @@ std::string formatBytes(double bytes) {
 /// ("D=8 CP=16 T=8 P=16, ..." with context parallelism).
 std::string describePlan(const plan::ParallelPlan &p, const plan::Estimate &e) {
   return formatv("D={0} {10}T={1} P={2}, micro-batch {3} x {4} "
-                 "micro-batches, {5}, ZeRO-{6}, recompute {7}{8}{9}",
+                 "micro-batch{11}, {5}, ZeRO-{6}, recompute {7}{8}{9}",
                  p.dp, p.tp, p.pp, p.microBatch, e.numMicroBatches,
                  p.virtualStages > 1
                      ? formatv("{0} (V={1})",
@@ -214,7 +224,8 @@ std::string describePlan(const plan::ParallelPlan &p, const plan::Estimate &e) {
                  p.rankOrder == plan::RankOrder::TensorDataPipeline
                      ? ""
                      : ", ranks tp-pp-dp",
-                 p.cp > 1 ? formatv("CP={0} ", p.cp).str() : "")
+                 p.cp > 1 ? formatv("CP={0} ", p.cp).str() : "",
+                 e.numMicroBatches == 1 ? "" : "es")
       .str();
 }
 
@@ -353,8 +364,9 @@ void printText(const plan::Estimate &e, const plan::ParallelPlan &p,
       flags.push_back(contextFlags(p));
     os << "loom-opt:    " << join(flags.begin(), flags.end(), " ") << "\n";
   }
-  os << formatv("cluster:     {0}: {1} nodes x {2} devices ({3})\n",
-                cluster.name, cluster.nodes, cluster.devicesPerNode,
+  os << formatv("cluster:     {0}: {1} node{2} x {3} device{4} ({5})\n",
+                cluster.name, cluster.nodes, cluster.nodes == 1 ? "" : "s",
+                cluster.devicesPerNode, cluster.devicesPerNode == 1 ? "" : "s",
                 cluster.device.name);
   os << formatv("model:       {0:e3} parameters, {1:e3} model FLOPs per "
                 "step\n",
@@ -371,7 +383,10 @@ void printText(const plan::Estimate &e, const plan::ParallelPlan &p,
                                    cluster.device.attentionEfficiencyOrGemm()),
                        attentionEfficiency.getNumOccurrences()
                            ? "--attention-efficiency"
-                           : "the cluster's attention_efficiency")
+                       : cluster.device.attentionEfficiency > 0
+                           ? "the cluster's attention_efficiency"
+                           : "the cluster's gemm_efficiency: its spec gives "
+                             "no attention_efficiency")
                    .str())
      << "\n";
   if (!e.notes.empty())
@@ -619,6 +634,22 @@ int search(mlir::MLIRContext &context, const ModelConfig &config,
   double seconds =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - start)
           .count();
+  if (result->best.empty() && result->stoppedEarly()) {
+    // The plans not estimated may well fit: say how far the search got.
+    std::string closest;
+    if (const auto &rejected = result->closestRejected)
+      closest = formatv(", none of which fits in memory (the closest needs "
+                        "{0} > {1} per device: {2})",
+                        formatGiB(rejected->estimate.memory.peak()),
+                        formatGiB(rejected->estimate.deviceMemory),
+                        describePlan(rejected->plan, rejected->estimate))
+                    .str();
+    return fail(formatv("the search stopped after {0} s (--search-seconds) "
+                        "with {1} of the {2} plans estimated{3}; give it more "
+                        "time or pin some of the degrees",
+                        shortNumber(searchSeconds), result->numEstimated,
+                        result->numPlans, closest));
+  }
   if (result->best.empty()) {
     const plan::RankedPlan &closest = *result->closestRejected;
     return fail(formatv("no plan fits in memory: all {0} plans were rejected; "
@@ -667,7 +698,7 @@ int main(int argc, char **argv) {
                         "most {1} sequences per step)",
                         globalBatch.getValue(), kMaxGlobalBatch));
   for (const cl::opt<int64_t> *degree :
-       {&dp, &tp, &pp, &microBatch, &virtualStages})
+       {&dp, &tp, &pp, &cp, &microBatch, &virtualStages})
     if (*degree < 1 || *degree > kMaxDegree)
       return fail(formatv("--{0} {1}: must be an integer in [1, {2}]",
                           degree->ArgStr, degree->getValue(), kMaxDegree));
@@ -676,6 +707,10 @@ int main(int argc, char **argv) {
       !timeline.ends_with(".svg"))
     return fail("--timeline=" + timeline +
                 ": the file must end in .json (Chrome trace) or .svg");
+  // Before a search of up to a minute, not after it.
+  if (!timeline.empty())
+    if (Error error = checkOutputFile(timeline))
+      return fail("--timeline: " + toString(std::move(error)));
 
   mlir::MLIRContext context;
   auto config = readModel(context);
@@ -685,6 +720,10 @@ int main(int argc, char **argv) {
   if (!cluster)
     return fail(toString(cluster.takeError()));
   if (attentionEfficiency.getNumOccurrences()) {
+    if (unfusedAttention)
+      return fail("--attention-efficiency is the rate of the fused attention "
+                  "kernel, which --unfused-attention does not run (its "
+                  "matmuls run at the GEMMs' rate): give one or the other");
     if (!(attentionEfficiency > 0 && attentionEfficiency <= 1))
       return fail(formatv("--attention-efficiency {0}: must be a fraction "
                           "of the peak in (0, 1]",
@@ -713,6 +752,9 @@ int main(int argc, char **argv) {
   setup.unfusedAttention = unfusedAttention;
   setup.activations.storeDropoutMasks = storeDropoutMasks;
 
+  for (auto [stage, layers] : enumerate(stageLayersFlag))
+    if (layers < 0)
+      return fail(formatv("--layers: stage {0} has {1} layers", stage, layers));
   if (!estimateFlag && stageLayersFlag.getNumOccurrences())
     return fail("--layers gives the stage layout of the plan --estimate "
                 "estimates; the search places the layers itself");

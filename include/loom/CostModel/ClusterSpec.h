@@ -61,6 +61,12 @@ struct LinkSpec {
   double latency = 0;   ///< α: seconds per message
 };
 
+/// The largest cluster Loom plans for: so many nodes of so many devices
+/// (2^26 devices in all, so that device counts and their products with the
+/// plan's degrees stay far from overflowing).
+constexpr int64_t kMaxNodes = int64_t(1) << 16;
+constexpr int64_t kMaxDevicesPerNode = int64_t(1) << 10;
+
 struct ClusterSpec {
   std::string name;
   int64_t nodes = 1;

@@ -12,6 +12,7 @@
 
 #include "loom/CostModel/ClusterSpec.h"
 
+#include "llvm/ADT/ArrayRef.h"
 #include "llvm/ADT/StringRef.h"
 
 namespace loom::cost {
@@ -29,18 +30,46 @@ llvm::StringRef stringifyCollective(Collective kind);
 enum class Algorithm { Ring, Tree, Hierarchical, PointToPoint };
 llvm::StringRef stringifyAlgorithm(Algorithm algorithm);
 
-/// Where the members of one group sit: `size` devices, `perNode` of them in
+/// One axis of a group: `size` members, consecutive ones `stride` ranks
+/// apart.
+struct GroupAxis {
+  int64_t size = 1;
+  int64_t stride = 1;
+};
+
+/// Where the members of a group sit: `size` devices, `perNode` of them in
 /// each node they touch (size when the group fits in one node, 1 when every
-/// member is on its own node).
+/// member is on its own node). A group whose nodes hold different numbers
+/// of its members has perNode 1: the hierarchical form needs equal shares
+/// per node, so its collectives run flat over the inter-node link.
 struct GroupPlacement {
   int64_t size = 1;
   int64_t perNode = 1;
 
+  /// The nodes its collectives cross (as costed: `size` when perNode is 1).
   int64_t numNodes() const { return size / perNode; }
-  /// The placement of a group of `size` devices whose consecutive members
-  /// are `stride` ranks apart, ranks filling node 0 first.
+  /// The slowest group of a kind. Ranks fill node 0 first; a group is the
+  /// ranks that differ only in their coordinates along `axes` (a mixed-radix
+  /// rank layout such as Megatron-LM's, e.g. {{T, 1}} for tensor groups), and
+  /// every such group of the layout is placed. All of them run their
+  /// collectives at once and the step waits for the slowest: one that spans
+  /// nodes, with the fewest members in a node (most traffic across), before
+  /// one that stays inside a node, as the inter-node link is the slower.
+  /// Tensor groups of T ranks, T not dividing the devices per node, straddle
+  /// nodes in some places: they are costed there.
+  static GroupPlacement of(llvm::ArrayRef<GroupAxis> axes,
+                           int64_t devicesPerNode);
+  /// The groups of `size` devices whose consecutive members are `stride`
+  /// ranks apart.
   static GroupPlacement strided(int64_t size, int64_t stride,
-                                int64_t devicesPerNode);
+                                int64_t devicesPerNode) {
+    return of({GroupAxis{size, stride}}, devicesPerNode);
+  }
+  /// The slowest pair of neighbours in such groups (a step of a ring around
+  /// the group, a send between pipeline stages): across nodes wherever the
+  /// group spans nodes, since somewhere a member's neighbour is on the next
+  /// node.
+  GroupPlacement neighbours() const { return {2, numNodes() > 1 ? 1 : 2}; }
 };
 
 struct CollectiveCost {

@@ -2,7 +2,7 @@
 //
 // `loom-plan` without --estimate: enumerates every plan of a model on a
 // cluster — data/context/tensor/pipeline degrees whose product is the
-// device count (tensor degree a power of two within a node, dividing the
+// device count (tensor degree a power of two up to a node, dividing the
 // heads and the MLP; context degree a power of two dividing the sequence)
 // and their order over the nodes, micro-batch size (so the global batch
 // splits into whole micro-batches), pipeline schedule, ZeRO stage, sequence
@@ -85,7 +85,10 @@ std::vector<ParallelPlan> enumeratePlans(const ModelConfig &config,
 
 /// The search; an error when no plan can run at all (the reason), or the
 /// model cannot be costed. No plan fitting is not an error: `best` is empty
-/// and `closestRejected` says what the tightest plan needs.
+/// and `closestRejected` says what the tightest plan needs (empty too when
+/// the time limit passed before any plan was estimated). When the search
+/// stopped early (stoppedEarly()), only the plans it estimated were ranked
+/// or rejected: an empty `best` then says nothing of the others.
 llvm::Expected<SearchResult> searchPlans(PlanEvaluator &evaluator,
                                          const ModelConfig &config,
                                          const cost::ClusterSpec &cluster,
@@ -93,7 +96,10 @@ llvm::Expected<SearchResult> searchPlans(PlanEvaluator &evaluator,
                                          const SearchOptions &options);
 
 /// Why `loser` is slower than `winner`: "+14.0% step time: pipeline bubble
-/// 0.900 s vs 0.400 s", naming the component that grew most.
+/// 0.900 s vs 0.400 s", naming the part of the step time (compute, the
+/// optimizer step included; exposed communication; pipeline bubble) that
+/// grew most, both numbers in one unit; a tie names the peak memory, in
+/// GiB or the unit that fits.
 std::string whyLost(const Estimate &winner, const Estimate &loser);
 
 } // namespace loom::plan

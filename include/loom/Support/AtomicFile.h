@@ -30,9 +30,10 @@ writeFileAtomically(llvm::StringRef path,
                     llvm::function_ref<void(llvm::raw_ostream &)> write);
 
 /// Checks, before the work whose result it will hold, that `path` can be
-/// written as writeFileAtomically writes it: it is not a directory, and a
-/// file can be created beside it (one is, and removed). A stream output
-/// passes. Errors start with `path`; nothing is left behind.
+/// written as writeFileAtomically writes it: it is not a directory, its
+/// directory exists, and a file can be created beside it (one is, and
+/// removed). A stream output passes. Errors start with `path`; nothing is
+/// left behind.
 llvm::Error checkOutputFile(llvm::StringRef path);
 
 /// Creates an empty directory named `target` + ".tmp-XXXXXX" beside

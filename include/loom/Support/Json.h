@@ -16,8 +16,9 @@
 namespace loom {
 
 /// llvm::json::parse, after checking that `text` nests at most
-/// kMaxJsonDepth levels. The error does not name the file: callers say
-/// which file it was.
+/// kMaxJsonDepth levels; an object with a key twice is an error (llvm::json
+/// would keep the last silently). The error does not name the file:
+/// callers say which file it was.
 llvm::Expected<llvm::json::Value> parseJson(llvm::StringRef text);
 
 } // namespace loom
