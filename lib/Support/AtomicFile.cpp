@@ -19,7 +19,27 @@ static Error pathError(StringRef path, const Twine &message) {
   return createStringError(inconvertibleErrorCode(), path + ": " + message);
 }
 
+/// The process's own descriptor a path names (/dev/stdout, /dev/stderr,
+/// /dev/fd/N, /proc/self/fd/N), or -1.
+static int ownDescriptor(StringRef path) {
+  if (path == "/dev/stdout")
+    return 1;
+  if (path == "/dev/stderr")
+    return 2;
+  for (StringRef prefix : {"/dev/fd/", "/proc/self/fd/"}) {
+    unsigned fd;
+    if (path.consume_front(prefix) && !path.getAsInteger(10, fd))
+      return int(fd);
+  }
+  return -1;
+}
+
 bool isStreamOutput(StringRef path) {
+  // /dev/stdout is a link to the descriptor, which may be a regular file
+  // (`> log.txt`): renaming over the link would replace /dev/stdout itself
+  // (as root) or fail in /dev, so it is a stream whatever it points to.
+  if (ownDescriptor(path) >= 0)
+    return true;
   sys::fs::file_status status;
   if (sys::fs::status(path, status))
     return false;
@@ -27,11 +47,23 @@ bool isStreamOutput(StringRef path) {
          status.type() != sys::fs::file_type::directory_file;
 }
 
+std::string atomicOutputPath(StringRef path) {
+  // A link to a file: replace the file it names, so that the link stays.
+  SmallString<256> resolved;
+  if (sys::fs::is_symlink_file(path) && !sys::fs::real_path(path, resolved))
+    return std::string(resolved);
+  return std::string(path);
+}
+
 Error writeFileAtomically(StringRef path,
                           function_ref<void(raw_ostream &)> write) {
   if (isStreamOutput(path)) {
+    // In place, appending: a log sent to /dev/stdout while stdout goes to a
+    // file follows what the tool printed there, rather than truncating it.
+    outs().flush();
+    errs().flush();
     std::error_code error;
-    raw_fd_ostream os(path, error);
+    raw_fd_ostream os(path, error, sys::fs::OF_Append);
     if (!error) {
       write(os);
       os.flush();
@@ -42,8 +74,9 @@ Error writeFileAtomically(StringRef path,
       return pathError(path, error.message());
     return Error::success();
   }
+  std::string target = atomicOutputPath(path);
   Expected<sys::fs::TempFile> temp =
-      sys::fs::TempFile::create(path + ".tmp-%%%%%%");
+      sys::fs::TempFile::create(target + ".tmp-%%%%%%");
   if (!temp)
     return pathError(path, toString(temp.takeError()));
   {
@@ -56,7 +89,7 @@ Error writeFileAtomically(StringRef path,
       return pathError(path, error.message());
     }
   }
-  if (Error error = temp->keep(path))
+  if (Error error = temp->keep(target))
     return pathError(path, toString(std::move(error)));
   return Error::success();
 }
@@ -66,15 +99,16 @@ Error checkOutputFile(StringRef path) {
     return Error::success();
   if (sys::fs::is_directory(path))
     return pathError(path, "is a directory");
-  SmallString<128> directory = sys::path::parent_path(path);
+  std::string target = atomicOutputPath(path);
+  SmallString<128> directory = sys::path::parent_path(target);
   if (directory.empty())
     directory = ".";
   if (!sys::fs::is_directory(directory))
-    return pathError(path, "directory '" + directory + "' does not exist");
+    return pathError(path, "the directory '" + directory + "' does not exist");
   // The rename needs a new file in the same directory: create one now, so
   // that a missing or read-only directory fails before any work, not after.
   Expected<sys::fs::TempFile> probe =
-      sys::fs::TempFile::create(path + ".tmp-%%%%%%");
+      sys::fs::TempFile::create(target + ".tmp-%%%%%%");
   if (!probe)
     return pathError(path, "cannot create a file in its directory: " +
                                toString(probe.takeError()));

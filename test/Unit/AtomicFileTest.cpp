@@ -12,10 +12,12 @@
 #include "TestFiles.h"
 
 #include "llvm/Support/FileSystem.h"
+#include "llvm/Support/MemoryBuffer.h"
 
 #include <gtest/gtest.h>
 
 #include <sys/stat.h>
+#include <unistd.h>
 
 namespace {
 
@@ -70,6 +72,52 @@ TEST(AtomicFileTest, CheckOutputFileProbesAndLeavesNothing) {
   EXPECT_NE(llvm::toString(std::move(missing)).find("missing/out.json: "),
             std::string::npos);
   EXPECT_TRUE(dir.isEmpty());
+}
+
+// A symbolic link to a file is written through: the file it names gets the
+// new content and the link stays a link. (Renaming over the link replaced
+// it with a plain file; for /dev/stdout, as root, that replaced the
+// system's /dev/stdout.)
+TEST(AtomicFileTest, ALinkIsWrittenThrough) {
+  loom::unittest::TempDir dir;
+  ASSERT_FALSE(llvm::sys::fs::create_directory(dir.file("real")));
+  std::string target = dir.file("real/out.json");
+  std::string link = dir.file("out.json");
+  ASSERT_FALSE(bool(loom::writeFileAtomically(
+      target, [](llvm::raw_ostream &os) { os << "old"; })));
+  ASSERT_FALSE(llvm::sys::fs::create_link(target, link));
+  EXPECT_FALSE(bool(loom::checkOutputFile(link)));
+  ASSERT_FALSE(bool(loom::writeFileAtomically(
+      link, [](llvm::raw_ostream &os) { os << "new"; })));
+  EXPECT_TRUE(llvm::sys::fs::is_symlink_file(link));
+  auto text = llvm::MemoryBuffer::getFile(target);
+  ASSERT_TRUE(bool(text));
+  EXPECT_EQ((*text)->getBuffer(), "new");
+  EXPECT_EQ(dir.entries().size(), 2u); // real/ and the link, no temporary
+}
+
+// The process's own descriptors are streams whatever they point to: with
+// stdout sent to a file, /dev/stdout resolves to a regular file, and an
+// atomic write would rename over the link.
+TEST(AtomicFileTest, OwnDescriptorsAreStreams) {
+  for (const char *path :
+       {"/dev/stdout", "/dev/stderr", "/dev/fd/1", "/proc/self/fd/2"})
+    EXPECT_TRUE(loom::isStreamOutput(path)) << path;
+  EXPECT_FALSE(loom::isStreamOutput("/dev/fd/x"));
+  EXPECT_FALSE(bool(loom::checkOutputFile("/dev/stdout")));
+  // A descriptor open on a regular file, as stdout is under `> log.txt`.
+  loom::unittest::TempDir dir;
+  int fd = -1;
+  ASSERT_FALSE(llvm::sys::fs::openFileForWrite(dir.file("log.txt"), fd));
+  std::string self = "/dev/fd/" + std::to_string(fd);
+  EXPECT_TRUE(loom::isStreamOutput(self));
+  EXPECT_FALSE(bool(loom::writeFileAtomically(
+      self, [](llvm::raw_ostream &os) { os << "appended"; })));
+  ::close(fd);
+  auto text = llvm::MemoryBuffer::getFile(dir.file("log.txt"));
+  ASSERT_TRUE(bool(text));
+  EXPECT_EQ((*text)->getBuffer(), "appended");
+  EXPECT_EQ(dir.entries().size(), 1u);
 }
 
 } // namespace

@@ -558,8 +558,8 @@ int main(int argc, char **argv) {
   std::optional<sys::fs::TempFile> llvmFile;
   bool llvmStream = !emitLLVM.empty() && loom::isStreamOutput(emitLLVM);
   if (!emitLLVM.empty() && !llvmStream) {
-    Expected<sys::fs::TempFile> file =
-        sys::fs::TempFile::create(emitLLVM + ".tmp-%%%%%%");
+    Expected<sys::fs::TempFile> file = sys::fs::TempFile::create(
+        loom::atomicOutputPath(emitLLVM) + ".tmp-%%%%%%");
     Error err = file ? Error::success() : file.takeError();
     if (!err) {
       raw_fd_ostream os(file->FD, /*shouldClose=*/false);
@@ -588,7 +588,7 @@ int main(int argc, char **argv) {
     return fail(toString(std::move(err)));
   }
   if (llvmFile)
-    if (Error err = llvmFile->keep(emitLLVM))
+    if (Error err = llvmFile->keep(loom::atomicOutputPath(emitLLVM)))
       return fail(emitLLVM + ": " + toString(std::move(err)));
   // /dev/null, a FIFO: written in place, never renamed over.
   if (llvmStream)

@@ -118,9 +118,10 @@ int writeOutputs(const std::string &text,
                  llvm::function_ref<Error()> writeWeights) {
   std::optional<sys::fs::TempFile> pending;
   bool stream = outputPath == "-" || loom::isStreamOutput(outputPath);
+  std::string target = loom::atomicOutputPath(outputPath);
   if (!stream) {
     Expected<sys::fs::TempFile> temp =
-        sys::fs::TempFile::create(outputPath + ".tmp-%%%%%%");
+        sys::fs::TempFile::create(target + ".tmp-%%%%%%");
     if (!temp)
       return fail(outputPath + ": " + toString(temp.takeError()));
     raw_fd_ostream out(temp->FD, /*shouldClose=*/false);
@@ -151,7 +152,7 @@ int writeOutputs(const std::string &text,
       return fail(toString(std::move(error)));
     return 0;
   }
-  if (Error error = pending->keep(outputPath)) {
+  if (Error error = pending->keep(target)) {
     if (!initWeights.empty())
       sys::fs::remove(initWeights);
     return fail(outputPath + ": " + toString(std::move(error)));

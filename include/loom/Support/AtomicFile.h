@@ -15,16 +15,23 @@
 #include "llvm/Support/Error.h"
 #include "llvm/Support/raw_ostream.h"
 
+#include <string>
+
 namespace loom {
 
-/// True when `path` exists and is neither a regular file nor a directory
-/// (/dev/null, a FIFO, a terminal): such an output is written in place,
-/// never replaced by a rename.
+/// True when `path` is one of the process's own descriptors (/dev/stdout,
+/// /dev/stderr, /dev/fd/N), or exists and is neither a regular file nor a
+/// directory (/dev/null, a FIFO, a terminal): such an output is written in
+/// place, appending, never replaced by a rename.
 bool isStreamOutput(llvm::StringRef path);
 
+/// Where the atomic write of `path` renames its file to: `path`, or for a
+/// symbolic link the file it names, so that the link stays a link.
+std::string atomicOutputPath(llvm::StringRef path);
+
 /// Writes what `write` produces to `path` atomically (a stream output in
-/// place). Errors start with `path`. Unlike llvm::writeToOutput, a failed
-/// write is reported, not fatal.
+/// place; through a symbolic link to the file it names). Errors start with
+/// `path`. Unlike llvm::writeToOutput, a failed write is reported, not fatal.
 llvm::Error
 writeFileAtomically(llvm::StringRef path,
                     llvm::function_ref<void(llvm::raw_ostream &)> write);
