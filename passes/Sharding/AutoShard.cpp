@@ -214,11 +214,9 @@ struct AutoShardPass : impl::LoomAutoShardBase<AutoShardPass> {
 
   void runOnOperation() override {
     ModuleOp module = getOperation();
-    // The options' errors concern no line of the input: one line, without
-    // a source excerpt (a function's first line can be kilobytes long).
-    auto optionError = [&] {
-      return emitError(UnknownLoc::get(&getContext()));
-    };
+    // The options' errors concern the module as a whole: one line naming
+    // its file, as the other passes' option errors do.
+    auto optionError = [&] { return emitLineError(module); };
     auto fn = module.lookupSymbol<func::FuncOp>(funcName);
     if (!fn) {
       optionError() << "--loom-auto-shard: no function @" << funcName;

@@ -11,10 +11,10 @@
 
 // BUDGET: error: --loom-auto-shard: memory budget of 1000 bytes {{.*}} is infeasible: every allowed strategy choice needs at least
 // MESH: error: --loom-auto-shard: mesh="2xq" is not a list of axis sizes such as 2x4
-// DEVICES: error: --loom-auto-shard: the step needs the mesh 16 = 16 devices, the cluster 'a100-80g' has 8
+// DEVICES: {{.*}}.mlir:{{[0-9]+}}:0: error: --loom-auto-shard: the step needs the mesh 16 = 16 devices, the cluster 'a100-80g' has 8
 // NOFILE: error: --loom-auto-shard: {{.*}}missing.json: {{.*}}No such file or directory
 // CONTEXT: error: --loom-auto-shard: context-axis=2 is not an axis of the mesh 2x4
-// FUNC: error: --loom-auto-shard: no function @nosuch
+// FUNC: {{.*}}auto-shard-errors.mlir:{{[0-9]+}}:0: error: --loom-auto-shard: no function @nosuch
 
 // A call must be inlined first. (The other cases: a malformed mesh, a mesh
 // the cluster cannot hold, a missing cluster file, each one line without
