@@ -168,14 +168,14 @@ private:
 /// Checks that `fn` is a loss: one block, one 0-d float result.
 LogicalResult verifyLossFunction(func::FuncOp fn) {
   if (fn.isExternal() || !fn.getBody().hasOneBlock())
-    return emitLineError(fn) << "loom-autodiff: '" << fn.getSymName()
+    return emitLineError(fn) << "--loom-autodiff: '" << fn.getSymName()
                              << "' must have a body of one block";
   ArrayRef<Type> results = fn.getFunctionType().getResults();
   auto loss = results.size() == 1 ? dyn_cast<RankedTensorType>(results[0])
                                   : RankedTensorType();
   if (!loss || loss.getRank() != 0 || !isFloatTensorType(loss))
     return emitLineError(fn)
-           << "loom-autodiff: '" << fn.getSymName()
+           << "--loom-autodiff: '" << fn.getSymName()
            << "' must return exactly one 0-d float tensor (the loss)";
   return success();
 }
@@ -209,7 +209,7 @@ LogicalResult buildBackward(func::FuncOp fn, BackwardOpHook hook) {
     auto rule = dyn_cast<GradientOpInterface>(op);
     if (!rule)
       return op->emitError()
-             << "loom-autodiff: no gradient rule for '" << op->getName() << "'";
+             << "--loom-autodiff: no gradient rule for '" << op->getName() << "'";
     listener.current = op;
     SmallVector<Value> operandGrads(op->getNumOperands());
     if (failed(rule.buildOperandGradients(b, resultGrads, operandGrads)))
@@ -269,13 +269,13 @@ struct AutodiffPass : impl::LoomAutodiffBase<AutodiffPass> {
     auto forward = module.lookupSymbol<func::FuncOp>(funcName);
     if (!forward) {
       emitLineError(module)
-          << "loom-autodiff: no function '" << funcName << "'";
+          << "--loom-autodiff: no function '" << funcName << "'";
       return signalPassFailure();
     }
     std::string name = funcName + "_backward";
     if (module.lookupSymbol(name)) {
       emitLineError(forward)
-          << "loom-autodiff: '" << name << "' already exists";
+          << "--loom-autodiff: '" << name << "' already exists";
       return signalPassFailure();
     }
 

@@ -51,12 +51,12 @@ struct OptimizerPass : impl::LoomOptimizerBase<OptimizerPass> {
       return signalPassFailure();
     auto grads = module.lookupSymbol<func::FuncOp>(funcName);
     if (!grads) {
-      emitLineError(module) << "loom-optimizer: no function '" << funcName
+      emitLineError(module) << "--loom-optimizer: no function '" << funcName
                             << "' (run --loom-autodiff first)";
       return signalPassFailure();
     }
     if (module.lookupSymbol("train_step")) {
-      emitLineError(grads) << "loom-optimizer: 'train_step' already exists";
+      emitLineError(grads) << "--loom-optimizer: 'train_step' already exists";
       return signalPassFailure();
     }
     FailureOr<Signature> signature = analyze(grads);
@@ -71,7 +71,7 @@ private:
   LogicalResult checkOptions() {
     ModuleOp module = getOperation();
     auto fail = [&](const Twine &message) {
-      return emitLineError(module) << "loom-optimizer: " << message;
+      return emitLineError(module) << "--loom-optimizer: " << message;
     };
     if (kind != "adamw" && kind != "sgd")
       return fail("unknown kind '" + kind + "' (expected adamw or sgd)");
@@ -96,12 +96,12 @@ private:
         if (result >= grads.getNumResults() ||
             !grads.getResultAttr(result, kGradOfAttr))
           return emitLineError(grads)
-                 << "loom-optimizer: '" << funcName
+                 << "--loom-optimizer: '" << funcName
                  << "' is not a gradient function: result " << result
                  << " should be the gradient of argument " << i;
         if (!cast<RankedTensorType>(type).getElementType().isF32())
           return emitLineError(grads)
-                 << "loom-optimizer: parameter " << i << " is " << type
+                 << "--loom-optimizer: parameter " << i << " is " << type
                  << "; master weights must be f32 (use a bf16 compute copy)";
         sig.params.push_back(i);
         ++result;

@@ -39,7 +39,8 @@ Expected<std::vector<GemmShape>> parseShapes(StringRef text) {
     SmallVector<int64_t, 3> values;
     for (StringRef dim : dims) {
       int64_t value;
-      if (dim.getAsInteger(10, value) || value <= 0 || value > (int64_t(1) << 20))
+      if (dim.getAsInteger(10, value) || value <= 0 ||
+          value > (int64_t(1) << 20))
         return shapeError(item);
       values.push_back(value);
     }

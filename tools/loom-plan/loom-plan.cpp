@@ -705,7 +705,7 @@ int main(int argc, char **argv) {
   StringRef timeline = timelinePath;
   if (!timeline.empty() && !timeline.ends_with(".json") &&
       !timeline.ends_with(".svg"))
-    return fail("--timeline=" + timeline +
+    return fail("--timeline: " + timeline +
                 ": the file must end in .json (Chrome trace) or .svg");
   // Before a search of up to a minute, not after it.
   if (!timeline.empty())

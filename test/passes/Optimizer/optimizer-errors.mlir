@@ -6,11 +6,11 @@
 // RUN: not loom-opt %s --loom-optimizer="weight-decay=-0.1" -split-input-file 2>&1 | FileCheck %s --check-prefix=WD
 
 // Options out of their range are rejected before anything is built.
-// KIND: error: loom-optimizer: unknown kind 'adam' (expected adamw or sgd)
-// BETA: error: loom-optimizer: beta1 and beta2 must be in [0, 1)
-// EPS: error: loom-optimizer: eps must be positive
-// LR: error: loom-optimizer: lr must be non-negative
-// WD: error: loom-optimizer: weight-decay must be non-negative
+// KIND: error: --loom-optimizer: unknown kind 'adam' (expected adamw or sgd)
+// BETA: error: --loom-optimizer: beta1 and beta2 must be in [0, 1)
+// EPS: error: --loom-optimizer: eps must be positive
+// LR: error: --loom-optimizer: lr must be non-negative
+// WD: error: --loom-optimizer: weight-decay must be non-negative
 
 // The optimizer needs the gradient function of --loom-autodiff.
 // expected-error @+1 {{loom-optimizer: no function 'forward_backward' (run --loom-autodiff first)}}
