@@ -5,6 +5,7 @@
 #include "dialects/Loom/LoomDialect.h"
 #include "dialects/Loom/LoomOps.h"
 
+#include "mlir/Dialect/Shard/IR/ShardOps.h"
 #include "mlir/IR/BuiltinTypes.h"
 #include "llvm/ADT/SetVector.h"
 #include "llvm/ADT/StringExtras.h"
@@ -148,6 +149,42 @@ SmallVector<Value> embeddingTablesOf(Value ids) {
     }
   }
   return tables;
+}
+
+std::optional<int64_t> tokenVocabulary(ModuleOp module) {
+  SmallVector<int64_t> gridShape;
+  for (auto grid : module.getOps<shard::GridOp>())
+    gridShape.assign(grid.getShape().begin(), grid.getShape().end());
+  // A partitioned step's table argument holds one device's rows; the ids
+  // index the whole table.
+  auto wholeRows = [&](Value table) {
+    int64_t rows = cast<RankedTensorType>(table.getType()).getDimSize(0);
+    auto arg = dyn_cast<BlockArgument>(table);
+    auto fn = arg ? dyn_cast<func::FuncOp>(arg.getOwner()->getParentOp())
+                  : func::FuncOp();
+    auto split =
+        fn ? fn.getArgAttrOfType<ArrayAttr>(arg.getArgNumber(), kSplitAxesAttr)
+           : ArrayAttr();
+    if (split && !split.empty())
+      for (Attribute axis : cast<ArrayAttr>(split[0]))
+        if (int64_t a = cast<IntegerAttr>(axis).getInt();
+            a >= 0 && a < static_cast<int64_t>(gridShape.size()))
+          rows *= gridShape[a];
+    return rows;
+  };
+  std::optional<int64_t> vocab;
+  for (auto fn : module.getOps<func::FuncOp>()) {
+    if (fn.isExternal())
+      continue;
+    for (unsigned i = 0, e = fn.getNumArguments(); i < e; ++i) {
+      if (attrString(fn, i, kRoleAttr) != "data" ||
+          attrString(fn, i, kNameAttr) != "tokens")
+        continue;
+      for (Value table : embeddingTablesOf(fn.getArgument(i)))
+        vocab = std::min(vocab.value_or(INT64_MAX), wholeRows(table));
+    }
+  }
+  return vocab;
 }
 
 } // namespace loom

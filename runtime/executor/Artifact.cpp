@@ -332,6 +332,11 @@ std::string Artifact::parsePlan(const std::string &planPath,
   if (compiled != "cpu" && compiled != "cuda")
     return planPath + ": unknown backend \"" + compiled + "\"";
   this->backend = compiled;
+  // Optional: without it the tools cannot check a token file's ids before
+  // the first step, and an id past the table fails inside the step.
+  if (plan.contains("vocab_size"))
+    vocabSize =
+        integer(plan["vocab_size"], 1, INT64_MAX, planPath + ": vocab_size");
   if (plan.contains("grid")) {
     std::string at = planPath + ": grid.shape";
     const json &dims = array(member(plan["grid"], "shape", planPath + ": grid"),

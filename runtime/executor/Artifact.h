@@ -63,6 +63,9 @@ struct Artifact {
   /// The global batch of a step (all micro-batches): rows x sequence length,
   /// from the functions' token arguments; 0 when none takes tokens.
   int64_t batchRows = 0, seqLen = 0;
+  /// plan.json's "vocab_size": every token id must be below it; 0 when the
+  /// plan does not say (an older artifact, or one compiled from LLVM IR).
+  int64_t vocabSize = 0;
   std::vector<std::vector<Instr>> streams;
   void *library = nullptr;
 

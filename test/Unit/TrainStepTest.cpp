@@ -3,7 +3,8 @@
 // embeddingTablesOf finds the vocabulary a token file is checked against
 // before training: the table that the tokens index, followed through the
 // call into @forward_backward and through a reshape, and not a table that
-// other ids (positions) index.
+// other ids (positions) index; tokenVocabulary reads the whole table's
+// rows when a device holds a split of them.
 //
 //===----------------------------------------------------------------------===//
 
@@ -12,6 +13,7 @@
 #include "dialects/Loom/LoomDialect.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/Dialect/Shard/IR/ShardOps.h"
 #include "mlir/IR/BuiltinOps.h"
 #include "mlir/Parser/Parser.h"
 
@@ -24,7 +26,8 @@ namespace {
 class TrainStepTest : public ::testing::Test {
 protected:
   TrainStepTest() {
-    context.loadDialect<loom::LoomDialect, func::FuncDialect>();
+    context.loadDialect<loom::LoomDialect, func::FuncDialect,
+                        shard::ShardDialect>();
   }
 
   /// The first dimension of every table `@step`'s argument `arg` indexes.
@@ -72,6 +75,37 @@ TEST_F(TrainStepTest, NoEmbeddingReadsTheIds) {
     }
   )mlir";
   EXPECT_TRUE(vocabularies(text, 1).empty());
+}
+
+TEST_F(TrainStepTest, ASplitTableCountsEveryShardsRows) {
+  // Each of the 4 devices of axis 1 holds 75 of the table's 300 rows.
+  const char *text = R"mlir(
+    shard.grid @g(shape = 2x4)
+    func.func @train_step(
+        %wte: tensor<75x4xf32> {loom.role = "param", loom.name = "wte",
+                                loom.split_axes = [[1]]},
+        %tokens: tensor<2x8xi32> {loom.role = "data", loom.name = "tokens"})
+        -> tensor<2x8x4xf32> {
+      %x = loom.embedding %wte, %tokens : (tensor<75x4xf32>, tensor<2x8xi32>) -> tensor<2x8x4xf32>
+      return %x : tensor<2x8x4xf32>
+    }
+  )mlir";
+  module = parseSourceString<ModuleOp>(text, &context);
+  ASSERT_TRUE(module);
+  EXPECT_EQ(loom::tokenVocabulary(*module), std::optional<int64_t>(300));
+}
+
+TEST_F(TrainStepTest, NoVocabularyWithoutAnEmbeddingOfTheTokens) {
+  const char *text = R"mlir(
+    func.func @train_step(
+        %tokens: tensor<2x8xi32> {loom.role = "data", loom.name = "tokens"})
+        -> tensor<2x8xi32> {
+      return %tokens : tensor<2x8xi32>
+    }
+  )mlir";
+  module = parseSourceString<ModuleOp>(text, &context);
+  ASSERT_TRUE(module);
+  EXPECT_EQ(loom::tokenVocabulary(*module), std::nullopt);
 }
 
 } // namespace

@@ -21,8 +21,8 @@
 //
 //   model.loom/program.so     loom_fn_<function>(const loom_call_frame *)
 //                             (cuda: and a loom_cuda_context *)
-//   model.loom/plan.json      the backend, grid, groups and every
-//                             function's arguments and results
+//   model.loom/plan.json      the backend, grid, groups, the vocabulary
+//                             and every function's arguments and results
 //                             (docs/runtime.md)
 //   model.loom/schedule.json  the pipeline schedule (pipelined steps only)
 //
@@ -40,6 +40,7 @@
 
 #include "loom/Support/AtomicFile.h"
 #include "loom/Support/IRDepth.h"
+#include "loom/Training/TrainStep.h"
 #include "loom/loom_program.h"
 
 #include "loom/Schedule/ScheduleAttr.h"
@@ -194,12 +195,16 @@ StringRef backendName() {
 }
 
 /// plan.json: what the runtime needs to call the functions; removes the
-/// attributes and ops LLVM translation does not take.
-Expected<json::Object> takePlan(mlir::ModuleOp module) {
+/// attributes and ops LLVM translation does not take. `vocab` is the
+/// vocabulary, found before the lowering (none when unknown).
+Expected<json::Object> takePlan(mlir::ModuleOp module,
+                                std::optional<int64_t> vocab) {
   json::Object plan{{"format", "loom-plan"},
                     {"abi_version", loom::lowering::programAbiVersion()},
                     {"target", sys::getProcessTriple()},
                     {"backend", backendName()}};
+  if (vocab)
+    plan["vocab_size"] = *vocab;
   SmallVector<int64_t> gridShape;
   SmallVector<mlir::Operation *> grids;
   for (auto grid : module.getOps<mlir::shard::GridOp>()) {
@@ -345,8 +350,9 @@ void addPlanDigest(mlir::ModuleOp module, uint64_t digest) {
 
 /// Builds the artifact in `dir`; `llvmText` gets the LLVM IR when
 /// --emit-llvm asks for it.
-Error build(mlir::ModuleOp module, StringRef dir, std::string &llvmText) {
-  auto plan = takePlan(module);
+Error build(mlir::ModuleOp module, std::optional<int64_t> vocab, StringRef dir,
+            std::string &llvmText) {
+  auto plan = takePlan(module, vocab);
   if (!plan)
     return plan.takeError();
   auto schedule = takeSchedule(module);
@@ -518,6 +524,10 @@ int main(int argc, char **argv) {
                                         "loom-compile"))
     return fail(inputPath + ": " + toString(std::move(err)));
 
+  // The vocabulary the runtime checks token ids against (plan.json's
+  // "vocab_size"): read off the embedding while the step is still Loom's
+  // ops. A module lowered already no longer says; its plan omits it.
+  std::optional<int64_t> vocab = loom::tokenVocabulary(*module);
   bool lowered = false;
   for (auto fn : module->getOps<mlir::LLVM::LLVMFuncOp>()) {
     if (!fn.getSymName().starts_with("loom_fn_"))
@@ -550,7 +560,7 @@ int main(int argc, char **argv) {
     return fail(toString(tempDir.takeError()));
   std::string temp = std::move(*tempDir);
   std::string llvmText;
-  if (Error err = build(*module, temp, llvmText)) {
+  if (Error err = build(*module, vocab, temp, llvmText)) {
     sys::fs::remove_directories(temp);
     return fail(toString(std::move(err)));
   }

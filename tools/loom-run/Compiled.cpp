@@ -9,13 +9,14 @@
 // Every rank loads the artifact, creates its communicators and its session
 // (RankSession.h: the CPU runtime, or the CUDA runtime), takes its shard of the
 // initial parameters (or of a checkpoint's state, SessionCheckpoint.h) and of
-// every batch, and runs the steps; rank 0 prints one line per step. A watchdog
-// thread on each rank ends the whole job (MPI_Abort) when a step makes no
-// progress for --timeout seconds, naming the rank and what it was running; a
-// rank that dies is reported by mpirun, which ends the others. Under --np,
-// what can be checked before the job starts is checked in the launching
-// process (checkBeforeLaunch), where an error is one line and not every
-// rank's under OpenMPI's abort banner.
+// every batch, and runs the steps; rank 0 prints one line per step. The
+// token file's ids are checked against the vocabulary plan.json records
+// before the first step. A watchdog thread on each rank ends the whole job
+// (MPI_Abort) when a step makes no progress for --timeout seconds, naming
+// the rank and what it was running; a rank that dies is reported by
+// mpirun, which ends the others. Under --np, what can be checked before the
+// job starts is checked in the launching process (checkBeforeLaunch), where
+// an error is one line and not every rank's under OpenMPI's abort banner.
 //
 //===----------------------------------------------------------------------===//
 
@@ -119,6 +120,16 @@ std::string nonFiniteLossMessage(int64_t step, double loss) {
       .str();
 }
 
+Error checkTokenVocabulary(StringRef dataPath, ArrayRef<uint32_t> ids,
+                           int64_t vocab) {
+  if (vocab <= 0)
+    return Error::success();
+  if (Error error = checkTokenIds(
+          ids, static_cast<uint32_t>(std::min<int64_t>(vocab, UINT32_MAX))))
+    return createStringError(dataPath + ": " + toString(std::move(error)));
+  return Error::success();
+}
+
 namespace {
 
 /// A message of this rank; rank 0 prints errors of every rank it sees.
@@ -185,6 +196,7 @@ Error checkBeforeLaunch(const CompiledOptions &options, int np) {
                          sizeof message))
     return createStringError(message);
   int32_t ranks = loom_artifact_world_size(artifact);
+  int64_t vocab = loom_artifact_vocab_size(artifact);
   std::string compiledFor = loom_artifact_backend(artifact);
   loom_artifact_free(artifact);
   if (compiledFor != options.backend)
@@ -209,6 +221,8 @@ Error checkBeforeLaunch(const CompiledOptions &options, int np) {
   Expected<std::vector<uint32_t>> ids = readTokenFile(options.dataPath);
   if (!ids)
     return ids.takeError();
+  if (Error err = checkTokenVocabulary(options.dataPath, *ids, vocab))
+    return err;
   return checkOutputs(options);
 }
 
@@ -283,6 +297,19 @@ int runCompiled(const CompiledOptions &options) {
   Expected<std::vector<uint32_t>> ids = readTokenFile(options.dataPath);
   if (!ids)
     return abortJob(failRank(rank, toString(ids.takeError())));
+  // Every rank reads the same file and finds the same id: rank 0 reports
+  // it once, without a rank, as the reference backend does, and ends the
+  // job; the others wait for that.
+  if (Error err =
+          checkTokenVocabulary(options.dataPath, *ids, session.vocabSize())) {
+    if (rank == 0) {
+      printError(toString(std::move(err)));
+      return abortJob(1);
+    }
+    consumeError(std::move(err));
+    MPI_Barrier(MPI_COMM_WORLD);
+    return 1;
+  }
 
   if (rank == 0) {
     outs() << formatv(

@@ -32,6 +32,15 @@ struct CompiledOptions {
 /// first step whose loss is not finite, unless told to train on.
 std::string nonFiniteLossMessage(int64_t step, double loss);
 
+/// Checks every id of the token file `dataPath` (read into `ids`) against
+/// the model's vocabulary before the first step, which would otherwise stop
+/// at the first id past it deep inside the step: "<dataPath>: token id I at
+/// position P is not below the vocabulary size V", the same from every
+/// backend. A `vocab` of 0 (an artifact that does not record it) checks
+/// nothing.
+llvm::Error checkTokenVocabulary(llvm::StringRef dataPath,
+                                 llvm::ArrayRef<uint32_t> ids, int64_t vocab);
+
 /// "1 step", "3 steps": the count and its noun, plural unless 1.
 std::string countOf(int64_t count, llvm::StringRef noun);
 
@@ -52,7 +61,8 @@ int runCompiled(const CompiledOptions &options);
 /// the ranks would each report inside the job (under OpenMPI's abort
 /// banner) is one line: the artifact loads and runs on `np` ranks, the
 /// --init file exists, the --resume checkpoint's index reads, the token
-/// file reads, and the outputs can be written (checkOutputs).
+/// file reads and its ids are in the vocabulary (checkTokenVocabulary),
+/// and the outputs can be written (checkOutputs).
 llvm::Error checkBeforeLaunch(const CompiledOptions &options, int np);
 
 /// Runs this program again under `mpirun -np np`, without --np.

@@ -61,6 +61,9 @@ public:
     return loom_artifact_batch_rows(artifact);
   }
   int64_t seqLen() const override { return loom_artifact_seq_len(artifact); }
+  int64_t vocabSize() const override {
+    return loom_artifact_vocab_size(artifact);
+  }
   int64_t workspaceBytes() const override {
     return loom_session_workspace_bytes(session);
   }

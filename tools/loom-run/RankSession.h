@@ -43,6 +43,9 @@ public:
   virtual std::string describe() const = 0;
   virtual int64_t batchRows() const = 0;
   virtual int64_t seqLen() const = 0;
+  /// The vocabulary the token ids must stay below; 0 when the artifact
+  /// does not record it.
+  virtual int64_t vocabSize() const = 0;
   virtual int64_t workspaceBytes() const = 0;
   virtual int64_t stateBytes() const = 0;
 

@@ -28,7 +28,6 @@
 #include "llvm/Support/WithColor.h"
 
 #include <cmath>
-#include <limits>
 
 using namespace llvm;
 using loom::interp::Tensor;
@@ -121,21 +120,14 @@ private:
   raw_string_ostream lines{text};
 };
 
-/// Checks every id of the token file against the vocabulary of the
-/// embeddings `tables` (the smallest, if several) before the first step,
-/// which would stop at the first id past it deep inside the step; `rows`
-/// gives a table's whole first dimension.
+/// Checks the token file against the vocabulary of the embedding the
+/// step's tokens index (loom::tokenVocabulary), as the compiled backends
+/// check it against plan.json's.
 bool tokensFitVocabulary(StringRef dataPath, ArrayRef<uint32_t> ids,
-                         ArrayRef<mlir::Value> tables,
-                         function_ref<int64_t(mlir::Value)> rows) {
-  if (tables.empty())
-    return true;
-  int64_t vocab = std::numeric_limits<int64_t>::max();
-  for (mlir::Value table : tables)
-    vocab = std::min(vocab, rows(table));
-  if (Error error = loom::checkTokenIds(
-          ids, static_cast<uint32_t>(std::min<int64_t>(vocab, UINT32_MAX)))) {
-    fail(dataPath + ": " + toString(std::move(error)));
+                         mlir::ModuleOp module) {
+  std::optional<int64_t> vocab = loom::tokenVocabulary(module);
+  if (Error error = checkTokenVocabulary(dataPath, ids, vocab.value_or(0))) {
+    fail(toString(std::move(error)));
     return false;
   }
   return true;
@@ -230,26 +222,7 @@ int runPipelined(mlir::ModuleOp module, const ReferenceOptions &options) {
   Expected<std::vector<uint32_t>> ids = loom::readTokenFile(options.dataPath);
   if (!ids)
     return fail(toString(ids.takeError()));
-  SmallVector<mlir::Value> tables;
-  for (auto fn : module.getOps<mlir::func::FuncOp>())
-    if (fn->hasAttr(loom::kStageFunctionAttr))
-      for (unsigned i = 0; i < fn.getNumArguments(); ++i)
-        if (mlir::DictionaryAttr attrs = fn.getArgAttrDict(i);
-            attrs && loom::interp::stepKey(attrs) == "data:tokens")
-          llvm::append_range(tables,
-                             loom::embeddingTablesOf(fn.getArgument(i)));
-  // A stage's table may be its shard of the whole one.
-  auto wholeRows = [&](mlir::Value table) {
-    auto type = cast<mlir::RankedTensorType>(table.getType());
-    auto arg = dyn_cast<mlir::BlockArgument>(table);
-    auto fn = arg ? dyn_cast<mlir::func::FuncOp>(arg.getOwner()->getParentOp())
-                  : nullptr;
-    mlir::DictionaryAttr attrs =
-        fn ? fn.getArgAttrDict(arg.getArgNumber()) : mlir::DictionaryAttr();
-    return attrs ? wholeShape(type, attrs, gridShape, 1)[0]
-                 : type.getDimSize(0);
-  };
-  if (!tokensFitVocabulary(options.dataPath, *ids, tables, wholeRows))
+  if (!tokensFitVocabulary(options.dataPath, *ids, module))
     return 1;
 
   loom::interp::NamedTensors state;
@@ -335,12 +308,8 @@ int runWholeStep(mlir::func::FuncOp fn, const ReferenceOptions &options) {
   Expected<std::vector<uint32_t>> ids = loom::readTokenFile(options.dataPath);
   if (!ids)
     return fail(toString(ids.takeError()));
-  if (!tokensFitVocabulary(
-          options.dataPath, *ids,
-          loom::embeddingTablesOf(fn.getArgument(layout->tokensArg)),
-          [](mlir::Value table) {
-            return cast<mlir::RankedTensorType>(table.getType()).getDimSize(0);
-          }))
+  if (!tokensFitVocabulary(options.dataPath, *ids,
+                           fn->getParentOfType<mlir::ModuleOp>()))
     return 1;
 
   int64_t numElements = 0;

@@ -18,8 +18,10 @@
 #include "loom/Checkpoint/Safetensors.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/IR/BuiltinOps.h"
 #include "llvm/Support/Error.h"
 
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -55,6 +57,16 @@ llvm::Expected<TrainStepLayout> analyzeTrainStep(mlir::func::FuncOp fn);
 /// the token file against it before training. Empty when no embedding reads
 /// `ids`.
 llvm::SmallVector<mlir::Value> embeddingTablesOf(mlir::Value ids);
+
+/// The vocabulary every token id of `module`'s step must stay below: the
+/// smallest whole first dimension of the tables (embeddingTablesOf) that
+/// the step's tokens index, wherever a function takes them (`loom.role`
+/// "data", `loom.name` "tokens": @train_step's argument, or the first
+/// stage's after --loom-split-stages). A table that is an argument split
+/// by rows (`loom.split_axes` on the module's `shard.grid`) counts all its
+/// shards' rows, not one device's. std::nullopt when no embedding reads
+/// the tokens.
+std::optional<int64_t> tokenVocabulary(mlir::ModuleOp module);
 
 /// The tensor of `ckpt` holding parameter `name`: the name itself or, for
 /// GPT-2 files saved from `GPT2Model`, the name without `transformer.`.

@@ -195,6 +195,10 @@ int64_t loom_artifact_seq_len(const loom_artifact *artifact) {
   return artifact->impl.seqLen;
 }
 
+int64_t loom_artifact_vocab_size(const loom_artifact *artifact) {
+  return artifact->impl.vocabSize;
+}
+
 void loom_session_options_init(loom_session_options *options) {
   options->backend = LOOM_BACKEND_CPU;
   options->device = -1;

@@ -57,6 +57,11 @@ int32_t loom_artifact_world_size(const loom_artifact *artifact);
 /* Tokens per step: the global batch's rows and sequence length. */
 int64_t loom_artifact_batch_rows(const loom_artifact *artifact);
 int64_t loom_artifact_seq_len(const loom_artifact *artifact);
+/* The vocabulary: every token id of a batch must be below it (plan.json's
+ * "vocab_size"); 0 when the artifact does not record it (loom-compile of
+ * a module lowered already, or an older loom-compile). A batch holding an
+ * id past it fails inside loom_session_step; callers check the ids first. */
+int64_t loom_artifact_vocab_size(const loom_artifact *artifact);
 
 typedef enum loom_backend {
   LOOM_BACKEND_CPU = 0,

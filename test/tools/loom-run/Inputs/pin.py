@@ -14,6 +14,8 @@ Schemes (mesh axes as --loom-auto-shard's mesh= names them):
   zero3      batch over axis 0, parameters and moments split by rows over
              axis 0 where that divides (ZeRO-3)
   dp-tp      batch over axis 0, Megatron over axis 1
+  tp-vocab   tp, with the token embedding (and the output layer tied to
+             it) split by vocabulary rows over axis 0
   cp         the tokens split by position over axis 0, parameters and
              moments replicated (context parallelism; plan it with
              context-axis=0)
@@ -22,6 +24,7 @@ import re
 import sys
 
 COLUMN = ("c_attn.weight", "c_fc.weight", "o_proj.weight", "down_proj.weight")
+EMBEDDING = ("wte.weight", "embed_tokens.weight")
 ROW = ("c_proj.weight", "q_proj.weight", "k_proj.weight", "v_proj.weight",
        "gate_proj.weight", "up_proj.weight")
 
@@ -42,6 +45,12 @@ def pin(scheme, role, name, shape, mesh0):
     state = role in ("param", "m", "v")
     if scheme == "dp":
         return [[0], []] if role == "data" else whole if state else None
+    if scheme == "tp-vocab":
+        if role == "data":
+            return whole
+        if state and name.endswith(EMBEDDING):
+            return [[0]] + whole[1:]
+        return (megatron(name, shape, 0) or whole) if state else None
     if scheme in ("tp", "tp-sp"):
         if role == "data":
             return [[], [0]] if scheme == "tp-sp" else whole
