@@ -31,9 +31,11 @@
 #include "loom/Support/AtomicFile.h"
 #include "loom/Training/TrainStep.h"
 
+#include "llvm/ADT/SmallString.h"
 #include "llvm/Support/FileSystem.h"
 #include "llvm/Support/FormatVariadic.h"
 #include "llvm/Support/JSON.h"
+#include "llvm/Support/Path.h"
 #include "llvm/Support/Program.h"
 
 #include <mpi.h>
@@ -178,7 +180,27 @@ json::Value jsonNumber(double value) {
   return value;
 }
 
+Error checkLogOutsideSave(StringRef logPath, StringRef savePath) {
+  if (logPath.empty() || savePath.empty() || loom::isStreamOutput(logPath))
+    return Error::success();
+  auto normal = [](StringRef path) {
+    SmallString<256> result(path);
+    sys::fs::make_absolute(result);
+    sys::path::remove_dots(result, /*remove_dot_dot=*/true);
+    return std::string(result);
+  };
+  std::string log = normal(logPath), save = normal(savePath);
+  if (log == save || StringRef(log).starts_with(save + "/"))
+    return createStringError(
+        formatv("--log-json {0}: is --save {1} or inside it, which the save "
+                "replaces",
+                logPath, savePath));
+  return Error::success();
+}
+
 Error checkOutputs(const CompiledOptions &options) {
+  if (Error err = checkLogOutsideSave(options.logPath, options.savePath))
+    return err;
   if (!options.savePath.empty())
     if (Error err = checkCheckpointTarget(options.savePath))
       return err;
@@ -209,9 +231,14 @@ Error checkBeforeLaunch(const CompiledOptions &options, int np) {
         formatv("{0}: the artifact runs on {1} rank{2}, not --np {3}",
                 options.artifactPath, ranks, ranks == 1 ? "" : "s", np));
   sys::fs::file_status status;
-  if (!options.initPath.empty())
+  if (!options.initPath.empty()) {
     if (std::error_code error = sys::fs::status(options.initPath, status))
       return createStringError(options.initPath + ": " + error.message());
+    // Its header only: every rank reads the whole file.
+    if (!hasSafetensorsHeader(options.initPath))
+      return createStringError(options.initPath +
+                               ": not a safetensors file (--init)");
+  }
   if (!options.resumePath.empty()) {
     Expected<ShardedCheckpointReader> reader =
         ShardedCheckpointReader::open(options.resumePath);

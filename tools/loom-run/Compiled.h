@@ -49,8 +49,16 @@ std::string countOf(int64_t count, llvm::StringRef noun);
 /// refuse the line).
 llvm::json::Value jsonNumber(double value);
 
+/// Refuses a --log-json path that is the --save path or inside its
+/// directory: the save (a checkpoint directory swapped in whole, or the
+/// reference backend's safetensors file) would replace the log, or the log
+/// a file of the checkpoint. Either may be empty.
+llvm::Error checkLogOutsideSave(llvm::StringRef logPath,
+                                llvm::StringRef savePath);
+
 /// Checks that the --save checkpoint directory and the --log-json file can
-/// be written, before the steps whose results they hold.
+/// be written, and that the log is not inside the checkpoint, before the
+/// steps whose results they hold.
 llvm::Error checkOutputs(const CompiledOptions &options);
 
 /// Trains `options.artifactPath` on this MPI rank (MPI_Init included);
@@ -60,9 +68,10 @@ int runCompiled(const CompiledOptions &options);
 /// What `loom-run --np np` checks before starting mpirun, so that an error
 /// the ranks would each report inside the job (under OpenMPI's abort
 /// banner) is one line: the artifact loads and runs on `np` ranks, the
-/// --init file exists, the --resume checkpoint's index reads, the token
-/// file reads and its ids are in the vocabulary (checkTokenVocabulary),
-/// and the outputs can be written (checkOutputs).
+/// --init file exists and begins as a safetensors file, the --resume
+/// checkpoint's index reads, the token file reads and its ids are in the
+/// vocabulary (checkTokenVocabulary), and the outputs can be written
+/// (checkOutputs).
 llvm::Error checkBeforeLaunch(const CompiledOptions &options, int np);
 
 /// Runs this program again under `mpirun -np np`, without --np.

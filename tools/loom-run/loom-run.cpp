@@ -232,8 +232,11 @@ int main(int argc, char **argv) {
     if (initPath.empty() == resumePath.empty())
       return fail("give either --init (parameters to start from) or --resume "
                   "(a checkpoint directory to continue)");
-    if (saveEvery.getNumOccurrences() && (saveEvery < 1 || savePath.empty()))
-      return fail("--save-every needs a positive step count and --save");
+    if (saveEvery.getNumOccurrences() && saveEvery < 1)
+      return fail("--save-every " + std::to_string(saveEvery) +
+                  ": must be a positive step count");
+    if (saveEvery.getNumOccurrences() && savePath.empty())
+      return fail("--save-every needs --save DIR (where to save)");
     loom::run::CompiledOptions options{modulePath,
                                        dataPath,
                                        logPath,
@@ -272,8 +275,13 @@ int main(int argc, char **argv) {
     if (!path.empty())
       if (Error error = loom::checkOutputFile(path))
         return fail(toString(std::move(error)));
-  // --save replaces an earlier run's parameters, never some other file.
+  if (Error error = loom::run::checkLogOutsideSave(logPath, savePath))
+    return fail(toString(std::move(error)));
+  // --save replaces an earlier run's parameters (or an empty file), never
+  // some other file.
+  uint64_t saveSize = 0;
   if (!savePath.empty() && llvm::sys::fs::is_regular_file(savePath) &&
+      !llvm::sys::fs::file_size(savePath, saveSize) && saveSize > 0 &&
       !loom::hasSafetensorsHeader(savePath))
     return fail(savePath + ": exists and is not a safetensors file; not "
                            "replacing it");
