@@ -11,6 +11,7 @@
 #include <climits>
 #include <cstdint>
 #include <dlfcn.h>
+#include <filesystem>
 #include <fstream>
 #include <set>
 #include <stdexcept>
@@ -426,6 +427,13 @@ std::string Artifact::load(const std::string &dir, const std::string &backend,
   std::string schedulePath = dir + "/schedule.json";
   uint64_t digest = LOOM_PLAN_DIGEST_SEED;
   try {
+    // A directory without plan.json (a checkpoint, a build tree) is not
+    // something loom-compile wrote: say so rather than "cannot read".
+    std::error_code ec;
+    if (std::filesystem::is_directory(dir, ec) &&
+        !std::filesystem::exists(planPath, ec))
+      throw std::runtime_error(
+          "not a loom-compile artifact (it has no plan.json)");
     std::string planText = readFile(planPath);
     digest = loom_plan_digest_update(digest, planText.data(), planText.size());
     if (std::string error = parsePlan(planPath, planText, backend);
