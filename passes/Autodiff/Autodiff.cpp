@@ -208,8 +208,8 @@ LogicalResult buildBackward(func::FuncOp fn, BackwardOpHook hook) {
       continue;
     auto rule = dyn_cast<GradientOpInterface>(op);
     if (!rule)
-      return op->emitError()
-             << "--loom-autodiff: no gradient rule for '" << op->getName() << "'";
+      return op->emitError() << "--loom-autodiff: no gradient rule for '"
+                             << op->getName() << "'";
     listener.current = op;
     SmallVector<Value> operandGrads(op->getNumOperands());
     if (failed(rule.buildOperandGradients(b, resultGrads, operandGrads)))
